@@ -1,0 +1,26 @@
+"""depgraph: how long the decode side of a disaggregated handoff waits, and on what.
+
+>>> import depgraph as dg
+>>> G = dg.single_request("qwen3.6-35b-a3b", prompt_tokens=1024, link="25g", mfu=0.4)
+>>> S = dg.schedule(G, policy="layer")
+>>> round(S.ttft_s * 1e3, 1)
+28.5
+"""
+
+from .cost import CostModel
+from .errors import ConfigError, CycleError, DepgraphError, GraphError
+from .graph import EDGE_KINDS, NODE_KINDS, validate_graph
+from .hardware import GPU, Link, load_gpu, load_link
+from .models import COMPONENTS, LayerSpec, ModelSpec, catalog, handoff_bytes, load_model, model_from_config
+from .policies import POLICIES, POLICY_NAMES, Policy, get_policy
+from .scheduler import CompiledGraph, Schedule, breakdown, compile_graph, critical_path, frontier, schedule
+from .workloads import TIMINGS, single_request
+
+__all__ = [
+    "COMPONENTS", "CompiledGraph", "ConfigError", "CostModel", "CycleError", "DepgraphError", "EDGE_KINDS", "GPU",
+    "GraphError", "LayerSpec", "Link", "ModelSpec", "NODE_KINDS", "POLICIES", "POLICY_NAMES", "Policy", "Schedule",
+    "TIMINGS", "breakdown", "catalog", "compile_graph", "critical_path", "frontier", "get_policy", "handoff_bytes",
+    "load_gpu", "load_link", "load_model", "model_from_config", "schedule", "single_request", "validate_graph",
+]
+
+__version__ = "0.1.0"

@@ -1,0 +1,156 @@
+"""The cost model: seconds for prefill, decode and transfer events.
+
+Every assumption is a named field of :class:`CostModel` with its default
+documented once, here (``docs/calibration.md`` explains the choices):
+
+``gpu = "study-effective"``
+    The study does not name its GPU. The default is a calibration device:
+    an H100 SXM's peak dense bf16 FLOP/s and HBM bandwidth each divided by 4
+    (247 TFLOP/s, 0.84 TB/s), the one speed that reproduces the study's
+    Figure 4 point and its absolute latencies. Pass ``gpu="h100-sxm"`` (or
+    any catalog GPU) for a real device.
+``mfu = 0.4``
+    Prefill model FLOPs utilisation; the study runs 0.4 and 1.0.
+``conv_share = 0.10``
+    Share of a recurrent layer's decode time taken by its convolution
+    operator (the study's 10%).
+``activation_hop_s = 0.05e-3``
+    Time to move an activation between pipeline stages (the study's 0.05 ms).
+``hbm_efficiency = 1.0``
+    Fraction of HBM peak a memory-bound decode step reaches.
+``decode_layer_overhead_s = 0.0``
+    Fixed time per decode layer per step (kernel launches, synchronisation).
+``recurrent_flops_per_state_elem = 4.0``
+    Prefill FLOPs per prompt token per recurrent-state element (the
+    recurrence's update and read-out; small next to the projections).
+
+Prefill time of a layer is FLOPs / (MFU x peak): ``2 x active params x S``
+for the projections, ``2 x S^2 x (query heads x head_dim)`` for causal
+attention. Decode time of a layer is memory-bound: the weights the step
+touches (for MoE, the distinct experts the batch's tokens route to, in
+expectation) plus the KV and recurrent state of every request in the batch,
+over HBM bandwidth.
+
+>>> import depgraph as dg
+>>> cm = dg.CostModel(mfu=1.0)
+>>> m = dg.load_model("qwen3-32b")
+>>> round(cm.prefill_layer_s(m.layers[0], 1024) * 1e6, 1)   # microseconds
+4108.2
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Sequence
+
+from ._validate import positive_int, positive_number
+from .hardware import GPU, Link, load_gpu, load_link
+from .models import LayerSpec, ModelSpec
+
+__all__ = ["CostModel", "DEFAULT_GPU"]
+
+#: The calibration device (see docs/calibration.md).
+DEFAULT_GPU = "study-effective"
+
+
+@dataclass(frozen=True, slots=True)
+class CostModel:
+    """Named assumptions of the model and the durations they imply."""
+
+    gpu: GPU = field(default_factory=lambda: load_gpu(DEFAULT_GPU))
+    mfu: float = 0.4
+    conv_share: float = 0.10
+    activation_hop_s: float = 0.05e-3
+    hbm_efficiency: float = 1.0
+    decode_layer_overhead_s: float = 0.0
+    recurrent_flops_per_state_elem: float = 4.0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "gpu", load_gpu(self.gpu))
+        positive_number("mfu", self.mfu, upper=1.0)
+        positive_number("conv_share", self.conv_share, upper=1.0)
+        positive_number("activation_hop_s", self.activation_hop_s, allow_zero=True, upper=10.0)
+        positive_number("hbm_efficiency", self.hbm_efficiency, upper=1.0)
+        positive_number("decode_layer_overhead_s", self.decode_layer_overhead_s, allow_zero=True, upper=10.0)
+        positive_number("recurrent_flops_per_state_elem", self.recurrent_flops_per_state_elem, allow_zero=True, upper=1e6)
+
+    def replace(self, **changes) -> "CostModel":
+        return replace(self, **changes)
+
+    # ------------------------------------------------------------ prefill
+
+    def prefill_layer_flops(self, layer: LayerSpec, prompt_tokens: int) -> float:
+        s = float(prompt_tokens)
+        flops = 2.0 * layer.active_params * s
+        if layer.mixer == "attention":
+            flops += 2.0 * s * s * layer.attention_width
+        flops += self.recurrent_flops_per_state_elem * layer.recurrent_state_elems * s
+        return flops
+
+    def prefill_layer_s(self, layer: LayerSpec, prompt_tokens: int) -> float:
+        """Seconds of prefill compute for one layer over the whole prompt."""
+        return self.prefill_layer_flops(layer, prompt_tokens) / (self.mfu * self.gpu.peak_bf16_flops)
+
+    def prefill_s(self, model: ModelSpec, prompt_tokens: int) -> float:
+        return sum(self.prefill_layer_s(layer, prompt_tokens) for layer in model.layers)
+
+    # ------------------------------------------------------------- decode
+
+    @staticmethod
+    def distinct_experts(layer: LayerSpec, tokens: int) -> float:
+        """Expected number of distinct routed experts ``tokens`` tokens touch
+        (uniform routing, ``k`` of ``E`` per token)."""
+        if not layer.num_experts:
+            return 0.0
+        e, k = layer.num_experts, layer.experts_per_token
+        return e * (1.0 - (1.0 - k / e) ** tokens)
+
+    def decode_layer_bytes(self, model: ModelSpec, layer: LayerSpec, context_tokens: Sequence[int]) -> float:
+        """Bytes one decode step reads for ``layer``, with one request per entry
+        of ``context_tokens`` (each entry is that request's context length)."""
+        batch = len(context_tokens)
+        weights = layer.mixer_params + layer.ffn_dense_params + self.distinct_experts(layer, batch) * layer.expert_params
+        state = sum(layer.kv_bytes_per_token * int(c) for c in context_tokens) + batch * (layer.ssm_bytes + layer.conv_bytes)
+        return weights * model.dtype_bytes + state
+
+    def decode_layer_s(self, model: ModelSpec, layer: LayerSpec, context_tokens: Sequence[int] | int) -> float:
+        """Seconds of one memory-bound decode step for ``layer``."""
+        if isinstance(context_tokens, int):
+            context_tokens = (context_tokens,)
+        bw = self.gpu.hbm_bytes_per_s * self.hbm_efficiency
+        return self.decode_layer_overhead_s + self.decode_layer_bytes(model, layer, context_tokens) / bw
+
+    def decode_head_s(self, model: ModelSpec, batch: int = 1) -> float:
+        """Seconds to read the LM head (final norm and vocabulary projection)."""
+        bw = self.gpu.hbm_bytes_per_s * self.hbm_efficiency
+        return model.lm_head_params * model.dtype_bytes / bw
+
+    def decode_step_s(self, model: ModelSpec, context_tokens: Sequence[int] | int) -> float:
+        """Seconds of one whole decode step (every layer plus the head)."""
+        if isinstance(context_tokens, int):
+            context_tokens = (context_tokens,)
+        batch = positive_int("batch", len(context_tokens), upper=1_000_000)
+        return sum(self.decode_layer_s(model, layer, context_tokens) for layer in model.layers) + self.decode_head_s(model, batch)
+
+    def decode_operators(self, model: ModelSpec, layer: LayerSpec, context_tokens: Sequence[int] | int) -> list[tuple[str, tuple[str, ...], float]]:
+        """The decode operators of one layer, in program order.
+
+        Each entry is ``(operator, components read, duration_s)``. A recurrent
+        layer splits into its convolution operator (``conv_share`` of the
+        layer, reads the conv tail) and the rest (reads the recurrent state);
+        an attention layer is one operator reading KV; a layer without
+        handoff state is one ``ffn`` operator.
+        """
+        total = self.decode_layer_s(model, layer, context_tokens)
+        if layer.ssm_bytes:
+            conv = total * self.conv_share
+            return [("conv", ("conv",) if layer.conv_bytes else (), conv), ("ssm", ("ssm",), total - conv)]
+        if layer.kv_bytes_per_token:
+            return [("attn", ("kv",), total)]
+        return [("ffn", (), total)]
+
+    # ----------------------------------------------------------- transfer
+
+    @staticmethod
+    def transfer_s(link: Link | str, nbytes: int | float) -> float:
+        return load_link(link).transfer_s(nbytes)

@@ -1,0 +1,107 @@
+"""Links and GPUs, read from the data file shipped in the package.
+
+>>> import depgraph as dg
+>>> dg.load_link("25g").bytes_per_s
+3125000000.0
+>>> dg.load_link("40gbps").bandwidth_gbps
+40.0
+>>> dg.load_gpu("h100").peak_bf16_flops
+989000000000000.0
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+from ._validate import positive_number
+from .errors import ConfigError
+
+__all__ = ["Link", "GPU", "load_link", "load_gpu", "link_names", "gpu_names"]
+
+
+@dataclass(frozen=True, slots=True)
+class Link:
+    """A point-to-point link between a prefill and a decode GPU."""
+
+    name: str
+    bandwidth_gbps: float  # gigabits per second, effective
+    latency_s: float = 0.0
+    description: str = ""
+
+    @property
+    def bytes_per_s(self) -> float:
+        return self.bandwidth_gbps * 1e9 / 8.0
+
+    def transfer_s(self, nbytes: int | float) -> float:
+        """Seconds to move ``nbytes`` (latency plus serialisation)."""
+        return self.latency_s + float(nbytes) / self.bytes_per_s
+
+
+@dataclass(frozen=True, slots=True)
+class GPU:
+    """A GPU's peak dense bf16 FLOP/s and HBM bandwidth."""
+
+    name: str
+    peak_bf16_flops: float
+    hbm_bytes_per_s: float
+    hbm_bytes: float
+    description: str = ""
+
+
+@lru_cache(maxsize=1)
+def _data() -> dict[str, Any]:
+    text = (resources.files("depgraph") / "data" / "hardware.json").read_text(encoding="utf-8")
+    return json.loads(text)
+
+
+def link_names() -> list[str]:
+    return list(_data()["links"])
+
+
+def gpu_names() -> list[str]:
+    return list(_data()["gpus"])
+
+
+_GBPS = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*gbps\s*$", re.IGNORECASE)
+
+
+def load_link(link: str | Link | float) -> Link:
+    """A link by catalog name (``pcie4``, ``100g``, ``25g``, ``nvlink4``, ...),
+    as ``"<n>gbps"`` (gigabits per second), or a :class:`Link` passed through."""
+    if isinstance(link, Link):
+        positive_number("link.bandwidth_gbps", link.bandwidth_gbps, upper=1e6)
+        positive_number("link.latency_s", link.latency_s, allow_zero=True, upper=10.0)
+        return link
+    if not isinstance(link, str):
+        raise ConfigError(f"link: expected a link name ({', '.join(link_names())}) or '<n>gbps', got {link!r}")
+    data = _data()
+    key = link.strip().lower()
+    key = data["link_aliases"].get(key, key)
+    if key in data["links"]:
+        entry = data["links"][key]
+        return Link(name=key, bandwidth_gbps=float(entry["bandwidth_gbps"]), latency_s=float(entry["latency_s"]),
+                    description=entry["description"])
+    match = _GBPS.match(link)
+    if match:
+        gbps = positive_number("link", float(match.group(1)), upper=1e6)
+        return Link(name=f"{gbps:g}gbps", bandwidth_gbps=gbps, description="user-given line rate")
+    raise ConfigError(f"link: expected one of {', '.join(link_names())} or '<n>gbps' (0 < n <= 1e6); got {link!r}")
+
+
+def load_gpu(gpu: str | GPU) -> GPU:
+    """A GPU by catalog name (``h100-sxm``, ``h200``, ``a100-80g``, ``l40s``, ``b200``)."""
+    if isinstance(gpu, GPU):
+        return gpu
+    data = _data()
+    key = str(gpu).strip().lower() if isinstance(gpu, str) else None
+    key = data["gpu_aliases"].get(key, key)
+    if key not in data["gpus"]:
+        raise ConfigError(f"gpu: expected one of {', '.join(gpu_names())}; got {gpu!r}")
+    e = data["gpus"][key]
+    return GPU(name=key, peak_bf16_flops=float(e["peak_bf16_flops"]), hbm_bytes_per_s=float(e["hbm_bytes_per_s"]),
+               hbm_bytes=float(e["hbm_bytes"]), description=e["description"])

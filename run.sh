@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# depgraph's two commands. Each sets up what it needs on first use:
+#   ./run.sh reproduce [OUT]    reproduce the studies into OUT (default: results/)
+#   ./run.sh test [ARGS...]     run the whole test suite (ARGS go to pytest)
+# Set-up: a virtual environment in .venv (or $DEPGRAPH_VENV) with the package
+# and its test dependencies, and Graphviz's `dot` (apt-get when run as root or
+# with passwordless sudo; otherwise the exact install step is printed).
+set -euo pipefail
+cd "$(dirname "$0")"
+VENV="${DEPGRAPH_VENV:-.venv}"
+
+need_python() {
+    for py in python3.13 python3.12 python3.11 python3; do
+        if command -v "$py" >/dev/null 2>&1 &&
+           "$py" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+            echo "$py"; return 0
+        fi
+    done
+    echo "depgraph: needs Python 3.11 or newer on PATH" >&2
+    exit 1
+}
+
+install_dot() {
+    command -v dot >/dev/null 2>&1 && return 0
+    local sudo=""
+    if [ "$(id -u)" != 0 ]; then
+        if command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then sudo="sudo -n"; fi
+    fi
+    if command -v apt-get >/dev/null 2>&1 && { [ "$(id -u)" = 0 ] || [ -n "$sudo" ]; }; then
+        echo "depgraph: installing Graphviz (dot) with apt-get" >&2
+        $sudo apt-get update -qq >/dev/null
+        DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq graphviz >/dev/null
+    elif command -v brew >/dev/null 2>&1; then
+        brew install graphviz
+    fi
+    if ! command -v dot >/dev/null 2>&1; then
+        echo "depgraph: Graphviz's 'dot' is missing and could not be installed here." >&2
+        echo "  Install it with: sudo apt-get install graphviz   (Debian/Ubuntu)" >&2
+        echo "               or: brew install graphviz           (macOS)" >&2
+        exit 1
+    fi
+}
+
+setup() {
+    install_dot
+    local stamp="$VENV/.depgraph-installed"
+    local want
+    want="$(cat pyproject.toml | cksum)"
+    if [ ! -x "$VENV/bin/python" ]; then
+        "$(need_python)" -m venv "$VENV"
+    fi
+    if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+        "$VENV/bin/python" -m pip install -q --disable-pip-version-check -e '.[test]'
+        echo "$want" > "$stamp"
+    fi
+}
+
+cmd="${1:-}"
+case "$cmd" in
+    reproduce)
+        shift
+        setup
+        exec "$VENV/bin/depgraph" reproduce "${1:-results}" "${@:2}"
+        ;;
+    test)
+        shift
+        setup
+        exec "$VENV/bin/python" -m pytest "$@"
+        ;;
+    *)
+        sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//'
+        exit 2
+        ;;
+esac

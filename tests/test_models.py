@@ -1,0 +1,135 @@
+"""Model catalog and config loading."""
+
+import json
+
+import pytest
+
+import depgraph as dg
+
+
+# Figure 3 of the handoff study, to the byte: these are exact products of the
+# config fields (see ../shared/reference/model-facts.md), so the tolerance is 0.
+@pytest.mark.parametrize(
+    "name, tokens, total_bytes, recurrent_share",
+    [
+        ("qwen3.6-35b-a3b", 1024, 85_360_640, 0.75),
+        ("qwen3.6-35b-a3b", 32768, 735_477_760, 0.09),
+        ("nemotron-3-nano-30b-a3b", 1024, 55_373_824, 0.89),
+        ("nemotron-3-nano-30b-a3b", 32768, 250_408_960, 0.20),
+    ],
+)
+def test_figure3_bytes(name, tokens, total_bytes, recurrent_share):
+    b = dg.handoff_bytes(dg.load_model(name), prompt_tokens=tokens)
+    assert sum(b.values()) == total_bytes
+    # The study rounds the share to whole percent.
+    assert (b["ssm"] + b["conv"]) / total_bytes == pytest.approx(recurrent_share, abs=0.005)
+
+
+def test_study_rounded_totals_in_mb():
+    q = dg.load_model("qwen3.6-35b-a3b")
+    n = dg.load_model("nemotron-3-nano-30b-a3b")
+    assert round(sum(dg.handoff_bytes(q, prompt_tokens=1024).values()) / 1e6, 2) == 85.36
+    assert round(sum(dg.handoff_bytes(q, prompt_tokens=32768).values()) / 1e6, 1) == 735.5
+    assert round(sum(dg.handoff_bytes(n, prompt_tokens=1024).values()) / 1e6, 2) == 55.37
+    assert round(sum(dg.handoff_bytes(n, prompt_tokens=32768).values()) / 1e6, 1) == 250.4
+
+
+def test_qwen3_32b_kv_per_token():
+    m = dg.load_model("qwen3-32b")
+    assert m.kv_bytes_per_token == 262_144
+    assert dg.handoff_bytes(m, prompt_tokens=1) == {"kv": 262_144, "ssm": 0, "conv": 0}
+
+
+@pytest.mark.parametrize(
+    "name, per_layer",
+    [
+        ("qwen3.6-35b-a3b", {"attention": (2048, 0, 0), "gdn": (0, 2_097_152, 49_152)}),
+        ("nemotron-3-nano-30b-a3b", {"attention": (1024, 0, 0), "mamba2": (0, 2_097_152, 36_864), "moe": (0, 0, 0)}),
+    ],
+)
+def test_layer_state_sizes(name, per_layer):
+    for layer in dg.load_model(name).layers:
+        assert (layer.kv_bytes_per_token, layer.ssm_bytes, layer.conv_bytes) == per_layer[layer.kind]
+
+
+def test_layouts():
+    q = dg.load_model("QWEN3.6-35B-A3B")
+    assert [l.index for l in q.layers if l.kind == "attention"] == [3, 7, 11, 15, 19, 23, 27, 31, 35, 39]
+    n = dg.load_model("nemotron-3-nano-30b-a3b")
+    assert n.count_kinds() == {"mamba2": 23, "moe": 23, "attention": 6}
+
+
+# model-facts.md: about 2.44 B, 2.88 B and 31.2 B active non-embedding parameters.
+@pytest.mark.parametrize("name, active_b", [("qwen3.6-35b-a3b", 2.44), ("nemotron-3-nano-30b-a3b", 2.88), ("qwen3-32b", 31.2)])
+def test_active_params_from_config(name, active_b):
+    assert dg.load_model(name).active_params / 1e9 == pytest.approx(active_b, rel=0.01)
+
+
+def test_layer_types_and_interval_agree(tmp_path):
+    base = json.loads(open(dg.catalog()["qwen3.6-35b-a3b"]).read())
+    text = dict(base["text_config"])
+    text.pop("full_attention_interval")
+    text["layer_types"] = ["full_attention" if (i + 1) % 4 == 0 else "linear_attention" for i in range(40)]
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(text))  # not nested this time
+    a = dg.load_model(path)
+    b = dg.load_model("qwen3.6-35b-a3b")
+    assert [l.kind for l in a.layers] == [l.kind for l in b.layers]
+    assert dg.handoff_bytes(a, prompt_tokens=77) == dg.handoff_bytes(b, prompt_tokens=77)
+    assert dg.load_model(tmp_path).name == tmp_path.name  # a folder holding config.json
+
+
+def test_dense_head_dim_default_and_ssm_dtype(tmp_path):
+    cfg = {"model_type": "llama", "hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 8,
+           "num_hidden_layers": 32, "intermediate_size": 14336, "vocab_size": 128256, "torch_dtype": "bfloat16"}
+    m = dg.model_from_config(cfg)
+    assert m.kv_bytes_per_token == 32 * 2 * 8 * 128 * 2
+
+    q = json.loads(open(dg.catalog()["qwen3.6-35b-a3b"]).read())
+    q["text_config"].pop("mamba_ssm_dtype")
+    assert dg.model_from_config(q).layers[0].ssm_bytes == 2_097_152  # float32 when absent
+    q["text_config"]["mamba_ssm_dtype"] = "bfloat16"
+    assert dg.model_from_config(q).layers[0].ssm_bytes == 1_048_576
+
+
+def test_kv_dtype_override_changes_only_kv():
+    a = dg.load_model("qwen3.6-35b-a3b")
+    b = dg.load_model("qwen3.6-35b-a3b", kv_dtype="fp8")
+    ba, bb = dg.handoff_bytes(a, prompt_tokens=1000), dg.handoff_bytes(b, prompt_tokens=1000)
+    assert bb["kv"] * 2 == ba["kv"] and bb["ssm"] == ba["ssm"] and bb["conv"] == ba["conv"]
+
+
+@pytest.mark.parametrize(
+    "mutate, message",
+    [
+        (lambda c: c.pop("num_hidden_layers"), "num_hidden_layers: missing"),
+        (lambda c: c.update(num_hidden_layers=-3), "num_hidden_layers: expected an integer >= 1"),
+        (lambda c: c.update(hybrid_override_pattern="MEX"), "hybrid_override_pattern"),
+        (lambda c: c.update(hybrid_override_pattern="M" * 51 + "Q"), "hybrid_override_pattern[51]"),
+        (lambda c: c.update(mamba_ssm_cache_dtype="float7"), "mamba_ssm_cache_dtype: expected a dtype"),
+        (lambda c: c.update(num_experts_per_tok=500), "num_experts_per_tok: expected at most"),
+        (lambda c: c.update(hidden_size="big"), "hidden_size: expected an integer"),
+    ],
+)
+def test_bad_nemotron_configs_name_the_field(mutate, message):
+    cfg = json.loads(open(dg.catalog()["nemotron-3-nano-30b-a3b"]).read())
+    mutate(cfg)
+    with pytest.raises(dg.ConfigError) as err:
+        dg.model_from_config(cfg, source="cfg.json")
+    assert message in str(err.value)
+    assert "cfg.json" in str(err.value)
+
+
+def test_unknown_model_and_bad_json(tmp_path):
+    with pytest.raises(dg.ConfigError, match="neither a catalog model"):
+        dg.load_model("llama-9000")
+    bad = tmp_path / "config.json"
+    bad.write_text("{not json")
+    with pytest.raises(dg.ConfigError, match="not valid JSON"):
+        dg.load_model(bad)
+    bad.write_text("[1, 2]")
+    with pytest.raises(dg.ConfigError, match="JSON object"):
+        dg.load_model(bad)
+    bad.write_text('{"hidden_size": 8}')
+    with pytest.raises(dg.ConfigError, match="num_hidden_layers: missing"):
+        dg.load_model(bad)
