@@ -4,7 +4,7 @@
 >>> G = dg.single_request("qwen3.6-35b-a3b", prompt_tokens=1024, link="25g", mfu=0.4)
 >>> S = dg.schedule(G, policy="layer")
 >>> round(S.ttft_s * 1e3, 1)
-28.5
+54.0
 """
 
 from .cost import CostModel
