@@ -1,0 +1,210 @@
+"""The ``depgraph`` command line.
+
+Bad input exits with status 2 and one line on standard error that names the
+field and what is allowed; no traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from .errors import DepgraphError
+
+__all__ = ["main"]
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, no usage block
+        self.exit(2, f"depgraph: error: {message} (see '{self.prog} --help')\n")
+
+
+def _number(kind, field: str):
+    def parse(text: str):
+        try:
+            return kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{field}: expected {'an integer' if kind is int else 'a number'}, got {text!r}") from None
+    parse.__name__ = field
+    return parse
+
+
+def _add_request_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", help="catalog name (see 'depgraph models') or path to a config.json")
+    p.add_argument("--prompt-tokens", type=_number(int, "--prompt-tokens"), required=True, metavar="N")
+    p.add_argument("--link", default="25g", help="pcie4, 100g, 25g, nvlink4, ... or '<n>gbps' (default 25g)")
+    p.add_argument("--mfu", type=_number(float, "--mfu"), default=0.4, help="prefill MFU in (0, 1] (default 0.4)")
+    p.add_argument("--timing", default="handoff", help="handoff or migration (default handoff)")
+    p.add_argument("--policy", default="layer", help="compute-then-move, global, layer or component (default layer)")
+    p.add_argument("--gpu", default=None, help="GPU from the catalog (default: the calibration device)")
+    p.add_argument("--kv-dtype", default=None, help="store KV in this dtype, e.g. fp8")
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="depgraph", description="Dependency graphs of prefill/decode handoffs for hybrid LLMs.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    p = sub.add_parser("models", help="list the model catalog")
+    p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("bytes", help="handoff bytes of one request")
+    p.add_argument("model")
+    p.add_argument("--prompt-tokens", type=_number(int, "--prompt-tokens"), required=True, metavar="N")
+    p.add_argument("--kv-dtype", default=None)
+    p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("ttft", help="time to first token of one request under a policy")
+    _add_request_args(p)
+    p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("draw", help="draw one request's event graph (SVG, PNG, PDF or DOT)")
+    _add_request_args(p)
+    p.add_argument("-o", "--output", required=True, help="output file; the format follows the suffix")
+    p.add_argument("--max-nodes", type=_number(int, "--max-nodes"), default=2000)
+
+    p = sub.add_parser("reproduce", help="reproduce the studies into a results folder")
+    p.add_argument("out", nargs="?", default="results")
+    return parser
+
+
+def _cost(args):
+    from .cost import CostModel
+
+    kwargs = {"mfu": args.mfu}
+    if args.gpu:
+        kwargs["gpu"] = args.gpu
+    return CostModel(**kwargs)
+
+
+def _graph(args):
+    from .models import load_model
+    from .workloads.single import single_request
+
+    model = load_model(args.model, kv_dtype=args.kv_dtype)
+    return single_request(model, prompt_tokens=args.prompt_tokens, link=args.link, timing=args.timing, cost=_cost(args))
+
+
+def _cmd_models(args) -> int:
+    from .models import catalog, handoff_bytes, load_model
+
+    rows = []
+    for name in catalog():
+        m = load_model(name)
+        b = handoff_bytes(m, prompt_tokens=1)
+        rows.append({"name": name, "family": m.family, "layers": m.num_layers, "kinds": m.count_kinds(),
+                     "kv_bytes_per_token": b["kv"], "ssm_bytes": b["ssm"], "conv_bytes": b["conv"],
+                     "active_params": m.active_params, "total_params": m.total_params})
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    print(f"{'model':<26} {'family':<11} {'layers':>6}  {'KV B/token':>10} {'ssm MB':>7} {'conv MB':>7}  layer kinds")
+    for r in rows:
+        kinds = ", ".join(f"{v} {k}" for k, v in r["kinds"].items())
+        print(f"{r['name']:<26} {r['family']:<11} {r['layers']:>6}  {r['kv_bytes_per_token']:>10,} "
+              f"{r['ssm_bytes'] / 1e6:>7.2f} {r['conv_bytes'] / 1e6:>7.3f}  {kinds}")
+    return 0
+
+
+def _cmd_bytes(args) -> int:
+    from .models import handoff_bytes, load_model
+
+    m = load_model(args.model, kv_dtype=args.kv_dtype)
+    b = handoff_bytes(m, prompt_tokens=args.prompt_tokens)
+    out = {"model": m.name, "prompt_tokens": args.prompt_tokens, "kv_bytes": b["kv"], "ssm_bytes": b["ssm"],
+           "conv_bytes": b["conv"], "total_bytes": sum(b.values())}
+    if args.json:
+        print(json.dumps(out))
+        return 0
+    total = out["total_bytes"]
+    print(f"{m.name}, {args.prompt_tokens:,} prompt tokens: {total / 1e6:.2f} MB in all")
+    for c in ("kv", "ssm", "conv"):
+        print(f"  {c:<5}{b[c]:>16,} B  {b[c] / 1e6:>9.2f} MB  {100 * b[c] / total if total else 0:5.1f}%")
+    return 0
+
+
+def _cmd_ttft(args) -> int:
+    from .scheduler import schedule
+
+    G = _graph(args)
+    S = schedule(G, policy=args.policy)
+    parts = S.breakdown()
+    out = {
+        "model": G.graph["model"], "prompt_tokens": args.prompt_tokens, "link": G.graph["link"],
+        "mfu": G.graph["mfu"], "timing": G.graph["timing"], "policy": S.policy,
+        "ttft_s": S.ttft_s, "makespan_s": S.makespan_s,
+        "frontier_max": int(S.frontier(kinds=("decode",))["width"].max()),
+        "frontier_max_data": int(S.frontier(admitted=False, kinds=("decode",))["width"].max()),
+        "breakdown_s": {k: v for k, v in parts.items() if k != "total_s"},
+        "critical_path_nodes": len(S.critical_path()),
+    }
+    if args.json:
+        print(json.dumps(out))
+        return 0
+    print(f"{out['model']}, {args.prompt_tokens:,} tokens, {out['link']}, MFU {out['mfu']:g}, "
+          f"{out['timing']} timing, {out['policy']} readiness")
+    print(f"  TTFT            {out['ttft_s'] * 1e3:10.3f} ms")
+    for k, v in out["breakdown_s"].items():
+        print(f"    {k[:-2]:<13} {v * 1e3:10.3f} ms")
+    print(f"  frontier max    {out['frontier_max']:>10} decode operators ({out['frontier_max_data']} as data allows)")
+    return 0
+
+
+def _cmd_draw(args) -> int:
+    from .draw import draw
+    from .report import _atomic_write_bytes, _atomic_write_text
+    from .scheduler import schedule
+
+    out = Path(args.output)
+    fmt = out.suffix.lower().lstrip(".")
+    if fmt not in ("svg", "png", "pdf", "dot", "gv"):
+        raise DepgraphError(f"--output: expected a file ending in .svg, .png, .pdf or .dot; got {str(out)!r}")
+    G = _graph(args)
+    S = schedule(G, policy=args.policy)
+    dot = draw(S.graph, schedule=S, max_nodes=args.max_nodes)
+    if fmt in ("dot", "gv"):
+        _atomic_write_text(out, dot.source)
+    else:
+        try:
+            data = dot.pipe(format=fmt)
+        except Exception as exc:  # graphviz.ExecutableNotFound and friends
+            raise DepgraphError(f"--output: Graphviz could not render {fmt} ({exc.__class__.__name__}); "
+                                "install Graphviz's dot (apt-get install graphviz) or write .dot") from None
+        _atomic_write_bytes(out, data)
+    print(f"wrote {out} ({G.number_of_nodes()} nodes, {G.number_of_edges()} edges)")
+    return 0
+
+
+def _cmd_reproduce(args) -> int:
+    from .report import write_reproduction
+
+    path = write_reproduction(args.out, progress=lambda msg: print(f"depgraph reproduce: {msg}", file=sys.stderr))
+    print(f"wrote {path}")
+    return 0
+
+
+_COMMANDS = {"models": _cmd_models, "bytes": _cmd_bytes, "ttft": _cmd_ttft, "draw": _cmd_draw,
+             "reproduce": _cmd_reproduce}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; returns the exit status."""
+    parser = _build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return _COMMANDS[args.command](args)
+    except DepgraphError as exc:
+        print(f"depgraph: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("depgraph: interrupted", file=sys.stderr)
+        return 130
+    except OSError as exc:
+        print(f"depgraph: error: {exc.filename or ''}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,203 @@
+"""The single-request handoff study: the sweep, its gains, and its figures.
+
+The grid is the study's: Qwen3.6-35B-A3B and Nemotron-3-Nano-30B-A3B,
+prompts of 1k/8k/32k tokens, links PCIe Gen4/100G/25G, prefill MFU 0.4/1.0,
+``handoff`` and ``migration`` timing (72 configurations), each under every
+readiness policy.
+
+>>> from depgraph.study import single_request_sweep, study_gains
+>>> df = single_request_sweep(models=["qwen3.6-35b-a3b"], prompts=[1024], links=["25g"], mfus=[1.0], timings=["handoff"])
+>>> list(df.policy)
+['compute-then-move', 'global', 'layer', 'component']
+>>> g = study_gains(df)
+>>> round(float(g.layer_vs_ctm.iloc[0]), 3), round(float(g.layer_vs_global.iloc[0]), 3)
+(0.472, 0.165)
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from .cost import CostModel
+from .hardware import load_link
+from .models import COMPONENTS, handoff_bytes, load_model
+from .policies import POLICY_NAMES
+from .scheduler import schedule
+from .workloads.single import TIMINGS, single_request
+
+__all__ = [
+    "STUDY_MODELS", "STUDY_PROMPTS", "STUDY_LINKS", "STUDY_MFUS",
+    "single_request_sweep", "study_gains", "conv_head_start", "bytes_table",
+    "plot_bytes", "plot_gains",
+]
+
+STUDY_MODELS = ("qwen3.6-35b-a3b", "nemotron-3-nano-30b-a3b")
+STUDY_PROMPTS = (1024, 8192, 32768)
+STUDY_LINKS = ("pcie4", "100g", "25g")
+STUDY_MFUS = (0.4, 1.0)
+
+_CONFIG = ["model", "prompt_tokens", "link", "mfu", "timing"]
+
+
+def _grid(models, prompts, links, mfus, timings) -> list[tuple]:
+    return list(itertools.product(models, prompts, links, mfus, timings))
+
+
+def single_request_sweep(
+    *,
+    models: Sequence[str] | None = None,
+    prompts: Sequence[int] | None = None,
+    links: Sequence[str] | None = None,
+    mfus: Sequence[float] | None = None,
+    timings: Sequence[str] | None = None,
+    policies: Sequence[str] | None = None,
+    cost: CostModel | None = None,
+) -> pd.DataFrame:
+    """Run every policy on every configuration of the grid.
+
+    Returns one row per configuration and policy with ``ttft_s``, the TTFT
+    breakdown along the critical path (``prefill_s``, ``transfer_s``,
+    ``wait_s``, ``decode_s``), the peak ready frontier of decode operators as
+    the policy admits (``frontier_max``) and as data dependencies allow
+    (``frontier_max_data``), and the request's bytes. Rows come in grid
+    order, so the table is identical run to run.
+    """
+    cost = cost or CostModel()
+    grid = _grid(models or STUDY_MODELS, prompts or STUDY_PROMPTS, links or STUDY_LINKS, mfus or STUDY_MFUS,
+                 timings or TIMINGS)
+    rows = []
+    loaded = {}
+    for model_name, tokens, link_name, mfu, timing in grid:
+        model = loaded.setdefault(model_name, load_model(model_name))
+        link = load_link(link_name)
+        G = single_request(model, prompt_tokens=tokens, link=link, mfu=mfu, timing=timing, cost=cost)
+        nbytes = handoff_bytes(model, prompt_tokens=tokens)
+        for policy in policies or POLICY_NAMES:
+            S = schedule(G, policy=policy)
+            parts = S.breakdown()
+            rows.append({
+                "model": model.name, "prompt_tokens": int(tokens), "link": link.name, "mfu": float(mfu),
+                "timing": timing, "policy": policy, "ttft_s": S.ttft_s,
+                "prefill_s": parts["prefill_s"], "transfer_s": parts["transfer_s"],
+                "wait_s": parts["wait_s"], "decode_s": parts["decode_s"],
+                "frontier_max": int(S.frontier(kinds=("decode",))["width"].max()),
+                "frontier_max_data": int(S.frontier(admitted=False, kinds=("decode",))["width"].max()),
+                **{f"{c}_bytes": nbytes[c] for c in COMPONENTS},
+            })
+    return pd.DataFrame(rows)
+
+
+def study_gains(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per configuration with the study's three gains, as fractions
+    (latency drop against the named baseline): ``layer_vs_ctm``,
+    ``layer_vs_global`` and ``component_vs_layer``."""
+    wide = df.pivot_table(index=_CONFIG, columns="policy", values="ttft_s", sort=False)
+    out = pd.DataFrame(index=wide.index)
+    for policy in POLICY_NAMES:
+        out[f"ttft_{policy.replace('-', '_')}_s"] = wide[policy]
+    out["layer_vs_ctm"] = 1.0 - wide["layer"] / wide["compute-then-move"]
+    out["layer_vs_global"] = 1.0 - wide["layer"] / wide["global"]
+    out["component_vs_layer"] = 1.0 - wide["component"] / wide["layer"]
+    return out.reset_index()
+
+
+def conv_head_start(model: str = "qwen3.6-35b-a3b", *, link: str = "25g", prompt_tokens: int = 1024,
+                    mfu: float = 1.0, cost: CostModel | None = None) -> dict[str, float]:
+    """How far ahead the conv tail can put a recurrent layer's convolution operator.
+
+    Returns ``conv_transfer_s`` (the conv tail of one recurrent layer on the
+    link: the study's "lead", about 16 µs for Qwen3.6 on 25G),
+    ``arrival_gap_s`` (in this model the conv tail is sent just before the
+    recurrent state, so it arrives one ssm transfer earlier),
+    ``conv_op_s`` (the convolution operator's decode time, which bounds what
+    the lead can buy) and ``realised_s`` (the largest earlier start of a
+    convolution operator under ``component`` than under ``layer`` readiness).
+    """
+    m = load_model(model)
+    ln = load_link(link)
+    cost = cost or CostModel()
+    cost = cost.replace(mfu=mfu)
+    rec = next(layer for layer in m.layers if layer.conv_bytes)
+    G = single_request(m, prompt_tokens=prompt_tokens, link=ln, cost=cost)
+    by_layer = schedule(G, policy="layer").start_s
+    by_comp = schedule(G, policy="component").start_s
+    conv_ops = [n for n, d in G.nodes(data=True) if d.get("operator") == "conv"]
+    return {
+        "conv_bytes": float(rec.conv_bytes),
+        "conv_transfer_s": ln.transfer_s(rec.conv_bytes),
+        "arrival_gap_s": ln.transfer_s(rec.ssm_bytes),
+        "conv_op_s": cost.decode_operators(m, rec, prompt_tokens)[0][2],
+        "realised_s": max(by_layer[n] - by_comp[n] for n in conv_ops),
+    }
+
+
+def bytes_table(models: Iterable[str] = STUDY_MODELS + ("qwen3-32b",), prompts: Iterable[int] = STUDY_PROMPTS) -> pd.DataFrame:
+    """Handoff bytes per model and prompt, with the recurrent share."""
+    rows = []
+    for name in models:
+        m = load_model(name)
+        for tokens in prompts:
+            b = handoff_bytes(m, prompt_tokens=tokens)
+            total = sum(b.values())
+            rows.append({"model": m.name, "prompt_tokens": tokens, "kv_bytes": b["kv"], "ssm_bytes": b["ssm"],
+                         "conv_bytes": b["conv"], "total_bytes": total,
+                         "recurrent_share": (b["ssm"] + b["conv"]) / total})
+    return pd.DataFrame(rows)
+
+
+# ---------------------------------------------------------------- figures
+
+_BLUE, _ORANGE, _GREEN = "#1f77b4", "#ff7f0e", "#2ca02c"
+
+
+def plot_bytes(table: pd.DataFrame):
+    """The study's Figure 3: bytes per request, recurrent + conv (orange)
+    stacked on KV (blue), per model and prompt."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(7.5, 3.6), layout="constrained")
+    ax = fig.add_subplot()
+    labels = [f"{r.model}\n{r.prompt_tokens // 1024}k" for r in table.itertuples()]
+    x = np.arange(len(table))
+    kv = table.kv_bytes.to_numpy() / 1e6
+    rec = (table.ssm_bytes + table.conv_bytes).to_numpy() / 1e6
+    ax.bar(x, kv, color=_BLUE, label="KV")
+    ax.bar(x, rec, bottom=kv, color=_ORANGE, label="recurrent state + conv tail")
+    for xi, total in zip(x, kv + rec):
+        ax.annotate(f"{total:.1f}", (xi, total), ha="center", va="bottom", fontsize=7)
+    ax.set_xticks(x, labels, fontsize=7)
+    ax.set_ylabel("MB per request")
+    ax.set_yscale("log")
+    ax.set_title("Handoff bytes per request (the study's Figure 3)")
+    ax.legend(fontsize=8)
+    return fig
+
+
+def plot_gains(gains: pd.DataFrame, *, model: str = "qwen3.6-35b-a3b", prompt_tokens: int = 1024,
+               timing: str = "handoff"):
+    """The study's Figure 4: TTFT gains for one model and prompt, per link
+    and MFU: layer vs compute-then-move (blue), layer vs global (orange),
+    component vs layer (green)."""
+    from matplotlib.figure import Figure
+
+    sub = gains[(gains.model == model) & (gains.prompt_tokens == prompt_tokens) & (gains.timing == timing)]
+    fig = Figure(figsize=(7.5, 3.6), layout="constrained")
+    ax = fig.add_subplot()
+    x = np.arange(len(sub))
+    w = 0.27
+    for k, (col, colour, label) in enumerate([
+        ("layer_vs_ctm", _BLUE, "layer vs compute-then-move"),
+        ("layer_vs_global", _ORANGE, "layer vs global (streaming producer)"),
+        ("component_vs_layer", _GREEN, "component vs layer"),
+    ]):
+        ax.bar(x + (k - 1) * w, sub[col].to_numpy() * 100, w, color=colour, label=label)
+    ax.axhline(15, color="grey", lw=0.8, ls="--")
+    ax.set_xticks(x, [f"{r.link}\nMFU {r.mfu:g}" for r in sub.itertuples()], fontsize=8)
+    ax.set_ylabel("TTFT gain (%)")
+    ax.set_title(f"{model}, {prompt_tokens // 1024}k prompt, one request, {timing} timing (the study's Figure 4)")
+    ax.legend(fontsize=8)
+    return fig
