@@ -1,0 +1,124 @@
+"""The command line: outputs, JSON contracts, and one-line errors."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from depgraph.cli import main
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_models_lists_the_catalog(capsys):
+    code, out, _ = run(capsys, "models")
+    assert code == 0
+    for name in ("qwen3.6-35b-a3b", "nemotron-3-nano-30b-a3b", "qwen3-32b"):
+        assert name in out
+    code, out, _ = run(capsys, "models", "--json")
+    assert {r["name"] for r in json.loads(out)} == {"qwen3.6-35b-a3b", "nemotron-3-nano-30b-a3b", "qwen3-32b"}
+
+
+def test_bytes_json_contract(capsys):
+    code, out, _ = run(capsys, "bytes", "Qwen3.6-35B-A3B", "--prompt-tokens", "1024", "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert data["kv_bytes"] == 20_971_520 and data["ssm_bytes"] == 62_914_560 and data["conv_bytes"] == 1_474_560
+    assert data["total_bytes"] == 85_360_640
+
+
+def test_bytes_fp8_kv(capsys):
+    _, out, _ = run(capsys, "bytes", "qwen3-32b", "--prompt-tokens", "16000", "--kv-dtype", "fp8", "--json")
+    assert json.loads(out)["kv_bytes"] == 16000 * 131_072
+
+
+def test_ttft_json_contract(capsys):
+    code, out, _ = run(capsys, "ttft", "qwen3.6-35b-a3b", "--prompt-tokens", "1024", "--link", "25g", "--mfu", "1.0",
+                       "--timing", "handoff", "--policy", "layer", "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert data["ttft_s"] == pytest.approx(0.02919, abs=1e-5)  # the Figure 4 point under the calibration
+    assert data["frontier_max"] >= 1
+    assert sum(data["breakdown_s"].values()) == pytest.approx(data["ttft_s"], rel=1e-12)
+
+
+def test_ttft_policies_ordered_via_cli(capsys):
+    values = []
+    for policy in ("compute-then-move", "global", "layer", "component"):
+        _, out, _ = run(capsys, "ttft", "nemotron-3-nano-30b-a3b", "--prompt-tokens", "1024", "--link", "100g",
+                        "--mfu", "1.0", "--policy", policy, "--json")
+        values.append(json.loads(out)["ttft_s"])
+    assert values == sorted(values, reverse=True)
+
+
+def test_ttft_accepts_a_config_path_and_gbps_link(capsys, tmp_path):
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps({"model_type": "llama", "hidden_size": 1024, "num_attention_heads": 8,
+                               "num_hidden_layers": 4, "intermediate_size": 4096, "vocab_size": 32000}))
+    code, out, _ = run(capsys, "ttft", str(cfg), "--prompt-tokens", "512", "--link", "40gbps", "--json")
+    assert code == 0 and json.loads(out)["link"] == "40gbps"
+
+
+@pytest.mark.parametrize(
+    "argv, field",
+    [
+        (["ttft", "qwen3.6-35b-a3b", "--prompt-tokens", "1024", "--mfu", "0"], "mfu"),
+        (["ttft", "qwen3.6-35b-a3b", "--prompt-tokens", "1024", "--mfu", "1.5"], "mfu"),
+        (["ttft", "qwen3.6-35b-a3b", "--prompt-tokens", "1024", "--mfu", "nan"], "mfu"),
+        (["ttft", "qwen3.6-35b-a3b", "--prompt-tokens", "1024", "--mfu", "fast"], "--mfu"),
+        (["ttft", "qwen3.6-35b-a3b", "--prompt-tokens", "0"], "prompt_tokens"),
+        (["ttft", "qwen3.6-35b-a3b", "--prompt-tokens", "1024", "--link", "carrier-pigeon"], "link"),
+        (["ttft", "qwen3.6-35b-a3b", "--prompt-tokens", "1024", "--link", "0gbps"], "link"),
+        (["ttft", "qwen3.6-35b-a3b", "--prompt-tokens", "1024", "--policy", "eager"], "policy"),
+        (["ttft", "qwen3.6-35b-a3b", "--prompt-tokens", "1024", "--timing", "soon"], "timing"),
+        (["ttft", "qwen3.6-35b-a3b", "--prompt-tokens", "1024", "--gpu", "tpu"], "gpu"),
+        (["ttft", "no-such-model", "--prompt-tokens", "1024"], "model"),
+        (["bytes", "qwen3-32b", "--prompt-tokens", "-1"], "prompt_tokens"),
+        (["bytes", "qwen3-32b", "--prompt-tokens", "1", "--kv-dtype", "fp7"], "kv_dtype"),
+        (["ttft", "qwen3.6-35b-a3b"], "--prompt-tokens"),
+        (["draw", "qwen3.6-35b-a3b", "--prompt-tokens", "8", "-o", "graph.xyz"], "--output"),
+    ],
+)
+def test_bad_input_is_one_line_naming_the_field(capsys, argv, field):
+    with pytest.raises(SystemExit) if argv == ["ttft", "qwen3.6-35b-a3b"] or "fast" in argv else _nullcontext():
+        code = main(argv)
+        assert code == 2
+    out, err = capsys.readouterr()
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert field in lines[0]
+    assert "Traceback" not in err
+
+
+class _nullcontext:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def test_bad_config_file_is_one_line(tmp_path):
+    cfg = tmp_path / "config.json"
+    cfg.write_text('{"model_type": "nemotron_h", "num_hidden_layers": 3, "hybrid_override_pattern": "M*"}')
+    proc = subprocess.run([sys.executable, "-m", "depgraph.cli", "ttft", str(cfg), "--prompt-tokens", "10"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1 and "hybrid_override_pattern" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_draw_writes_dot_and_svg(tmp_path, capsys):
+    for suffix in ("dot", "svg"):
+        out = tmp_path / f"g.{suffix}"
+        code, _, err = run(capsys, "draw", "nemotron-3-nano-30b-a3b", "--prompt-tokens", "64", "--link", "100g",
+                           "--policy", "global", "-o", str(out))
+        assert code == 0, err
+        text = out.read_text()
+        assert ("digraph" in text) if suffix == "dot" else ("<svg" in text)
+    assert not list(tmp_path.glob(".*tmp"))  # nothing half-written left behind
