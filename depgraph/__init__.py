@@ -8,6 +8,7 @@
 """
 
 from .cost import CostModel
+from .draw import draw, gantt, plot_frontier
 from .errors import ConfigError, CycleError, DepgraphError, GraphError
 from .graph import EDGE_KINDS, NODE_KINDS, validate_graph
 from .hardware import GPU, Link, load_gpu, load_link
@@ -19,7 +20,7 @@ from .workloads import TIMINGS, single_request
 __all__ = [
     "COMPONENTS", "CompiledGraph", "ConfigError", "CostModel", "CycleError", "DepgraphError", "EDGE_KINDS", "GPU",
     "GraphError", "LayerSpec", "Link", "ModelSpec", "NODE_KINDS", "POLICIES", "POLICY_NAMES", "Policy", "Schedule",
-    "TIMINGS", "breakdown", "catalog", "compile_graph", "critical_path", "frontier", "get_policy", "handoff_bytes",
+    "TIMINGS", "breakdown", "catalog", "compile_graph", "critical_path", "draw", "gantt", "plot_frontier", "frontier", "get_policy", "handoff_bytes",
     "load_gpu", "load_link", "load_model", "model_from_config", "schedule", "single_request", "validate_graph",
 ]
 

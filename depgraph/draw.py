@@ -1,0 +1,595 @@
+"""Pictures of event graphs and schedules: a Graphviz drawing, a Gantt chart
+and the ready frontier.
+
+Every renderer returns an object and touches no file and no global state:
+:func:`draw` returns a :class:`graphviz.Digraph` (render it with ``.pipe()``
+or display it in a notebook), :func:`gantt` and :func:`plot_frontier` return a
+:class:`matplotlib.figure.Figure` built without :mod:`matplotlib.pyplot`, so
+they work headless.
+
+Colours follow the handoff study: KV blue, recurrent state (``ssm``) orange,
+convolution tail (``conv``) green, prefill grey, decode operators that read no
+handed-off state black, the first token red.
+
+Examples
+--------
+>>> import depgraph as dg
+>>> from depgraph.draw import draw
+>>> G = dg.single_request("qwen3.6-35b-a3b", prompt_tokens=1024, link="25g", mfu=1.0)
+>>> dot = draw(G)
+>>> all(c in dot.source for c in ("#1f77b4", "#ff7f0e", "#2ca02c"))
+True
+"""
+
+from __future__ import annotations
+
+from typing import Any, Hashable, Iterable, Sequence
+
+import networkx as nx
+
+from ._validate import one_of, positive_int
+from .errors import ConfigError, GraphError
+
+__all__ = ["draw", "gantt", "plot_frontier"]
+
+#: Colour of each handoff component (the study's palette).
+COMPONENT_COLORS = {"kv": "#1f77b4", "ssm": "#ff7f0e", "conv": "#2ca02c"}
+_OTHER_COMPONENT = "#8c564b"  # a component outside the study's three
+_PREFILL = "#bdbdbd"
+_PREFILL_EDGE = "#7f7f7f"
+_HOP = "#9467bd"  # activations between pipeline stages
+_WAIT = "#d9d9d9"
+_DECODE_PLAIN = "#000000"
+_TOKEN = "#d62728"
+_CRITICAL = "#e41a1c"
+
+#: Edge style by edge kind; an edge without a known kind gets Graphviz defaults.
+_EDGE_STYLE = {
+    "data": {"style": "solid", "color": "#555555"},
+    "program": {"style": "bold", "color": "#222222"},
+    "resource": {"style": "dotted", "color": "#999999"},
+    "policy": {"style": "dashed", "color": "#d62728"},
+}
+
+_RANKDIRS = ("LR", "TB", "RL", "BT")
+_UNITS = {"s": 1.0, "ms": 1e3, "us": 1e6}
+_UNIT_LABEL = {"s": "s", "ms": "ms", "us": "µs"}
+
+
+# ------------------------------------------------------------------ shared
+
+
+def _check_graph(G: Any, where: str) -> None:
+    if not isinstance(G, nx.DiGraph):
+        raise GraphError(f"{where}: expected a networkx.DiGraph, got {type(G).__name__}")
+
+
+def _check_schedule(S: Any, where: str) -> None:
+    from .scheduler import Schedule
+
+    if not isinstance(S, Schedule):
+        raise GraphError(f"{where}: expected a depgraph Schedule (from depgraph.schedule), got {type(S).__name__}")
+
+
+def _tint(color: str, amount: float = 0.35) -> str:
+    """``color`` blended towards white, keeping ``amount`` of it."""
+    r, g, b = (int(color[i:i + 2], 16) for i in (1, 3, 5))
+    mix = (round(255 - (255 - x) * amount) for x in (r, g, b))
+    return "#" + "".join(f"{x:02x}" for x in mix)
+
+
+def _components(d: dict) -> tuple[str, ...]:
+    """The handoff components a node carries (send/arrive) or reads (decode)."""
+    c = d.get("component")
+    if c is not None:
+        return (str(c),)
+    reads = d.get("reads")
+    if d.get("kind") == "decode" and isinstance(reads, (tuple, list)):
+        return tuple(str(x) for x in reads)
+    return ()
+
+
+def _component_color(component: str) -> str:
+    return COMPONENT_COLORS.get(component, _OTHER_COMPONENT)
+
+
+def _bar_color(d: dict) -> str:
+    """One fill colour per node, shared by :func:`gantt` and the legend."""
+    kind = d.get("kind")
+    comps = _components(d)
+    if kind in ("send", "arrive", "decode") and comps:
+        return _component_color(comps[0])
+    return {"prefill": _PREFILL, "decode": "#333333", "hop": _HOP, "wait": _WAIT,
+            "barrier": "#555555", "token": _TOKEN}.get(kind, "#7f7f7f")
+
+
+def _fmt_number(x: float) -> str:
+    """Three significant digits without an exponent."""
+    if x >= 100:
+        return f"{x:.0f}"
+    if x >= 10:
+        return f"{x:.1f}"
+    return f"{x:.2f}"
+
+
+def _fmt_duration(seconds: float) -> str:
+    if seconds >= 1e-3:
+        return f"{_fmt_number(seconds * 1e3)} ms"
+    return f"{_fmt_number(seconds * 1e6)} µs"
+
+
+def _key(value: Any) -> Hashable:
+    """``value`` if it can key a dict, else its repr (attributes may be lists)."""
+    try:
+        hash(value)
+    except TypeError:
+        return repr(value)
+    return value
+
+
+def _first_seen(values: Iterable[Hashable]) -> list:
+    """Distinct ``values`` in order of first appearance."""
+    return list(dict.fromkeys(values))
+
+
+# ------------------------------------------------------------- graphviz
+
+
+def _esc(text: Any) -> str:
+    """Escape ``text`` for the inside of a DOT double-quoted string: no
+    Graphviz escape (``\\N``, ``\\l``) or HTML label can come from user data."""
+    return str(text).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\r", "")
+
+
+def _lib_text(text: Any):
+    """``text`` for an attribute the graphviz library quotes itself."""
+    import graphviz
+
+    return graphviz.escape(str(text).replace("\n", " ").replace("\r", ""))
+
+
+def _q(content: str) -> str:
+    return f'"{content}"'
+
+
+def _attrs(attrs: dict[str, str]) -> str:
+    return " ".join(f"{k}={_q(v)}" for k, v in attrs.items())
+
+
+def _layer_tag(d: dict) -> str | None:
+    layer = d.get("layer")
+    if layer is None:
+        return None
+    return f"L{layer:02d}" if isinstance(layer, int) and not isinstance(layer, bool) else str(layer)
+
+
+def _label_lines(node: Hashable, d: dict) -> list[str]:
+    """Short label lines (unescaped) for a typed node, or its str() if untyped."""
+    kind = d.get("kind")
+    tag = _layer_tag(d)
+    comps = _components(d)
+    op = d.get("operator")
+
+    def joined(*parts: Any) -> str:
+        return " ".join(str(p) for p in parts if p is not None and p != "")
+
+    if kind == "prefill":
+        return [joined(tag, "prefill")]
+    if kind in ("send", "arrive"):
+        return [joined(tag, *comps)] if (tag or comps) else [str(node)]
+    if kind == "decode":
+        if op is None:
+            return [joined(tag, "decode")]
+        return [joined(tag, op, "op")] if tag else [str(op)]
+    if kind == "hop":
+        return [joined(tag, "hop")]
+    if kind == "wait":
+        return [joined("wait", op)]
+    if kind == "token":
+        return ["token"]
+    if kind == "barrier":
+        return [str(op) if op is not None else "barrier"]
+    return [str(node)]
+
+
+def _node_style(d: dict) -> dict[str, str]:
+    kind = d.get("kind")
+    comps = _components(d)
+    if kind == "prefill":
+        return {"shape": "box", "style": "filled", "fillcolor": _PREFILL, "color": _PREFILL_EDGE}
+    if kind == "send":
+        c = _component_color(comps[0]) if comps else _OTHER_COMPONENT
+        return {"shape": "box", "style": "filled", "fillcolor": c, "color": c, "fontcolor": "#ffffff"}
+    if kind == "arrive":
+        c = _component_color(comps[0]) if comps else _OTHER_COMPONENT
+        return {"shape": "circle", "style": "filled", "fillcolor": c, "color": c, "fixedsize": "true",
+                "width": "0.18", "label": ""}
+    if kind == "decode":
+        if not comps:
+            return {"shape": "box", "style": "rounded", "color": _DECODE_PLAIN}
+        if len(comps) == 1:
+            c = _component_color(comps[0])
+            return {"shape": "box", "style": "filled,rounded", "color": c, "fillcolor": _tint(c), "penwidth": "2"}
+        return {"shape": "box", "style": "striped", "color": _component_color(comps[0]), "penwidth": "2",
+                "fillcolor": ":".join(_tint(_component_color(c)) for c in comps)}
+    if kind == "hop":
+        return {"shape": "box", "style": "filled", "fillcolor": _tint(_HOP), "color": _HOP}
+    if kind == "wait":
+        return {"shape": "box", "style": "dashed", "color": "#7f7f7f"}
+    if kind == "barrier":
+        return {"shape": "diamond", "style": "filled", "fillcolor": "#555555", "color": "#555555",
+                "fixedsize": "true", "width": "0.22", "height": "0.22", "label": ""}
+    if kind == "token":
+        return {"shape": "doublecircle", "color": _TOKEN, "fontcolor": _TOKEN, "penwidth": "1.5"}
+    return {}
+
+
+def _graphviz_names(G: nx.DiGraph) -> dict:
+    """Node -> DOT identifier content: ``str(node)`` escaped, made unique when
+    two different nodes print the same (``1`` and ``"1"``)."""
+    names: dict = {}
+    used: set[str] = set()
+    for n in G.nodes:
+        base = _esc(n)
+        name, k = base, 1
+        while name in used:
+            name, k = f"{base}#{k}", k + 1
+        used.add(name)
+        names[n] = name
+    return names
+
+
+def _cluster_plan(G: nx.DiGraph, cluster_by: Sequence[str]) -> dict:
+    """Each node's cluster path: ``((attr, value), ...)`` from the outermost box in.
+
+    The first attribute clusters whenever some node has it; a later one only
+    when the graph has more than one value of it (one request needs no box).
+    A node's path stops at its first missing attribute.
+    """
+    active = []
+    for i, attr in enumerate(cluster_by):
+        values = _first_seen(_key(v) for _, v in G.nodes(data=attr) if v is not None)
+        if len(values) > (0 if i == 0 else 1):
+            active.append(attr)
+    paths = {}
+    for n, d in G.nodes(data=True):
+        path = []
+        for attr in active:
+            v = d.get(attr)
+            if v is None:
+                break
+            path.append((attr, _key(v)))
+        paths[n] = tuple(path)
+    return paths
+
+
+def _cluster_label(attr: str, value: Any) -> str:
+    if attr == "request":
+        return f"r{value}"
+    if attr == "device":
+        return str(value)
+    return f"{attr} {value}"
+
+
+def draw(
+    G: nx.DiGraph,
+    *,
+    schedule: Any = None,
+    rankdir: str = "LR",
+    show_durations: bool = True,
+    max_nodes: int = 2000,
+    cluster_by: Sequence[str] = ("device", "request"),
+):
+    r"""Draw a typed event graph as a Graphviz digraph.
+
+    Parameters
+    ----------
+    G
+        An event graph (see :mod:`depgraph.graph`); a plain DAG whose nodes
+        only carry ``duration_s`` also works and gets default styling. To see
+        a policy's edges, draw ``S.graph`` of the scheduled graph.
+    schedule
+        A :class:`~depgraph.scheduler.Schedule` of ``G`` (or of a graph with
+        the same nodes). Labels then show start and finish in ms, and the
+        edges of its critical path are drawn thick and red.
+    rankdir
+        Graphviz layout direction: ``"LR"``, ``"TB"``, ``"RL"`` or ``"BT"``.
+    show_durations
+        Add each node's ``duration_s`` (in ms or µs) to its label.
+    max_nodes
+        Refuse graphs with more nodes than this (Graphviz becomes slow and the
+        drawing illegible); raise it to draw one anyway.
+    cluster_by
+        Node attributes that group nodes into nested boxes: by default one box
+        per device (prefill GPU, link, decode GPU) and, when the graph has
+        several requests, one box per request inside it.
+
+    Returns
+    -------
+    graphviz.Digraph
+        Nodes are named ``str(node)``; colour shows the handoff component
+        (KV blue, ssm orange, conv green) of sends, arrivals and the decode
+        operators that read them; prefill is grey; other decode operators
+        have a black outline; barriers are small diamonds and the first
+        token a red double circle. Edges: ``data`` solid, ``program`` bold,
+        ``resource`` dotted grey, ``policy`` dashed red.
+
+    Raises
+    ------
+    GraphError
+        ``G`` is not a DiGraph, or has more than ``max_nodes`` nodes.
+
+    Examples
+    --------
+    >>> import networkx as nx
+    >>> from depgraph.draw import draw
+    >>> G = nx.DiGraph()
+    >>> G.add_node("a", duration_s=0.002); G.add_node("b", duration_s=5e-5)
+    >>> G.add_edge("a", "b")
+    >>> dot = draw(G)
+    >>> print([line.strip() for line in dot.body if "->" in line])
+    ['"a" -> "b"']
+    >>> '"a" [label="a\\n2.00 ms"' in dot.source
+    True
+    """
+    from graphviz import Digraph
+
+    _check_graph(G, "draw")
+    max_nodes = positive_int("max_nodes", max_nodes)
+    rankdir = one_of("rankdir", rankdir, _RANKDIRS)
+    if isinstance(cluster_by, str) or not all(isinstance(a, str) for a in cluster_by):
+        raise ConfigError(f"cluster_by: expected a sequence of node attribute names, got {cluster_by!r}")
+    n_nodes = G.number_of_nodes()
+    if n_nodes > max_nodes:
+        raise GraphError(
+            f"draw: the graph has {n_nodes:,} nodes, more than max_nodes={max_nodes:,}; Graphviz would be slow "
+            f"and the drawing illegible. Draw a smaller graph (fewer layers or requests, e.g. a model built with "
+            f"depgraph.model_from_config), or pass max_nodes={n_nodes} to draw it anyway"
+        )
+    start = finish = None
+    critical: set = set()
+    if schedule is not None:
+        _check_schedule(schedule, "schedule")
+        start, finish = schedule.start_s, schedule.finish_s
+        if schedule.compiled.num_nodes:
+            path = schedule.critical_path()
+            critical = set(zip(path[:-1], path[1:]))
+
+    names = _graphviz_names(G)
+    title = [f"{k}={v}" for k, v in G.graph.items()
+             if isinstance(v, (str, int, float)) and not isinstance(v, bool)]
+    if schedule is not None and schedule.token_nodes():
+        title.append(f"TTFT {schedule.ttft_s * 1e3:.3f} ms")
+    dot = Digraph(name="depgraph")
+    dot.attr("graph", rankdir=rankdir, newrank="true", nodesep="0.15", ranksep="0.3", fontname="Helvetica",
+             fontsize="11", label=_lib_text(", ".join(title)), labelloc="t")
+    dot.attr("node", fontname="Helvetica", fontsize="9", height="0.3", margin="0.06,0.03")
+    dot.attr("edge", arrowsize="0.6")
+
+    def node_line(n: Hashable, d: dict) -> str:
+        attrs = _node_style(d)
+        if "label" not in attrs:
+            lines = [_esc(x) for x in _label_lines(n, d)]
+            dur = d.get("duration_s")
+            if show_durations and isinstance(dur, (int, float)) and not isinstance(dur, bool) and dur > 0:
+                lines.append(_esc(_fmt_duration(float(dur))))
+            if start is not None and n in start:
+                s, f = start[n] * 1e3, finish[n] * 1e3
+                lines.append(_esc(f"{s:.3f}–{f:.3f} ms" if f > s else f"@ {s:.3f} ms"))
+            attrs = {"label": "\\n".join(lines), **attrs}
+        elif d.get("kind") == "barrier" and d.get("operator") is not None:
+            attrs = {**attrs, "xlabel": _esc(d["operator"])}
+        attrs["tooltip"] = names[n]
+        return f"\t{_q(names[n])} [{_attrs(attrs)}]\n"
+
+    paths = _cluster_plan(G, tuple(cluster_by))
+    # Clusters as a tree keyed by path prefix, children in order of first appearance.
+    children: dict[tuple, list] = {(): []}
+    members: dict[tuple, list] = {(): []}
+    for n in G.nodes:
+        p = paths[n]
+        for depth in range(1, len(p) + 1):
+            prefix = p[:depth]
+            if prefix not in children:
+                children[prefix] = []
+                members[prefix] = []
+                children[prefix[:-1]].append(prefix)
+        members[p].append(n)
+
+    def emit(graph, prefix: tuple, cid: str) -> None:
+        for n in members[prefix]:
+            graph.body.append(node_line(n, G.nodes[n]))
+        for k, child in enumerate(children[prefix]):
+            attr, value = child[-1]
+            sub_id = f"{cid}_{k}"
+            with graph.subgraph(name=sub_id) as sub:
+                nested = len(child) > 1
+                sub.attr(label=_lib_text(_cluster_label(attr, value)), style="rounded,dashed" if nested else "rounded",
+                         color="#9e9e9e" if nested else "#636363", fontsize="10", fontname="Helvetica")
+                emit(sub, child, sub_id)
+
+    emit(dot, (), "cluster")
+    for u, v, kind in G.edges(data="kind"):
+        attrs = dict(_EDGE_STYLE.get(kind, {}))
+        if (u, v) in critical:
+            attrs.update(color=_CRITICAL, penwidth="3")
+        line = f"\t{_q(names[u])} -> {_q(names[v])}"
+        dot.body.append(f"{line} [{_attrs(attrs)}]\n" if attrs else f"{line}\n")
+    return dot
+
+
+# ------------------------------------------------------------ matplotlib
+
+
+def _axes(ax: Any, figsize: tuple[float, float]):
+    from matplotlib.figure import Figure
+
+    if ax is None:
+        fig = Figure(figsize=figsize, layout="constrained")
+        return fig, fig.add_subplot()
+    return ax.figure, ax
+
+
+def _lane_label(value: Any) -> str:
+    return "(none)" if value is None else str(value)
+
+
+def gantt(S: Any, *, ax: Any = None, by: str = "device", unit: str = "ms"):
+    """A timeline of a schedule: one lane per device, one bar per event.
+
+    Parameters
+    ----------
+    S
+        A :class:`~depgraph.scheduler.Schedule`.
+    ax
+        A matplotlib ``Axes`` to draw on; by default a new figure (made
+        without :mod:`matplotlib.pyplot`, so it works headless).
+    by
+        The node attribute that defines lanes (``"device"``). When several
+        requests share a lane value, each gets its own lane
+        (``"decode r3"``).
+    unit
+        Time axis unit: ``"s"``, ``"ms"`` or ``"us"``.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        Bars are coloured as in :func:`draw`; events of zero duration are
+        left out; a red vertical line marks the TTFT when the graph has
+        ``token`` nodes.
+
+    Examples
+    --------
+    >>> import depgraph as dg
+    >>> from depgraph.draw import gantt
+    >>> S = dg.schedule(dg.single_request("qwen3.6-35b-a3b", prompt_tokens=1024, link="25g", mfu=1.0), policy="layer")
+    >>> fig = gantt(S)
+    >>> [t.get_text() for t in fig.axes[0].get_yticklabels()]
+    ['prefill', 'link', 'decode']
+    """
+    _check_schedule(S, "gantt")
+    unit = one_of("unit", unit, tuple(_UNITS))
+    if not isinstance(by, str):
+        raise ConfigError(f"by: expected a node attribute name, got {by!r}")
+    scale = _UNITS[unit]
+    G, cg = S.graph, S.compiled
+    nodes = [n for n in G.nodes if cg.duration_s[cg.index[n]] > 0]
+    requests_per_value: dict = {}
+    for n in nodes:
+        d = G.nodes[n]
+        requests_per_value.setdefault(_key(d.get(by)), set()).add(_key(d.get("request")))
+
+    def lane_of(d: dict) -> tuple:
+        v = _key(d.get(by))
+        reqs = requests_per_value.get(v, set()) - {None}
+        if by != "request" and len(reqs) > 1 and d.get("request") is not None:
+            return (v, _key(d.get("request")))
+        return (v,)
+
+    # Lanes grouped by their ``by`` value; both levels in order of first appearance.
+    lanes = _first_seen(lane_of(G.nodes[n]) for n in nodes)
+    group = {v: i for i, v in enumerate(_first_seen(lane[0] for lane in lanes))}
+    lanes = sorted(lanes, key=lambda lane: group[lane[0]])  # stable: requests keep their order
+    row = {lane: i for i, lane in enumerate(lanes)}
+    fig, ax = _axes(ax, (10.0, 1.2 + 0.45 * max(len(lanes), 1)))
+    bars: dict[int, tuple[list, list, list]] = {i: ([], [], []) for i in range(len(lanes))}
+    for n in nodes:
+        d = G.nodes[n]
+        i = cg.index[n]
+        left, width, colors = bars[row[lane_of(d)]]
+        left.append(float(S.start[i]) * scale)
+        width.append(float(cg.duration_s[i]) * scale)
+        colors.append(_bar_color(d))
+    for y, (left, width, colors) in bars.items():
+        ax.barh([y] * len(left), width, left=left, height=0.6, color=colors, edgecolor="white", linewidth=0.3)
+    labels = [_lane_label(lane[0]) + (f" r{lane[1]}" if len(lane) > 1 else "") for lane in lanes]
+    ax.set_yticks(range(len(lanes)), labels)
+    ax.set_ylim(max(len(lanes), 1) - 0.5, -0.5)  # first lane on top
+    ax.set_xlabel(f"time ({_UNIT_LABEL[unit]})")
+    ax.set_xlim(0, max(S.makespan_s * scale, 1e-12) * 1.02)
+    if S.token_nodes():
+        t = S.ttft_s * scale
+        ax.axvline(t, color=_TOKEN, linewidth=1.5, label=f"TTFT {t:.4g} {_UNIT_LABEL[unit]}", gid="ttft")
+    _legend(ax, [G.nodes[n] for n in nodes])
+    ax.set_title(f"schedule{'' if S.policy is None else ', policy ' + S.policy}", fontsize=10)
+    return fig
+
+
+def _legend(ax: Any, datas: list[dict]) -> None:
+    from matplotlib.patches import Patch
+
+    seen: dict[str, str] = {}
+    for d in datas:
+        kind = d.get("kind")
+        comps = _components(d)
+        if kind in ("send", "decode") and comps:
+            name = comps[0]
+        elif kind == "decode":
+            name = "decode (no state)"
+        elif kind is None:
+            continue
+        else:
+            name = str(kind)
+        seen.setdefault(name, _bar_color(d))
+    handles = [Patch(color=c, label=name) for name, c in seen.items()]
+    handles += [h for h in ax.get_lines() if h.get_gid() == "ttft"]
+    if handles:
+        ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+
+
+def plot_frontier(S: Any, *, ax: Any = None, kinds: tuple[str, ...] | None = None, unit: str = "ms"):
+    """The ready frontier over time, as the policy admits it and as data
+    dependencies alone would allow.
+
+    Parameters
+    ----------
+    S
+        A :class:`~depgraph.scheduler.Schedule`.
+    ax
+        A matplotlib ``Axes``; by default a new headless figure.
+    kinds
+        Count only nodes of these kinds (e.g. ``("decode",)``); see
+        :func:`~depgraph.scheduler.frontier`.
+    unit
+        Time axis unit: ``"s"``, ``"ms"`` or ``"us"``.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+
+    Examples
+    --------
+    >>> import depgraph as dg
+    >>> from depgraph.draw import plot_frontier
+    >>> S = dg.schedule(dg.single_request("qwen3.6-35b-a3b", prompt_tokens=1024, link="25g", mfu=1.0), policy="global")
+    >>> fig = plot_frontier(S, kinds=("decode",))
+    >>> [line.get_label() for line in fig.axes[0].get_lines()][:2]
+    ['as the policy admits', 'as data dependencies allow']
+    """
+    from matplotlib.ticker import MaxNLocator
+
+    _check_schedule(S, "plot_frontier")
+    unit = one_of("unit", unit, tuple(_UNITS))
+    if kinds is not None and (isinstance(kinds, str) or not all(isinstance(k, str) for k in kinds)):
+        raise ConfigError(f"kinds: expected a tuple of node kinds such as ('decode',), got {kinds!r}")
+    kinds = None if kinds is None else tuple(kinds)
+    scale = _UNITS[unit]
+    fig, ax = _axes(ax, (10.0, 3.2))
+    styles = ((True, "as the policy admits", "#1f77b4", "-"),
+              (False, "as data dependencies allow", "#7f7f7f", "--"))
+    for admitted, label, color, ls in styles:
+        f = S.frontier(admitted=admitted, kinds=kinds)
+        ax.step(f["time_s"].to_numpy() * scale, f["width"].to_numpy(), where="post", label=label, color=color,
+                linestyle=ls, linewidth=1.5)
+    if S.token_nodes():
+        t = S.ttft_s * scale
+        ax.axvline(t, color=_TOKEN, linewidth=1.0, linestyle=":", label=f"TTFT {t:.4g} {_UNIT_LABEL[unit]}",
+                   gid="ttft")
+    ax.set_xlabel(f"time ({_UNIT_LABEL[unit]})")
+    ax.set_ylabel("ready nodes")
+    ax.set_ylim(bottom=0)
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    what = "all nodes" if kinds is None else ", ".join(kinds) + " nodes"
+    ax.set_title(f"ready frontier ({what}){'' if S.policy is None else ', policy ' + S.policy}", fontsize=10)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+    return fig

@@ -1,0 +1,239 @@
+"""Renderers: the Graphviz drawing, the Gantt chart and the frontier plot."""
+
+import json
+import re
+
+import networkx as nx
+import pytest
+from matplotlib.figure import Figure
+
+import depgraph as dg
+from depgraph.draw import COMPONENT_COLORS, draw, gantt, plot_frontier
+from depgraph.errors import ConfigError, GraphError
+from depgraph.graph import chain
+from depgraph.workloads.single import add_request
+
+
+@pytest.fixture(scope="module")
+def qwen_graph():
+    return dg.single_request("qwen3.6-35b-a3b", prompt_tokens=1024, link="25g", mfu=1.0)
+
+
+@pytest.fixture(scope="module")
+def small_model():
+    """Qwen3.6 cut to four layers (three Gated DeltaNet, one attention)."""
+    with open(dg.catalog()["qwen3.6-35b-a3b"], encoding="utf-8") as f:
+        config = json.load(f)
+    config["text_config"].update(num_hidden_layers=4, full_attention_interval=4)
+    return dg.model_from_config(config, name="qwen3.6-4-layers")
+
+
+@pytest.fixture(scope="module")
+def small_graph(small_model):
+    return dg.single_request(small_model, prompt_tokens=1024, link="25g", mfu=1.0)
+
+
+@pytest.fixture(scope="module")
+def two_requests(small_model):
+    """Two requests on the same three devices, their sends in one link order."""
+    G = nx.DiGraph(workload="two_requests")
+    cost = dg.CostModel(mfu=1.0)
+    link = dg.load_link("25g")
+    sends = []
+    for r in (0, 1):
+        nodes = add_request(G, small_model, prompt_tokens=1024, link=link, cost=cost, request=r)
+        sends += nodes["send"]
+    chain(G, sends, "resource")
+    return G
+
+
+def _edge_lines(source: str) -> list[str]:
+    return [line.strip() for line in source.splitlines() if " -> " in line]
+
+
+def test_component_colours_appear(qwen_graph):
+    source = draw(qwen_graph).source
+    for component in ("kv", "ssm", "conv"):
+        assert COMPONENT_COLORS[component] in source
+    assert (COMPONENT_COLORS["kv"], COMPONENT_COLORS["ssm"], COMPONENT_COLORS["conv"]) == ("#1f77b4", "#ff7f0e", "#2ca02c")
+
+
+def test_node_styles_by_kind(small_graph):
+    source = draw(small_graph).source
+    lines = {m.group(1): m.group(2) for m in re.finditer(r'^\t+"([^"]+)" \[(.*)\]$', source, re.M)}
+    assert 'fillcolor="#2ca02c"' in lines["r0:send:L00:conv"]
+    assert 'label="L00 conv op' in lines["r0:decode:L00:conv"] and 'color="#2ca02c"' in lines["r0:decode:L00:conv"]
+    assert 'color="#ff7f0e"' in lines["r0:decode:L00:ssm"]
+    assert 'color="#1f77b4"' in lines["r0:decode:L03:attn"]
+    assert 'color="#000000"' in lines["r0:decode:head"]
+    assert 'shape="doublecircle"' in lines["r0:token"] and 'color="#d62728"' in lines["r0:token"]
+    assert 'fillcolor="#bdbdbd"' in lines["r0:prefill:L00"]
+    # One box per device, no per-request boxes for a single request.
+    assert re.findall(r"label=(\w+) style=rounded\b", source) == ["prefill", "link", "decode"]
+
+
+def test_policy_edges_dashed_after_global(small_graph):
+    plain = _edge_lines(draw(small_graph).source)
+    assert not any("dashed" in line for line in plain)
+    S = dg.schedule(small_graph, policy="global")
+    lines = _edge_lines(draw(S.graph).source)
+    policy = [line for line in lines if "r0:barrier:all_arrived" in line]
+    # Every arrival feeds the barrier, and the barrier gates the first decode operator.
+    n_arrivals = sum(1 for _, k in small_graph.nodes(data="kind") if k == "arrive")
+    assert len(policy) == n_arrivals + 1
+    assert all('style="dashed"' in line and 'color="#d62728"' in line for line in policy)
+    assert sum('style="dashed"' in line for line in lines) == len(policy)
+    assert 'shape="diamond"' in draw(S.graph).source
+
+
+def test_schedule_adds_times_and_critical_path(small_graph):
+    S = dg.schedule(small_graph, policy="layer")
+    source = draw(S.graph, schedule=S).source
+    path = S.critical_path()
+    thick = [line for line in _edge_lines(source) if 'penwidth="3"' in line]
+    assert len(thick) == len(path) - 1
+    for u, v in zip(path, path[1:]):
+        assert f'"{u}" -> "{v}" [' in source
+    assert f"@ {S.ttft_s * 1e3:.3f} ms" in source  # the token's finish
+    assert f"TTFT {S.ttft_s * 1e3:.3f} ms" in source
+
+
+def test_svg_renders(small_graph):
+    S = dg.schedule(small_graph, policy="component")
+    svg = draw(S.graph, schedule=S).pipe(format="svg")
+    assert svg.lstrip().startswith(b"<?xml") and b"</svg>" in svg
+    assert b"r0:decode:L00:conv" in svg  # node titles are the node ids
+
+
+def test_refuses_oversized_graph(qwen_graph):
+    n = qwen_graph.number_of_nodes()
+    with pytest.raises(GraphError, match=rf"max_nodes={n}\b"):
+        draw(qwen_graph, max_nodes=100)
+    assert draw(qwen_graph, max_nodes=n).source  # exactly at the limit is fine
+
+
+@pytest.mark.parametrize(
+    "kwargs, error",
+    [
+        ({"rankdir": "sideways"}, ConfigError),
+        ({"max_nodes": 0}, ConfigError),
+        ({"max_nodes": 2.5}, ConfigError),
+        ({"cluster_by": "device"}, ConfigError),
+        ({"schedule": "not a schedule"}, GraphError),
+    ],
+)
+def test_bad_arguments(small_graph, kwargs, error):
+    with pytest.raises(error):
+        draw(small_graph, **kwargs)
+
+
+def test_plain_dag_without_kinds():
+    G = nx.DiGraph()
+    G.add_node("a", duration_s=0.002)
+    G.add_node(("b", 1), duration_s=3e-5)
+    G.add_node('c"quoted"\\', duration_s=0.0)
+    G.add_edges_from([("a", ("b", 1)), (("b", 1), 'c"quoted"\\')])
+    S = dg.schedule(G)
+    dot = draw(G, schedule=S)
+    assert "subgraph" not in dot.source  # no devices, no clusters
+    assert "2.00 ms" in dot.source and "30.0 µs" in dot.source
+    svg = dot.pipe(format="svg")
+    assert svg.count(b'class="node"') == 3 and svg.count(b'class="edge"') == 2
+
+
+def test_empty_graph_and_odd_attributes():
+    empty = nx.DiGraph()
+    S = dg.schedule(empty)
+    assert draw(empty, schedule=S).source.startswith("digraph")
+    assert isinstance(gantt(S), Figure)
+    G = nx.DiGraph()
+    G.add_node("a", duration_s=1.0, device=["gpu", 0])  # unhashable attribute values still group
+    G.add_node("b", duration_s=1.0, device=["gpu", 0])
+    G.add_edge("a", "b")
+    assert draw(G).source.count("subgraph") == 1
+    assert _lane_labels(gantt(dg.schedule(G))) == ["['gpu', 0]"]
+
+
+def test_nodes_printing_alike_stay_distinct():
+    G = nx.DiGraph()
+    G.add_node(1, duration_s=1.0)
+    G.add_node("1", duration_s=1.0)
+    G.add_edge(1, "1")
+    assert '"1" -> "1#1"' in draw(G).source
+
+
+def test_several_requests_get_their_own_boxes(two_requests):
+    source = draw(two_requests).source
+    assert re.findall(r"label=(\w+) style=rounded\b", source) == ["prefill", "link", "decode"]
+    assert source.count('label=r0 style="rounded,dashed"') == 3
+    assert source.count('label=r1 style="rounded,dashed"') == 3
+
+
+def test_deterministic(small_model):
+    def build():
+        G = dg.single_request(small_model, prompt_tokens=1024, link="25g", mfu=1.0)
+        S = dg.schedule(G, policy="compute-then-move")
+        return draw(S.graph, schedule=S).source
+
+    assert build() == build()
+
+
+def _lane_labels(fig):
+    return [t.get_text() for t in fig.axes[0].get_yticklabels()]
+
+
+def test_gantt_lanes_and_ttft(qwen_graph):
+    S = dg.schedule(qwen_graph, policy="layer")
+    fig = gantt(S)
+    assert isinstance(fig, Figure)
+    assert _lane_labels(fig) == ["prefill", "link", "decode"]
+    ttft = [line for line in fig.axes[0].get_lines() if line.get_gid() == "ttft"]
+    assert len(ttft) == 1
+    assert list(ttft[0].get_xdata()) == pytest.approx([S.ttft_s * 1e3] * 2)
+    # One bar per event of non-zero duration.
+    n_bars = sum(len(c.patches) for c in fig.axes[0].containers)
+    assert n_bars == int((S.compiled.duration_s > 0).sum())
+
+
+def test_gantt_units_and_given_axes(small_graph):
+    S = dg.schedule(small_graph, policy="global")
+    fig = Figure()
+    ax = fig.add_subplot()
+    assert gantt(S, ax=ax, unit="us") is fig
+    ttft = [line for line in ax.get_lines() if line.get_gid() == "ttft"]
+    assert ttft[0].get_xdata()[0] == pytest.approx(S.ttft_s * 1e6)
+    with pytest.raises(ConfigError, match="unit"):
+        gantt(S, unit="hours")
+
+
+def test_gantt_splits_shared_devices_by_request(two_requests):
+    S = dg.schedule(two_requests, policy="layer")
+    assert _lane_labels(gantt(S)) == ["prefill r0", "prefill r1", "link r0", "link r1", "decode r0", "decode r1"]
+    assert _lane_labels(gantt(S, by="request")) == ["0", "1"]
+
+
+def test_gantt_plain_dag_has_no_ttft():
+    G = nx.DiGraph()
+    G.add_node("a", duration_s=1.0)
+    G.add_node("b", duration_s=0.5)
+    G.add_edge("a", "b")
+    fig = gantt(dg.schedule(G), unit="s")
+    assert _lane_labels(fig) == ["(none)"]
+    assert not [line for line in fig.axes[0].get_lines() if line.get_gid() == "ttft"]
+
+
+def test_plot_frontier(small_graph):
+    S = dg.schedule(small_graph, policy="global")
+    fig = plot_frontier(S, kinds=("decode",))
+    assert isinstance(fig, Figure)
+    lines = {line.get_label(): line for line in fig.axes[0].get_lines()}
+    admitted = S.frontier(admitted=True, kinds=("decode",))
+    data = S.frontier(admitted=False, kinds=("decode",))
+    assert list(lines["as the policy admits"].get_ydata()) == list(admitted.width)
+    assert list(lines["as data dependencies allow"].get_ydata()) == list(data.width)
+    # Under a global wait, data dependencies allow decode work before the policy admits any.
+    first_admitted = admitted.time_s[admitted.width > 0].min()
+    first_data = data.time_s[data.width > 0].min()
+    assert first_data < first_admitted
+    with pytest.raises(ConfigError, match="kinds"):
+        plot_frontier(S, kinds="decode")
