@@ -98,6 +98,8 @@ def _check_duration(node: Hashable, value: Any, weight: str) -> float:
     if value is None:
         raise GraphError(f"node {node!r}: {weight}: missing (every node needs a finite duration >= 0)")
     try:
+        if isinstance(value, (str, bytes, bool)):  # float() would accept "1.5" and True
+            raise TypeError
         x = float(value)
     except (TypeError, ValueError):
         raise GraphError(f"node {node!r}: {weight}: expected a finite number >= 0, got {value!r}") from None

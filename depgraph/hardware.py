@@ -70,7 +70,7 @@ def gpu_names() -> list[str]:
 _GBPS = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*gbps\s*$", re.IGNORECASE)
 
 
-def load_link(link: str | Link | float) -> Link:
+def load_link(link: str | Link) -> Link:
     """A link by catalog name (``pcie4``, ``100g``, ``25g``, ``nvlink4``, ...),
     as ``"<n>gbps"`` (gigabits per second), or a :class:`Link` passed through."""
     if isinstance(link, Link):
@@ -86,11 +86,15 @@ def load_link(link: str | Link | float) -> Link:
         entry = data["links"][key]
         return Link(name=key, bandwidth_gbps=float(entry["bandwidth_gbps"]), latency_s=float(entry["latency_s"]),
                     description=entry["description"])
+    allowed = f"link: expected one of {', '.join(link_names())} or '<n>gbps' (0 < n <= 1e6); got {link!r}"
     match = _GBPS.match(link)
-    if match:
-        gbps = positive_number("link", float(match.group(1)), upper=1e6)
-        return Link(name=f"{gbps:g}gbps", bandwidth_gbps=gbps, description="user-given line rate")
-    raise ConfigError(f"link: expected one of {', '.join(link_names())} or '<n>gbps' (0 < n <= 1e6); got {link!r}")
+    if not match:
+        raise ConfigError(allowed)
+    gbps = float(match.group(1))
+    if not 0 < gbps <= 1e6:
+        raise ConfigError(allowed)
+    name = repr(gbps).removesuffix(".0") + "gbps"  # reads back as the same link
+    return Link(name=name, bandwidth_gbps=gbps, description="user-given line rate")
 
 
 def load_gpu(gpu: str | GPU) -> GPU:

@@ -324,7 +324,7 @@ def frontier(S: Schedule, *, admitted: bool = True, kinds: tuple[str, ...] | Non
                 n = cg.nodes[i]
                 preds = [j for j in preds.tolist() if G.edges[cg.nodes[j], n].get("kind") != "policy"]
             ready[i] = float(S.finish[preds].max()) if len(preds) else 0.0
-    keep = S.finish > ready
+    keep = (S.finish > ready) & (cg.duration_s > 0)  # zero-duration nodes never count
     if kinds is not None:
         keep &= np.asarray([G.nodes[n].get("kind") in kinds for n in cg.nodes])
     times = np.concatenate([ready[keep], S.finish[keep]])

@@ -1,0 +1,226 @@
+"""The cost model: prefill FLOPs and time, decode bytes and operators, validation."""
+
+import math
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import depgraph as dg
+
+MODELS = ("qwen3.6-35b-a3b", "nemotron-3-nano-30b-a3b", "qwen3-32b")
+
+
+def layers_of(kind: str):
+    """The first layer of ``kind`` in each catalog model that has one."""
+    out = []
+    for name in MODELS:
+        model = dg.load_model(name)
+        layer = next((layer for layer in model.layers if layer.kind == kind), None)
+        if layer is not None:
+            out.append(pytest.param(model, layer, id=f"{name}-L{layer.index}"))
+    return out
+
+
+ATTENTION = layers_of("attention")
+RECURRENT = layers_of("gdn") + layers_of("mamba2")
+MOE = [p for p in layers_of("attention") + layers_of("gdn") + layers_of("moe") if p.values[1].num_experts]
+ALL_LAYERS = [pytest.param(m, layer, id=f"{m.name}-L{layer.index}") for m in map(dg.load_model, MODELS) for layer in m.layers]
+prompts = st.integers(1, 200_000)
+
+
+def test_defaults():
+    cm = dg.CostModel()
+    assert cm.gpu == dg.load_gpu("study-effective")
+    assert (cm.mfu, cm.conv_share, cm.activation_hop_s) == (0.4, 0.10, 0.05e-3)
+    assert cm.replace(mfu=1.0).mfu == 1.0 and cm.mfu == 0.4  # a new value, the old one untouched
+    assert dg.CostModel(gpu="H100").gpu.name == "h100-sxm"
+
+
+# ------------------------------------------------------------------ prefill
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_prefill_time_scales_as_one_over_mfu(name):
+    model = dg.load_model(name)
+    full, quarter = dg.CostModel(mfu=1.0), dg.CostModel(mfu=0.25)
+    for layer in model.layers:
+        # Exact: scaling a divisor by a power of two commutes with rounding.
+        assert quarter.prefill_layer_s(layer, 4096) == 4 * full.prefill_layer_s(layer, 4096)
+        assert quarter.prefill_layer_flops(layer, 4096) == full.prefill_layer_flops(layer, 4096)
+
+
+@given(st.floats(0.001, 1.0), prompts)
+def test_prefill_time_times_mfu_is_constant(mfu, prompt_tokens):
+    model = dg.load_model("qwen3.6-35b-a3b")
+    full, partial = dg.CostModel(mfu=1.0), dg.CostModel(mfu=mfu)
+    for layer in model.layers[:4]:  # both kinds of layer
+        # 1e-15 relative: three roundings (mfu x peak, the division, x mfu), ~1.1e-16 each.
+        assert partial.prefill_layer_s(layer, prompt_tokens) * mfu == pytest.approx(
+            full.prefill_layer_s(layer, prompt_tokens), rel=1e-15)
+    # 1e-12 relative: a sum of 40 such layers.
+    assert partial.prefill_s(model, prompt_tokens) * mfu == pytest.approx(full.prefill_s(model, prompt_tokens), rel=1e-12)
+
+
+@pytest.mark.parametrize("model, layer", ATTENTION)
+@given(prompt_tokens=prompts)
+def test_doubling_the_prompt_more_than_doubles_attention_flops(model, layer, prompt_tokens):
+    cm = dg.CostModel()
+    one, two = cm.prefill_layer_flops(layer, prompt_tokens), cm.prefill_layer_flops(layer, 2 * prompt_tokens)
+    assert two > 2 * one
+    # Exact: every term is an integer below 2**53, so float arithmetic does not round.
+    assert two < 2**53
+    s = prompt_tokens
+    assert two - 2 * one == 4 * s * s * layer.attention_width  # 2(2s)^2 w - 2(2 s^2 w): the quadratic term
+
+
+@pytest.mark.parametrize("model, layer", RECURRENT + layers_of("moe"))
+@given(prompt_tokens=prompts)
+def test_doubling_the_prompt_exactly_doubles_linear_layers(model, layer, prompt_tokens):
+    cm = dg.CostModel()
+    one = cm.prefill_layer_flops(layer, prompt_tokens)
+    assert layer.attention_width == 0
+    assert one == (2 * layer.active_params + 4 * layer.recurrent_state_elems) * prompt_tokens  # exact, as above
+    assert cm.prefill_layer_flops(layer, 2 * prompt_tokens) == 2 * one
+    assert cm.prefill_layer_s(layer, 2 * prompt_tokens) == 2 * cm.prefill_layer_s(layer, prompt_tokens)
+
+
+def test_gdn_layer_has_a_recurrent_term():
+    layer = dg.load_model("qwen3.6-35b-a3b").layers[0]
+    assert layer.kind == "gdn" and layer.recurrent_state_elems > 0
+    with_term = dg.CostModel().prefill_layer_flops(layer, 1000)
+    without = dg.CostModel(recurrent_flops_per_state_elem=0.0).prefill_layer_flops(layer, 1000)
+    assert with_term - without == 4.0 * layer.recurrent_state_elems * 1000
+
+
+# ------------------------------------------------------------------- decode
+
+
+@pytest.mark.parametrize("model, layer", MOE)
+@given(tokens=st.integers(1, 5000))
+def test_a_batch_touches_between_k_and_all_experts(model, layer, tokens):
+    k, e = layer.experts_per_token, layer.num_experts
+    d = dg.CostModel.distinct_experts(layer, tokens)
+    # 1e-12 relative below k: 1 - (1 - k/E) is k/E only up to rounding.
+    assert k * (1 - 1e-12) <= d <= e
+    assert d >= dg.CostModel.distinct_experts(layer, tokens - 1)  # monotone in tokens
+    cm = dg.CostModel()
+    state = layer.kv_bytes_per_token * 7 * tokens + tokens * (layer.ssm_bytes + layer.conv_bytes)
+    weights = cm.decode_layer_bytes(model, layer, [7] * tokens) - state
+    # 1e-12 relative: the weight bytes and the state bytes are summed before we take them apart.
+    assert weights <= layer.total_params * model.dtype_bytes * (1 + 1e-12)
+
+
+@pytest.mark.parametrize("model, layer", MOE)
+def test_expert_count_limits(model, layer):
+    d = dg.CostModel.distinct_experts
+    assert d(layer, 0) == 0.0
+    # 1e-12 relative: as above.
+    assert d(layer, 1) == pytest.approx(layer.experts_per_token, rel=1e-12)
+    assert d(layer, 1_000_000) == layer.num_experts  # (1 - k/E)**1e6 underflows to zero
+    assert d(layer, 2) < 2 * layer.experts_per_token  # two tokens may share experts
+
+
+def test_dense_layer_touches_no_routed_experts():
+    layer = dg.load_model("qwen3-32b").layers[0]
+    assert dg.CostModel.distinct_experts(layer, 64) == 0.0
+
+
+@pytest.mark.parametrize("model, layer", RECURRENT)
+@given(conv_share=st.floats(0.001, 1.0), context=st.integers(1, 100_000))
+def test_recurrent_decode_splits_into_conv_and_ssm(model, layer, conv_share, context):
+    cm = dg.CostModel(conv_share=conv_share)
+    total = cm.decode_layer_s(model, layer, context)
+    ops = cm.decode_operators(model, layer, context)
+    assert [(op, reads) for op, reads, _ in ops] == [("conv", ("conv",)), ("ssm", ("ssm",))]
+    conv, ssm = ops[0][2], ops[1][2]
+    # 1e-15 relative: one or two roundings of ~1.1e-16 each.
+    assert conv / total == pytest.approx(conv_share, rel=1e-15)
+    if conv_share < 1.0:
+        # 1e-15 absolute: ssm = total - conv carries a few ulps of total, however small ssm is.
+        assert ssm / total == pytest.approx(1.0 - conv_share, rel=0, abs=1e-15)
+    assert conv + ssm == pytest.approx(total, rel=1e-15)
+    assert conv >= 0 and ssm >= 0
+
+
+@pytest.mark.parametrize("model, layer", ALL_LAYERS)
+def test_decode_operators_sum_to_the_layer(model, layer):
+    cm = dg.CostModel()
+    ops = cm.decode_operators(model, layer, 2048)
+    total = cm.decode_layer_s(model, layer, 2048)
+    # 1e-15 relative: as above.
+    assert sum(d for _, _, d in ops) == pytest.approx(total, rel=1e-15)
+    if layer.ssm_bytes:
+        assert [op for op, _, _ in ops] == ["conv", "ssm"]
+    elif layer.kv_bytes_per_token:
+        assert ops == [("attn", ("kv",), total)]
+    else:
+        assert ops == [("ffn", (), total)]
+    for _, reads, _ in ops:
+        assert set(reads) <= set(layer.components)
+
+
+def test_decode_is_memory_bound():
+    model = dg.load_model("qwen3-32b")
+    layer = model.layers[0]
+    cm = dg.CostModel()
+    nbytes = cm.decode_layer_bytes(model, layer, [1000])
+    assert nbytes == layer.total_params * 2 + layer.kv_bytes_per_token * 1000
+    assert cm.decode_layer_s(model, layer, 1000) == nbytes / cm.gpu.hbm_bytes_per_s
+    assert cm.replace(decode_layer_overhead_s=1e-6).decode_layer_s(model, layer, 1000) == 1e-6 + nbytes / cm.gpu.hbm_bytes_per_s
+
+
+def test_transfer_time():
+    assert dg.CostModel.transfer_s("25g", 3.125e9) == 1.0
+    assert dg.CostModel.transfer_s(dg.Link("slow", 8.0, latency_s=0.5), 1e9) == 1.5
+
+
+# --------------------------------------------------------------- validation
+
+
+@pytest.mark.parametrize(
+    "params, field",
+    [
+        ({"mfu": 0}, "mfu"),
+        ({"mfu": 0.0}, "mfu"),
+        ({"mfu": 1.5}, "mfu"),
+        ({"mfu": float("nan")}, "mfu"),
+        ({"mfu": float("inf")}, "mfu"),
+        ({"mfu": -0.4}, "mfu"),
+        ({"mfu": "0.4"}, "mfu"),
+        ({"mfu": True}, "mfu"),
+        ({"mfu": None}, "mfu"),
+        ({"conv_share": -0.1}, "conv_share"),
+        ({"conv_share": 0}, "conv_share"),
+        ({"conv_share": 1.01}, "conv_share"),
+        ({"hbm_efficiency": 0}, "hbm_efficiency"),
+        ({"activation_hop_s": -1e-3}, "activation_hop_s"),
+        ({"decode_layer_overhead_s": float("nan")}, "decode_layer_overhead_s"),
+        ({"recurrent_flops_per_state_elem": -4.0}, "recurrent_flops_per_state_elem"),
+        ({"gpu": "tpu-v9"}, "gpu"),
+        ({"gpu": 3}, "gpu"),
+    ],
+)
+def test_bad_parameters_name_the_field(params, field):
+    with pytest.raises(dg.ConfigError) as err:
+        dg.CostModel(**params)
+    message = str(err.value)
+    assert message.startswith(f"{field}: expected ")
+    value = next(iter(params.values()))
+    if field != "gpu" and isinstance(value, (int, float)) and not isinstance(value, bool):
+        value = float(value)  # numeric fields report the float they were read as
+    assert message.endswith(f"got {value!r}")  # and the value given
+    if field == "gpu":
+        assert "h100-sxm" in message and "study-effective" in message  # lists what is allowed
+
+
+def test_replace_validates_too():
+    with pytest.raises(dg.ConfigError, match="^mfu: "):
+        dg.CostModel().replace(mfu=2.0)
+    with pytest.raises(dg.ConfigError, match="^mfu: "):
+        dg.single_request("qwen3-32b", prompt_tokens=16, link="25g", mfu=0.0)
+
+
+@pytest.mark.parametrize("mfu", [1e-9, 0.5, 1.0])
+def test_edge_values_are_accepted(mfu):
+    assert math.isfinite(dg.CostModel(mfu=mfu, conv_share=1.0, activation_hop_s=0.0).prefill_s(dg.load_model("qwen3-32b"), 8))
