@@ -1,10 +1,11 @@
 """The scheduler: compile an event graph to arrays and compute start/finish.
 
 ``schedule(G)`` is an as-soon-as-possible schedule: every node starts when
-its last predecessor finishes and runs for ``duration_s``. Shared resources
-(a link, a GPU's program) appear in the graph as ``resource`` / ``program``
-edges that fix their order, so the schedule of the realised graph is a plain
-longest-path computation. The networkx graph is compiled once into a
+its last predecessor finishes and runs for ``duration_s``. A shared resource
+(a link, a batched operator) is a ``resource`` attribute on the nodes that
+use it; :func:`resolve_resources` orders its users by list scheduling and
+adds ``resource`` edges, so the realised graph is a plain DAG whose longest
+path is the reported latency. The networkx graph is compiled once into a
 topological order and CSR predecessor arrays; the kernel runs on those.
 
 >>> import networkx as nx, depgraph as dg
@@ -31,7 +32,8 @@ import pandas as pd
 from .errors import CycleError, GraphError
 from .graph import _check_duration
 
-__all__ = ["CompiledGraph", "compile_graph", "Schedule", "schedule", "critical_path", "breakdown", "frontier"]
+__all__ = ["CompiledGraph", "compile_graph", "resolve_resources", "Schedule", "schedule", "critical_path", "breakdown",
+           "frontier"]
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -214,6 +216,96 @@ class Schedule:
         return frontier(self, admitted=admitted, kinds=kinds)
 
 
+RESOURCE_RULES = ("fifo", "priority")
+
+
+def resolve_resources(G: nx.DiGraph, *, weight: str = "duration_s") -> nx.DiGraph:
+    """Order the users of every shared resource and return the realised DAG.
+
+    A node with a ``resource`` attribute (for example ``"link"``) needs that
+    resource exclusively while it runs. The order is found by list
+    scheduling: whenever a resource is free, it takes the best of the nodes
+    that are ready for it, by the resource's rule in
+    ``G.graph["resource_rules"]`` (default ``"fifo"``):
+
+    ``fifo``
+        earliest ready time first, then the node's ``priority`` (any
+        comparable value, default ``()``), then graph order;
+    ``priority``
+        lowest ``priority`` first among the ready nodes, then ready time.
+
+    The result is a copy of ``G`` with ``resource`` edges between
+    consecutive users of each resource: a plain DAG whose as-soon-as-possible
+    schedule is exactly the list schedule. A graph without resource nodes is
+    returned unchanged.
+    """
+    cg = compile_graph(G, weight=weight)
+    attrs = G.nodes
+    res = [attrs[v].get("resource") for v in cg.nodes]
+    if not any(r is not None for r in res):
+        return G
+    rules = dict(G.graph.get("resource_rules") or {})
+    for name, rule in rules.items():
+        if rule not in RESOURCE_RULES:
+            raise GraphError(f"resource_rules[{name!r}]: expected one of {', '.join(RESOURCE_RULES)}; got {rule!r}")
+    prio = [attrs[v].get("priority", ()) if r is not None else () for v, r in zip(cg.nodes, res)]
+    n = cg.num_nodes
+    dur = cg.duration_s.tolist()
+    indptr = cg.pred_indptr.tolist()
+    indices = cg.pred_indices.tolist()
+    succs: list[list[int]] = [[] for _ in range(n)]
+    for i in range(n):
+        for k in range(indptr[i], indptr[i + 1]):
+            succs[indices[k]].append(i)
+    waiting = [indptr[i + 1] - indptr[i] for i in range(n)]
+    events: list[tuple[float, int]] = []
+    queues: dict[Any, list] = {}
+    busy: dict[Any, bool] = {}
+    order: dict[Any, list[int]] = {}
+
+    def ready(i: int, t: float) -> None:
+        r = res[i]
+        if r is None:
+            heapq.heappush(events, (t + dur[i], i))
+            return
+        key = (prio[i], t, i) if rules.get(r, "fifo") == "priority" else (t, prio[i], i)
+        heapq.heappush(queues.setdefault(r, []), (key, i))
+        busy.setdefault(r, False)
+
+    for i in range(n):
+        if waiting[i] == 0:
+            ready(i, 0.0)
+    now = 0.0
+    while True:
+        while events and events[0][0] <= now:
+            _, i = heapq.heappop(events)
+            if res[i] is not None:
+                busy[res[i]] = False
+            for j in succs[i]:
+                waiting[j] -= 1
+                if waiting[j] == 0:
+                    ready(j, now)
+        started = False
+        for r in sorted(queues, key=repr):
+            if not busy[r] and queues[r]:
+                _, i = heapq.heappop(queues[r])
+                busy[r] = True
+                order.setdefault(r, []).append(i)
+                heapq.heappush(events, (now + dur[i], i))
+                started = True
+        if started:
+            continue
+        if not events:
+            break
+        now = events[0][0]
+    H = G.copy()
+    for r, users in order.items():
+        for a, b in zip(users, users[1:]):
+            if not H.has_edge(cg.nodes[a], cg.nodes[b]):
+                H.add_edge(cg.nodes[a], cg.nodes[b], kind="resource")
+    return H
+
+
 def schedule(G: nx.DiGraph, *, policy: Any = None, weight: str = "duration_s") -> Schedule:
     """Schedule ``G`` as soon as possible, after applying ``policy``.
 
@@ -235,6 +327,7 @@ def schedule(G: nx.DiGraph, *, policy: Any = None, weight: str = "duration_s") -
         pol = get_policy(policy)
         G = pol.apply(G)
         name = pol.name
+    G = resolve_resources(G, weight=weight)
     cg = compile_graph(G, weight=weight)
     start, finish, via = _asap(cg)
     return Schedule(graph=G, policy=name, compiled=cg, start=start, finish=finish, via=via)

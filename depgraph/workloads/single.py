@@ -5,8 +5,9 @@ The graph holds, for request ``r``:
 * ``r{r}:prefill:L{i}`` -- prefill compute of layer ``i`` (program chain on
   the prefill GPU);
 * ``r{r}:send:L{i}:{c}`` and ``r{r}:arrive:L{i}:{c}`` -- component ``c`` of
-  layer ``i`` on the link (``resource`` chain in layer order, within a layer
-  ``kv``, ``conv``, ``ssm``) and on the decode GPU;
+  layer ``i`` on the link (the shared resource ``link``, first come first
+  served; ties in layer order and within a layer ``kv``, ``conv``, ``ssm``)
+  and on the decode GPU;
 * ``r{r}:decode:L{i}:{op}`` -- decode operators (program chain), each with a
   ``data`` edge from the arrivals of the components it reads;
 * ``r{r}:decode:head`` and ``r{r}:token`` -- the LM head and the first token.
@@ -53,9 +54,9 @@ def add_request(
 ) -> dict[str, list[Hashable]]:
     """Add one request's prefill, transfer and decode events to ``G``.
 
-    Returns the request's node ids by role: ``prefill``, ``send`` (in link
-    order), ``decode`` (in program order) and ``token``. Link order across
-    requests is left to the caller (``resource`` edges).
+    Returns the request's node ids by role: ``prefill``, ``send`` (in send
+    order), ``decode`` (in program order) and ``token``. Sends use the
+    resource ``link_device``; their ``priority`` is ``(request, send index)``.
     """
     r = request
     nodes: dict[str, list[Hashable]] = {"prefill": [], "send": [], "decode": [], "token": []}
@@ -78,7 +79,8 @@ def add_request(
         for c in layer.components:
             nbytes = layer.component_bytes(c, prompt_tokens)
             s = add_event(G, f"r{r}:send:{tag}:{c}", kind="send", request=r, layer=layer.index, component=c,
-                          device=link_device, duration_s=link.transfer_s(nbytes), bytes=nbytes)
+                          device=link_device, duration_s=link.transfer_s(nbytes), bytes=nbytes,
+                          resource=link_device, priority=(r, len(nodes["send"])))
             add_dep(G, done if done is not None else p, s, "data")
             if done is not None:
                 add_dep(G, p, s, "data")
@@ -144,6 +146,5 @@ def single_request(
         cost = cost.replace(mfu=mfu)
     G = nx.DiGraph(workload="single_request", model=model.name, prompt_tokens=prompt_tokens, link=link.name,
                    mfu=cost.mfu, timing=timing, target_request=0)
-    nodes = add_request(G, model, prompt_tokens=prompt_tokens, link=link, cost=cost, timing=timing, request=0)
-    chain(G, nodes["send"], "resource")
+    add_request(G, model, prompt_tokens=prompt_tokens, link=link, cost=cost, timing=timing, request=0)
     return G
