@@ -9,18 +9,21 @@
 
 from .cost import CostModel
 from .draw import draw, gantt, plot_frontier
+from .perfetto import to_perfetto, trace_events
 from .errors import ConfigError, CycleError, DepgraphError, GraphError
 from .graph import EDGE_KINDS, NODE_KINDS, validate_graph
 from .hardware import GPU, Link, load_gpu, load_link
 from .models import COMPONENTS, LayerSpec, ModelSpec, catalog, handoff_bytes, load_model, model_from_config
 from .policies import POLICIES, POLICY_NAMES, Policy, get_policy
 from .scheduler import CompiledGraph, Schedule, breakdown, compile_graph, critical_path, frontier, schedule
-from .workloads import TIMINGS, single_request
+from .workloads import (ADMISSIONS, HOOK_SCOPES, LINK_RULES, TIMINGS, continuous_batching, interleaved, pipeline,
+                        single_request, speculative, stall_s, expected_step_admission)
 
 __all__ = [
     "COMPONENTS", "CompiledGraph", "ConfigError", "CostModel", "CycleError", "DepgraphError", "EDGE_KINDS", "GPU",
     "GraphError", "LayerSpec", "Link", "ModelSpec", "NODE_KINDS", "POLICIES", "POLICY_NAMES", "Policy", "Schedule",
-    "TIMINGS", "breakdown", "catalog", "compile_graph", "critical_path", "draw", "gantt", "plot_frontier", "frontier", "get_policy", "handoff_bytes",
+    "TIMINGS", "ADMISSIONS", "HOOK_SCOPES", "LINK_RULES", "continuous_batching", "expected_step_admission", "interleaved", "pipeline",
+    "speculative", "stall_s", "breakdown", "catalog", "compile_graph", "critical_path", "draw", "gantt", "plot_frontier", "to_perfetto", "trace_events", "frontier", "get_policy", "handoff_bytes",
     "load_gpu", "load_link", "load_model", "model_from_config", "schedule", "single_request", "validate_graph",
 ]
 

@@ -53,7 +53,7 @@ def _first_decode(G: nx.DiGraph, key: Callable[[dict], object]) -> dict:
     for n, d in G.nodes(data=True):
         if d.get("kind") == "decode":
             k = key(d)
-            if k not in first or d["seq"] < G.nodes[first[k]]["seq"]:
+            if k not in first or d.get("seq", 0) < G.nodes[first[k]].get("seq", 0):
                 first[k] = n
     return first
 

@@ -1,5 +1,10 @@
 """Workload builders. Each returns a typed event graph (see :mod:`depgraph.graph`)."""
 
-from .single import add_request, single_request, TIMINGS
+from .batching import ADMISSIONS, HOOK_SCOPES, continuous_batching, expected_step_admission, stall_s
+from .interleaved import LINK_RULES, interleaved
+from .pipeline import pipeline, stage_placement
+from .single import TIMINGS, add_request, single_request
+from .speculative import speculative
 
-__all__ = ["add_request", "single_request", "TIMINGS"]
+__all__ = ["ADMISSIONS", "HOOK_SCOPES", "LINK_RULES", "TIMINGS", "add_request", "continuous_batching", "expected_step_admission", "interleaved",
+           "pipeline", "single_request", "speculative", "stage_placement", "stall_s"]

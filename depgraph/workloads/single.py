@@ -19,7 +19,7 @@ layer finishes; ``migration`` sends only after all prefill compute (a
 
 from __future__ import annotations
 
-from typing import Hashable
+from typing import Hashable, Sequence
 
 import networkx as nx
 
@@ -29,7 +29,7 @@ from ..graph import add_dep, add_event, chain
 from ..hardware import Link, load_link
 from ..models import ModelSpec, load_model
 
-__all__ = ["single_request", "add_request", "TIMINGS"]
+__all__ = ["single_request", "add_request", "new_graph", "TIMINGS"]
 
 TIMINGS = ("handoff", "migration")
 MAX_PROMPT_TOKENS = 10_000_000
@@ -37,6 +37,10 @@ MAX_PROMPT_TOKENS = 10_000_000
 
 def _layer_tag(i: int) -> str:
     return f"L{i:02d}"
+
+
+def _per_stage(value: str | Sequence[str], stage: int) -> str:
+    return value if isinstance(value, str) else value[stage]
 
 
 def add_request(
@@ -48,62 +52,110 @@ def add_request(
     cost: CostModel,
     timing: str = "handoff",
     request: int = 0,
-    prefill_device: str = "prefill",
-    decode_device: str = "decode",
-    link_device: str = "link",
+    placement: Sequence[int] | None = None,
+    prefill_device: str | Sequence[str] = "prefill",
+    decode_device: str | Sequence[str] = "decode",
+    link_device: str | Sequence[str] = "link",
+    decode: bool = True,
+    token: bool = True,
 ) -> dict[str, list[Hashable]]:
-    """Add one request's prefill, transfer and decode events to ``G``.
+    """Add one request's prefill, transfer and (optionally) decode events to ``G``.
+
+    ``placement`` gives the pipeline stage of each layer (default: all on
+    stage 0); the device arguments are a name, or one name per stage. Where
+    consecutive layers sit on different stages, a ``hop`` event of
+    ``cost.activation_hop_s`` carries the activation, on both sides.
 
     Returns the request's node ids by role: ``prefill``, ``send`` (in send
-    order), ``decode`` (in program order) and ``token``. Sends use the
-    resource ``link_device``; their ``priority`` is ``(request, send index)``.
+    order), ``arrive``, ``decode`` (in program order, with ``seq`` 0, 1, ...)
+    and ``token``. Sends use their stage's link device as a shared resource;
+    their ``priority`` is ``(request, send index)``.
     """
     r = request
-    nodes: dict[str, list[Hashable]] = {"prefill": [], "send": [], "decode": [], "token": []}
-    for layer in model.layers:
+    stages = list(placement) if placement is not None else [0] * model.num_layers
+    nodes: dict[str, list[Hashable]] = {"prefill": [], "send": [], "arrive": [], "decode": [], "token": []}
+    prefill_chain: list[Hashable] = []
+    for layer, stage in zip(model.layers, stages):
         tag = _layer_tag(layer.index)
-        p = add_event(G, f"r{r}:prefill:{tag}", kind="prefill", request=r, layer=layer.index, device=prefill_device,
+        dev = _per_stage(prefill_device, stage)
+        if prefill_chain and stages[layer.index - 1] != stage:
+            hop = add_event(G, f"r{r}:prefill:hop:{tag}", kind="hop", request=r, layer=layer.index, device=dev,
+                            operator="activation", duration_s=cost.activation_hop_s)
+            prefill_chain.append(hop)
+        p = add_event(G, f"r{r}:prefill:{tag}", kind="prefill", request=r, layer=layer.index, device=dev,
                       duration_s=cost.prefill_layer_s(layer, prompt_tokens))
         nodes["prefill"].append(p)
-    chain(G, nodes["prefill"], "program")
+        prefill_chain.append(p)
+    chain(G, prefill_chain, "program")
     done = None
     if timing == "migration":
-        done = add_event(G, f"r{r}:barrier:prefill_done", kind="barrier", request=r, device=prefill_device,
-                         operator="prefill_done")
+        done = add_event(G, f"r{r}:barrier:prefill_done", kind="barrier", request=r,
+                         device=_per_stage(prefill_device, stages[-1]), operator="prefill_done")
         for p in nodes["prefill"]:
             add_dep(G, p, done, "data")
     seq = 0
-    for layer, p in zip(model.layers, nodes["prefill"]):
+    decode_chain: list[Hashable] = []
+    for layer, p, stage in zip(model.layers, nodes["prefill"], stages):
         tag = _layer_tag(layer.index)
+        link_dev, dec_dev = _per_stage(link_device, stage), _per_stage(decode_device, stage)
         arrivals = {}
         for c in layer.components:
             nbytes = layer.component_bytes(c, prompt_tokens)
             s = add_event(G, f"r{r}:send:{tag}:{c}", kind="send", request=r, layer=layer.index, component=c,
-                          device=link_device, duration_s=link.transfer_s(nbytes), bytes=nbytes,
-                          resource=link_device, priority=(r, len(nodes["send"])))
+                          device=link_dev, duration_s=link.transfer_s(nbytes), bytes=nbytes,
+                          resource=link_dev, priority=(r, len(nodes["send"])))
             add_dep(G, done if done is not None else p, s, "data")
             if done is not None:
                 add_dep(G, p, s, "data")
             a = add_event(G, f"r{r}:arrive:{tag}:{c}", kind="arrive", request=r, layer=layer.index, component=c,
-                          device=decode_device)
+                          device=dec_dev)
             add_dep(G, s, a, "data")
             nodes["send"].append(s)
+            nodes["arrive"].append(a)
             arrivals[c] = a
+        if not decode:
+            continue
+        if decode_chain and stages[layer.index - 1] != stage:
+            decode_chain.append(add_event(G, f"r{r}:decode:hop:{tag}", kind="hop", request=r, layer=layer.index,
+                                          device=dec_dev, operator="activation", duration_s=cost.activation_hop_s))
         for op, reads, dur in cost.decode_operators(model, layer, prompt_tokens):
             d = add_event(G, f"r{r}:decode:{tag}:{op}", kind="decode", request=r, layer=layer.index, operator=op,
-                          device=decode_device, duration_s=dur, reads=reads, seq=seq)
+                          device=dec_dev, duration_s=dur, reads=reads, seq=seq)
             seq += 1
             for c in reads:
                 add_dep(G, arrivals[c], d, "data")
             nodes["decode"].append(d)
-    head = add_event(G, f"r{r}:decode:head", kind="decode", request=r, operator="head", device=decode_device,
+            decode_chain.append(d)
+    if not decode:
+        return nodes
+    last_dev = _per_stage(decode_device, stages[-1])
+    head = add_event(G, f"r{r}:decode:head", kind="decode", request=r, operator="head", device=last_dev,
                      duration_s=cost.decode_head_s(model), reads=(), seq=seq)
     nodes["decode"].append(head)
-    chain(G, nodes["decode"], "program")
-    token = add_event(G, f"r{r}:token", kind="token", request=r, device=decode_device)
-    add_dep(G, head, token, "program")
-    nodes["token"].append(token)
+    decode_chain.append(head)
+    chain(G, decode_chain, "program")
+    if token:
+        t = add_event(G, f"r{r}:token", kind="token", request=r, device=last_dev)
+        add_dep(G, head, t, "program")
+        nodes["token"].append(t)
     return nodes
+
+
+def new_graph(workload: str, model, *, prompt_tokens, link, mfu, timing, cost, **attrs):
+    """Validate the inputs every workload shares and start its graph.
+
+    Returns ``(G, model, prompt_tokens, link, timing, cost)``.
+    """
+    model = load_model(model)
+    prompt_tokens = positive_int("prompt_tokens", prompt_tokens, upper=MAX_PROMPT_TOKENS)
+    link = load_link(link)
+    timing = one_of("timing", timing, TIMINGS)
+    cost = cost or CostModel()
+    if mfu is not None:
+        cost = cost.replace(mfu=mfu)
+    G = nx.DiGraph(workload=workload, model=model.name, prompt_tokens=prompt_tokens, link=link.name,
+                   mfu=cost.mfu, timing=timing, target_request=0, **attrs)
+    return G, model, prompt_tokens, link, timing, cost
 
 
 def single_request(
@@ -137,14 +189,7 @@ def single_request(
     >>> G.number_of_nodes(), G.graph["timing"]
     (258, 'handoff')
     """
-    model = load_model(model)
-    prompt_tokens = positive_int("prompt_tokens", prompt_tokens, upper=MAX_PROMPT_TOKENS)
-    link = load_link(link)
-    timing = one_of("timing", timing, TIMINGS)
-    cost = cost or CostModel()
-    if mfu is not None:
-        cost = cost.replace(mfu=mfu)
-    G = nx.DiGraph(workload="single_request", model=model.name, prompt_tokens=prompt_tokens, link=link.name,
-                   mfu=cost.mfu, timing=timing, target_request=0)
+    G, model, prompt_tokens, link, timing, cost = new_graph("single_request", model, prompt_tokens=prompt_tokens,
+                                                          link=link, mfu=mfu, timing=timing, cost=cost)
     add_request(G, model, prompt_tokens=prompt_tokens, link=link, cost=cost, timing=timing, request=0)
     return G

@@ -1,0 +1,117 @@
+"""One replay point: a workload built, run under every policy and admission.
+
+:func:`run_point` is what a sweep calls for each grid point. Its rows carry
+``policy``, ``admission`` (``step`` or ``async`` for continuous batching,
+``none`` elsewhere), ``ttft_s`` and the analyses. How each workload's
+``ttft_s`` is defined:
+
+``single``, ``speculative``, ``pipeline``
+    the request's first token (for speculative decoding, the end of the
+    first verification).
+``batch``
+    the new request's first token; for ``step`` admission its expectation
+    over a uniform arrival phase, computed exactly
+    (:func:`~depgraph.workloads.expected_step_admission`), as the study's
+    "D_c/2 + D_c" reasoning does. ``stall_s`` is the extra delay imposed on
+    the running requests when the request is admitted under batch-scope
+    hooks (expected the same way); ``step_s`` is ``D_c``. ``frontier_max``
+    is read off the realised graph at phase 0.5.
+``interleaved``
+    the mean first-token time over the ``K`` requests; ``ttft_last_s`` is
+    the last request's.
+
+>>> from depgraph.replay import run_point
+>>> rows = run_point({"model": "qwen3.6-35b-a3b", "prompt_tokens": 1024, "link": "25g", "mfu": 1.0,
+...                   "timing": "handoff", "workload": "speculative", "variant": "k=3", "spec_k": 3})
+>>> [(r["policy"], r["admission"]) for r in rows][:2]
+[('compute-then-move', 'none'), ('global', 'none')]
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+
+from .cost import CostModel
+from .errors import ConfigError
+from .models import load_model
+from .policies import POLICY_NAMES
+from .scheduler import Schedule, schedule
+from .workloads import (continuous_batching, expected_step_admission, interleaved, pipeline, single_request,
+                        speculative)
+
+__all__ = ["run_point", "WORKLOADS", "build"]
+
+WORKLOADS = ("single", "speculative", "batch", "interleaved", "pipeline")
+
+
+@lru_cache(maxsize=32)
+def _model(name: str):
+    return load_model(name)
+
+
+def build(point: dict[str, Any], *, policy: str = "layer", admission: str = "step", phase: float = 0.5,
+          hook_scope: str | None = None, cost: CostModel | None = None):
+    """The event graph of one point (for continuous batching, of one policy,
+    admission and phase). Used by :func:`run_point`, the CLI and notebooks."""
+    workload = point.get("workload", "single")
+    common = dict(prompt_tokens=point["prompt_tokens"], link=point["link"], mfu=point["mfu"],
+                  timing=point.get("timing", "handoff"), cost=cost)
+    model = _model(point["model"]) if isinstance(point["model"], str) else point["model"]
+    if workload == "single":
+        return single_request(model, **common)
+    if workload == "speculative":
+        return speculative(model, spec_k=point.get("spec_k", 3), draft_layers=point.get("draft_layers", 1), **common)
+    if workload == "interleaved":
+        return interleaved(model, requests=point.get("interleave", 4), rule=point.get("rule", "fifo"), **common)
+    if workload == "pipeline":
+        return pipeline(model, stages=point.get("stages", 2), shared_link=point.get("shared_link", False), **common)
+    if workload == "batch":
+        return continuous_batching(model, batch=point.get("batch", 8), admission=admission, policy=policy,
+                                   phase=phase, hook_scope=hook_scope or point.get("hook_scope", "request"),
+                                   **common)
+    raise ConfigError(f"workload: expected one of {', '.join(WORKLOADS)}; got {workload!r}")
+
+
+def _analyses(S: Schedule) -> dict[str, float]:
+    by_request = S.ttft_by_request
+    values = [v for r, v in by_request.items() if r != "batch"]
+    return {
+        "ttft_s": float(np.mean(values)),
+        "ttft_last_s": float(max(values)),
+        "frontier_max": int(S.frontier(kinds=("decode",))["width"].max()),
+        "frontier_max_data": int(S.frontier(admitted=False, kinds=("decode",))["width"].max()),
+    }
+
+
+def run_point(point: dict[str, Any], *, cost: CostModel | None = None) -> list[dict[str, Any]]:
+    """Rows for one grid point: one per policy and admission mode."""
+    workload = point.get("workload", "single")
+    if workload not in WORKLOADS:
+        raise ConfigError(f"workload: expected one of {', '.join(WORKLOADS)}; got {workload!r}")
+    rows = []
+    if workload != "batch":
+        G = build(point, cost=cost)
+        for policy in POLICY_NAMES:
+            S = schedule(G, policy=policy)
+            rows.append({"policy": policy, "admission": "none", **_analyses(S), "stall_s": float("nan"),
+                         "step_s": float("nan"), "join_step": float("nan")})
+        return rows
+    common = dict(prompt_tokens=point["prompt_tokens"], link=point["link"], mfu=point["mfu"],
+                  timing=point.get("timing", "handoff"), cost=cost, batch=point.get("batch", 8))
+    scope = point.get("hook_scope", "request")
+    for admission in ("step", "async"):
+        for policy in POLICY_NAMES:
+            S = schedule(build(point, policy=policy, admission=admission, phase=0.5, cost=cost))
+            row = {"policy": policy, "admission": admission, **_analyses(S)}
+            if admission == "step":
+                e = expected_step_admission(_model(point["model"]), policy=policy, **common)
+                row.update(ttft_s=e["ttft_request_s"] if scope == "request" else e["ttft_batch_s"],
+                           ttft_last_s=e["ttft_request_s"] if scope == "request" else e["ttft_batch_s"],
+                           stall_s=e["stall_batch_s"], step_s=e["step_s"], join_step=float(S.graph.graph["join_step"]))
+            else:
+                row.update(stall_s=0.0, step_s=S.graph.graph["step_s"], join_step=float("nan"))
+            rows.append(row)
+    return rows

@@ -1,0 +1,416 @@
+"""Scenario files: a named grid of configurations and workloads, in TOML.
+
+A scenario says which configurations a sweep runs; :func:`load_scenario`
+reads and validates one, :func:`expand_scenario` lists its points. The
+format::
+
+    name = "replay"                       # [a-z0-9_-]+, names the output files
+    description = "what this grid is for" # optional
+
+    [grid]                                # every key required
+    models = ["qwen3.6-35b-a3b", "configs/my-model/config.json"]
+    prompt_tokens = [1024, 8192, 32768]   # integers in [1, 10,000,000]
+    links = ["pcie4", "100g", "25g", "40gbps"]
+    mfus = [0.4, 1.0]                     # prefill MFU, in (0, 1]
+    timings = ["handoff", "migration"]
+
+    [[workloads]]                         # one table per workload, at least one
+    workload = "single"
+
+    [[workloads]]
+    workload = "batch"
+    batch = [8, 32]
+
+Every grid entry and every workload parameter takes one value or a list of
+values. A model is a catalog name or a ``config.json`` path (relative paths
+are read from the scenario file's folder); a link is a catalog name or
+``"<n>gbps"``. Models and links are stored under their canonical names, so
+``"25gbe"`` and ``"25g"`` are the same link (and listing both is an error).
+
+Workloads and their parameters (defaults in brackets; a parameter without a
+default is required):
+
+=============  =====================================================  =================
+workload       parameters                                             variant label
+=============  =====================================================  =================
+single         none                                                   ``-``
+speculative    ``spec_k`` 1..64 [3], ``draft_layers`` 1..10,000 [1]   ``k=3``
+batch          ``batch`` 1..4096 (running requests c),                ``c=8``
+               ``hook_scope`` batch|request [request]
+interleaved    ``interleave`` 1..4096 (K), ``rule`` fifo|             ``K=16``
+               request-order|layer-round-robin [fifo]
+pipeline       ``stages`` 2..1024, ``shared_link`` true|false [false]  ``pp4-shared``
+=============  =====================================================  =================
+
+The first parameter always appears in the label; the second only when it
+differs from its default (``k=3,draft=2``, ``c=8,hook=batch``,
+``K=4,rule=request-order``), except for pipelines, whose label always says
+whether the stages share one link. A workload table expands into the
+product of its parameter lists, in the order of the table above; two
+tables that give the same variant are an error.
+
+Points come in a fixed order: models, then prompts, links, MFUs, timings
+(the grid, outermost first, each in file order), and within one
+configuration every workload variant in file order. Each point is a dict
+with ``key``, ``model``, ``prompt_tokens``, ``link``, ``mfu``, ``timing``,
+``workload``, ``variant`` and the workload's parameters (defaults filled
+in); ``key`` joins the first eight fields with ``|`` and is unique within
+the scenario.
+
+Errors name the file, the key (``workloads[2].stagez``; list indices count
+from 0) and what is allowed; an unknown key comes with the closest allowed
+one. A grid of more than 1,000,000 points is refused.
+
+>>> from depgraph.scenario import parse_scenario, expand_scenario
+>>> sc = parse_scenario('''
+... name = "tiny"
+... [grid]
+... models = ["qwen3.6-35b-a3b"]
+... prompt_tokens = 1024
+... links = ["25gbe", "100g"]
+... mfus = [0.4]
+... timings = ["handoff"]
+... [[workloads]]
+... workload = "batch"
+... batch = [8, 32]
+... ''')
+>>> sc.num_points
+4
+>>> [p["key"] for p in expand_scenario(sc)][:2]
+['qwen3.6-35b-a3b|1024|25g|0.4|handoff|batch|c=8', 'qwen3.6-35b-a3b|1024|25g|0.4|handoff|batch|c=32']
+"""
+
+from __future__ import annotations
+
+import difflib
+import itertools
+import math
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import ConfigError
+from .hardware import load_link
+from .models import catalog, load_model
+from .workloads.single import MAX_PROMPT_TOKENS, TIMINGS
+
+__all__ = ["Scenario", "WorkloadSpec", "WORKLOADS", "GRID_KEYS", "MAX_POINTS", "load_scenario", "parse_scenario",
+           "expand_scenario"]
+
+#: The grid's keys, outermost first (the order points come in).
+GRID_KEYS: tuple[str, ...] = ("models", "prompt_tokens", "links", "mfus", "timings")
+#: The largest scenario :func:`load_scenario` accepts, in points.
+MAX_POINTS = 1_000_000
+#: A point's identifying fields, in the order ``key`` joins them.
+POINT_FIELDS: tuple[str, ...] = ("model", "prompt_tokens", "link", "mfu", "timing", "workload", "variant")
+
+_TOP_KEYS = ("name", "description", "grid", "workloads")
+_NAME = re.compile(r"^[a-z0-9_-]{1,100}$")
+_REQUIRED = object()
+
+
+@dataclass(frozen=True, slots=True)
+class _Param:
+    """One workload parameter: its type, range and default."""
+
+    name: str
+    kind: str  # "int", "bool" or "choice"
+    default: Any = _REQUIRED
+    lower: int = 1
+    upper: int = 0
+    choices: tuple[str, ...] = ()
+
+    def allowed(self) -> str:
+        if self.kind == "int":
+            return f"an integer in [{self.lower:,}, {self.upper:,}]"
+        if self.kind == "bool":
+            return "true or false"
+        return "one of " + ", ".join(self.choices)
+
+
+#: Each workload's parameters, in expansion order.
+WORKLOADS: dict[str, tuple[_Param, ...]] = {
+    "single": (),
+    "speculative": (_Param("spec_k", "int", 3, 1, 64), _Param("draft_layers", "int", 1, 1, 10_000)),
+    "batch": (_Param("batch", "int", _REQUIRED, 1, 4096),
+              _Param("hook_scope", "choice", "request", choices=("batch", "request"))),
+    "interleaved": (_Param("interleave", "int", _REQUIRED, 1, 4096),
+                    _Param("rule", "choice", "fifo", choices=("fifo", "request-order", "layer-round-robin"))),
+    "pipeline": (_Param("stages", "int", _REQUIRED, 2, 1024), _Param("shared_link", "bool", False)),
+}
+
+
+def _variant_label(workload: str, p: dict[str, Any]) -> str:
+    if workload == "single":
+        return "-"
+    if workload == "speculative":
+        return f"k={p['spec_k']}" + (f",draft={p['draft_layers']}" if p["draft_layers"] != 1 else "")
+    if workload == "batch":
+        return f"c={p['batch']}" + (f",hook={p['hook_scope']}" if p["hook_scope"] != "request" else "")
+    if workload == "interleaved":
+        return f"K={p['interleave']}" + (f",rule={p['rule']}" if p["rule"] != "fifo" else "")
+    return f"pp{p['stages']}-{'shared' if p['shared_link'] else 'private'}"
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadSpec:
+    """One ``[[workloads]]`` table: the workload and, per parameter, the
+    values to sweep (defaults filled in), in expansion order."""
+
+    workload: str
+    params: tuple[tuple[str, tuple], ...] = ()
+
+    def variants(self) -> list[tuple[str, dict[str, Any]]]:
+        """``(label, parameters)`` for every combination, in expansion order."""
+        names = [name for name, _ in self.params]
+        out = []
+        for values in itertools.product(*(vals for _, vals in self.params)):
+            p = dict(zip(names, values))
+            out.append((_variant_label(self.workload, p), p))
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    """A validated scenario: ``grid`` maps each of :data:`GRID_KEYS` to its
+    values (canonical model and link names), ``workloads`` holds one
+    :class:`WorkloadSpec` per table, ``source`` names the file."""
+
+    name: str
+    description: str
+    grid: dict[str, tuple] = field(hash=False)
+    workloads: tuple[WorkloadSpec, ...]
+    source: str = "<string>"
+
+    @property
+    def num_points(self) -> int:
+        return math.prod(len(v) for v in self.grid.values()) * sum(len(w.variants()) for w in self.workloads)
+
+
+def expand_scenario(scenario: Scenario) -> list[dict[str, Any]]:
+    """Every point of ``scenario`` as a dict, in the scenario's fixed order
+    (grid outermost, workload variants innermost)."""
+    variants = [(w.workload, label, params) for w in scenario.workloads for label, params in w.variants()]
+    points = []
+    for model, tokens, link, mfu, timing in itertools.product(*(scenario.grid[k] for k in GRID_KEYS)):
+        for workload, label, params in variants:
+            point = {"key": "", "model": model, "prompt_tokens": tokens, "link": link, "mfu": mfu,
+                     "timing": timing, "workload": workload, "variant": label, **params}
+            point["key"] = "|".join(str(point[f]) if f != "mfu" else repr(mfu) for f in POINT_FIELDS)
+            points.append(point)
+    return points
+
+
+# ------------------------------------------------------------------ loading
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """Read and validate the scenario file at ``path``.
+
+    Raises :class:`~depgraph.ConfigError` naming the file and the key (or
+    the line and column of a TOML syntax error).
+    """
+    path = Path(path)
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such scenario file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read the scenario file ({exc.__class__.__name__})") from None
+    return parse_scenario(text, source=str(path), base_dir=path.parent)
+
+
+def parse_scenario(text: str, *, source: str = "<string>", base_dir: str | Path | None = None) -> Scenario:
+    """Validate scenario TOML ``text``; ``source`` names it in errors and
+    ``base_dir`` anchors relative model paths (default: the working folder)."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{source}: not valid TOML: {exc}") from None
+    return _Checker(source, Path(base_dir) if base_dir is not None else None).scenario(data)
+
+
+def _type_name(value: Any) -> str:
+    return {bool: "a boolean", int: "an integer", float: "a number", str: "a string", list: "a list",
+            dict: "a table"}.get(type(value), type(value).__name__)
+
+
+class _Checker:
+    """Validation with errors that name the file and the key path."""
+
+    def __init__(self, source: str, base_dir: Path | None) -> None:
+        self.source = source
+        self.base_dir = base_dir
+
+    def fail(self, where: str, message: str) -> ConfigError:
+        return ConfigError(f"{self.source}: {where}: {message}")
+
+    def keys(self, table: dict, where: str, allowed: tuple[str, ...], required: tuple[str, ...], *,
+             context: str = "") -> None:
+        for key in table:
+            if key not in allowed:
+                close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
+                hint = f"did you mean {close[0]!r}? " if close else ""
+                raise self.fail(f"{where}{key}", f"unknown key{context}; {hint}allowed: {', '.join(allowed)}")
+        for key in required:
+            if key not in table:
+                raise self.fail(f"{where}{key}", f"missing (required{context}; allowed: {', '.join(allowed)})")
+
+    def values(self, value: Any, where: str) -> list[tuple[str, Any]]:
+        """A value or a non-empty list of values, each with its key path."""
+        if isinstance(value, list):
+            if not value:
+                raise self.fail(where, "expected at least one value, got an empty list")
+            return [(f"{where}[{i}]", v) for i, v in enumerate(value)]
+        if isinstance(value, dict):
+            raise self.fail(where, "expected a value or a list of values, got a table")
+        return [(where, value)]
+
+    def distinct(self, items: list[tuple[str, Any]], canon: list, what: str) -> tuple:
+        seen: dict[Any, str] = {}
+        for (where, raw), value in zip(items, canon):
+            if value in seen:
+                raise self.fail(where, f"{raw!r} repeats {seen[value]} (the same {what})")
+            seen[value] = where
+        return tuple(canon)
+
+    # ---- grid
+
+    def scenario(self, data: dict) -> Scenario:
+        self.keys(data, "", _TOP_KEYS, ("name", "grid", "workloads"))
+        name = data["name"]
+        if not isinstance(name, str) or not _NAME.match(name):
+            raise self.fail("name", f"expected 1 to 100 characters of a-z, 0-9, '_' and '-'; got {name!r}")
+        description = data.get("description", "")
+        if not isinstance(description, str):
+            raise self.fail("description", f"expected a string, got {_type_name(description)}")
+        grid = data["grid"]
+        if not isinstance(grid, dict):
+            raise self.fail("grid", f"expected a table ([grid]), got {_type_name(grid)}")
+        self.keys(grid, "grid.", GRID_KEYS, GRID_KEYS)
+        checked = {
+            "models": None,  # loaded last: the cheap checks and the size check come first
+            "prompt_tokens": self.ints(grid["prompt_tokens"], "grid.prompt_tokens", 1, MAX_PROMPT_TOKENS),
+            "links": self.links(grid["links"], "grid.links"),
+            "mfus": self.mfus(grid["mfus"], "grid.mfus"),
+            "timings": self.choices(grid["timings"], "grid.timings", TIMINGS),
+        }
+        models = self.values(grid["models"], "grid.models")
+        workloads = data["workloads"]
+        if not isinstance(workloads, list) or not workloads or not all(isinstance(w, dict) for w in workloads):
+            raise self.fail("workloads", "expected one or more [[workloads]] tables")
+        specs = tuple(self.workload(w, f"workloads[{i}]") for i, w in enumerate(workloads))
+        self.unique_variants(specs)
+        n = len(models) * math.prod(len(v) for k, v in checked.items() if k != "models") \
+            * sum(len(s.variants()) for s in specs)
+        if n > MAX_POINTS:
+            raise self.fail("grid", f"the scenario has {n:,} points; at most {MAX_POINTS:,} are allowed")
+        checked["models"] = self.models(models)
+        return Scenario(name=name, description=description, grid={k: checked[k] for k in GRID_KEYS},
+                        workloads=specs, source=self.source)
+
+    def ints(self, value: Any, where: str, lower: int, upper: int) -> tuple[int, ...]:
+        items = self.values(value, where)
+        for w, v in items:
+            if isinstance(v, bool) or not isinstance(v, int) or not lower <= v <= upper:
+                got = repr(v) if isinstance(v, (int, float, str)) else _type_name(v)
+                raise self.fail(w, f"expected an integer in [{lower:,}, {upper:,}], got {got}")
+        return self.distinct(items, [v for _, v in items], "value")
+
+    def mfus(self, value: Any, where: str) -> tuple[float, ...]:
+        items = self.values(value, where)
+        for w, v in items:
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not (0 < v <= 1):
+                got = repr(v) if isinstance(v, (int, float, str)) else _type_name(v)
+                raise self.fail(w, f"expected a number in (0, 1], got {got}")
+        return self.distinct(items, [float(v) for _, v in items], "value")
+
+    def choices(self, value: Any, where: str, allowed: tuple[str, ...]) -> tuple[str, ...]:
+        items = self.values(value, where)
+        canon = [self.choice(v, w, allowed) for w, v in items]
+        return self.distinct(items, canon, "value")
+
+    def choice(self, v: Any, where: str, allowed: tuple[str, ...]) -> str:
+        if isinstance(v, str) and v in allowed:
+            return v
+        close = difflib.get_close_matches(v, allowed, n=1, cutoff=0.6) if isinstance(v, str) else []
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        got = repr(v) if isinstance(v, (int, float, str)) else _type_name(v)
+        raise self.fail(where, f"expected one of {', '.join(allowed)}; got {got}{hint}")
+
+    def links(self, value: Any, where: str) -> tuple[str, ...]:
+        items = self.values(value, where)
+        canon = []
+        for w, v in items:
+            try:
+                canon.append(load_link(v).name)
+            except ConfigError as exc:
+                raise self.fail(w, str(exc).removeprefix("link: ")) from None
+        return self.distinct(items, canon, "link")
+
+    def models(self, items: list[tuple[str, Any]]) -> tuple[str, ...]:
+        names = catalog()
+        canon = []
+        for w, v in items:
+            if not isinstance(v, str) or not v.strip():
+                raise self.fail(w, f"expected a catalog name ({', '.join(names)}) or a config.json path, "
+                                   f"got {_type_name(v) if not isinstance(v, str) else repr(v)}")
+            if "|" in v:
+                raise self.fail(w, f"'|' separates the fields of a point's key and cannot appear in a model; got {v!r}")
+            if v.strip().lower() in names:
+                canon.append(v.strip().lower())
+                continue
+            path = Path(v)
+            if not path.is_absolute() and self.base_dir is not None:
+                path = self.base_dir / path
+            if not (path / "config.json" if path.is_dir() else path).is_file():
+                close = difflib.get_close_matches(v.strip().lower(), list(names), n=1, cutoff=0.6)
+                hint = f"; did you mean {close[0]!r}?" if close else ""
+                where_looked = f" (looked for {path})" if str(path) != v else ""
+                raise self.fail(w, f"{v!r} is neither a catalog model ({', '.join(names)}) nor a readable "
+                                   f"config.json path{where_looked}{hint}")
+            try:
+                load_model(path)
+            except ConfigError as exc:
+                raise self.fail(w, str(exc).removeprefix("model: ")) from None
+            canon.append(str(path))
+        return self.distinct(items, canon, "model")
+
+    # ---- workloads
+
+    def workload(self, table: dict, where: str) -> WorkloadSpec:
+        if "workload" not in table:
+            raise self.fail(f"{where}.workload", f"missing (required; one of {', '.join(WORKLOADS)})")
+        kind = self.choice(table["workload"], f"{where}.workload", tuple(WORKLOADS))
+        params = WORKLOADS[kind]
+        allowed = ("workload",) + tuple(p.name for p in params)
+        required = tuple(p.name for p in params if p.default is _REQUIRED)
+        self.keys(table, f"{where}.", allowed, required, context=f" for workload {kind!r}")
+        swept = []
+        for p in params:
+            raw = table.get(p.name, p.default)
+            w = f"{where}.{p.name}"
+            if p.kind == "int":
+                values = self.ints(raw, w, p.lower, p.upper)
+            elif p.kind == "bool":
+                items = self.values(raw, w)
+                for wi, v in items:
+                    if not isinstance(v, bool):
+                        raise self.fail(wi, f"expected true or false, got {v!r}" if isinstance(v, (int, float, str))
+                                        else f"expected true or false, got {_type_name(v)}")
+                values = self.distinct(items, [v for _, v in items], "value")
+            else:
+                values = self.choices(raw, w, p.choices)
+            swept.append((p.name, values))
+        return WorkloadSpec(workload=kind, params=tuple(swept))
+
+    def unique_variants(self, specs: tuple[WorkloadSpec, ...]) -> None:
+        seen: dict[tuple[str, str], int] = {}
+        for i, spec in enumerate(specs):
+            for label, _ in spec.variants():
+                if (spec.workload, label) in seen and seen[(spec.workload, label)] != i:
+                    raise self.fail(f"workloads[{i}]", f"{spec.workload} variant {label!r} repeats "
+                                                       f"workloads[{seen[(spec.workload, label)]}]")
+                seen[(spec.workload, label)] = i

@@ -1,0 +1,242 @@
+"""Continuous batching: a new request joins ``batch`` running requests.
+
+The running requests advance in batched decode steps of ``D_c`` seconds
+(the cost model's memory-bound step for ``c`` requests at
+``context_tokens``); at time 0, when the new request's prefill starts, a
+fraction ``phase`` of the current step has already run, so step boundaries
+fall at ``(1 - phase) D_c + (k - 1) D_c``, ``k = 1, 2, ...``.
+
+Admission:
+
+``step``
+    the new request may join the batch only at a step boundary. Inside the
+    step it joins, the batch's operator for each layer runs once for all
+    ``c + 1`` requests (a step of ``D_{c+1}``), and the new request's first
+    token is the end of that step. The step it joins depends on the hook
+    scope:
+
+    ``request``
+        an unready request stays off the batch's wait condition: it joins
+        the first step in which none of its operators would wait for its
+        state under the readiness policy, so it never delays the others;
+    ``batch``
+        like vLLM's ``wait_for_layer_load``: the request is admitted at the
+        first boundary after its first operator became runnable under the
+        policy, and when the batch reaches a layer whose state has not
+        arrived, the whole batch waits. :func:`stall_s` is the extra delay
+        this imposes on the running requests.
+``async``
+    request-level asynchronous execution: the request runs on its own as
+    soon as its policy allows, with zero interference (an upper bound that
+    leaves out the cost of splitting the batch).
+
+The step the request joins is found from its arrival times (which do not
+depend on the decode side), so the returned graph, with the policy already
+applied, is a plain DAG whose longest path is the reported latency.
+"""
+
+from __future__ import annotations
+
+import math
+
+import networkx as nx
+
+from .._validate import one_of, positive_int, positive_number
+from ..graph import add_dep, add_event, chain
+from ..policies import get_policy
+from ..scheduler import Schedule, schedule
+from .single import add_request, new_graph
+
+__all__ = ["continuous_batching", "expected_step_admission", "stall_s", "ADMISSIONS", "HOOK_SCOPES"]
+
+ADMISSIONS = ("step", "async")
+HOOK_SCOPES = ("batch", "request")
+
+
+def continuous_batching(model, *, prompt_tokens: int, link, mfu: float | None = None, timing: str = "handoff",
+                        cost=None, batch: int = 8, admission: str = "step", hook_scope: str = "request",
+                        phase: float = 0.5, policy="layer", context_tokens: int | None = None) -> nx.DiGraph:
+    """The realised event graph of a new request joining a running batch.
+
+    The readiness ``policy`` is applied here (which step the request joins
+    depends on it); scheduling the result with the same policy again changes
+    nothing.
+
+    >>> import depgraph as dg
+    >>> G = dg.continuous_batching("qwen3.6-35b-a3b", prompt_tokens=1024, link="25g", mfu=0.4, batch=8,
+    ...                            policy="global", phase=0.5)
+    >>> S = dg.schedule(G)
+    >>> G.graph["join_step"], round(S.ttft_s * 1e3, 1), dg.stall_s(S)
+    (3, 81.4, 0.0)
+    """
+    batch = positive_int("batch", batch, upper=100_000)
+    admission = one_of("admission", admission, ADMISSIONS)
+    hook_scope = one_of("hook_scope", hook_scope, HOOK_SCOPES)
+    phase = positive_number("phase", phase, allow_zero=True)
+    if phase >= 1.0:
+        positive_number("phase", -1.0)  # raises: phase is a fraction of a step in [0, 1)
+    pol = get_policy(policy)
+    G, model, prompt_tokens, link, timing, cost = new_graph(
+        "batch", model, prompt_tokens=prompt_tokens, link=link, mfu=mfu, timing=timing, cost=cost, batch=batch,
+        admission=admission, hook_scope=hook_scope, phase=phase, policy=pol.name)
+    context = positive_int("context_tokens", context_tokens if context_tokens is not None else prompt_tokens,
+                           upper=10_000_000)
+    step_s = cost.decode_step_s(model, [context] * batch)
+    G.graph["step_s"] = step_s
+    remainder = add_event(G, "batch:step00", kind="decode", request="batch", operator="step", device="decode",
+                          duration_s=(1.0 - phase) * step_s, step=0)
+
+    if admission == "async":
+        add_request(G, model, prompt_tokens=prompt_tokens, link=link, cost=cost, timing=timing, request=0)
+        step = add_event(G, "batch:step01", kind="decode", request="batch", operator="step", device="decode",
+                         duration_s=step_s, step=1)
+        add_dep(G, remainder, step, "program")
+        H = pol.apply(G)
+        H.graph.update(join_step=None, stall_probe=None)
+        return H
+
+    plan = _join_plan(G, model, prompt_tokens=prompt_tokens, link=link, cost=cost, timing=timing, batch=batch,
+                      context=context, policy=pol, remainder=remainder)
+    H, join_ops = plan["graph"], plan["join_ops"]
+    first = (1.0 - phase) * step_s
+    bound = plan["admit_after_s"][hook_scope]
+    boundaries = [first]
+    # the same additions the scheduler makes along the step chain
+    while boundaries[-1] < bound or (hook_scope == "request" and not _fits(boundaries[-1], plan)):
+        boundaries.append(boundaries[-1] + step_s)
+    join_step = len(boundaries)
+    H.remove_edge(remainder, join_ops[0])
+    prev = remainder
+    for k in range(1, join_step):
+        s = add_event(H, f"batch:step{k:02d}", kind="decode", request="batch", operator="step", device="decode",
+                      duration_s=step_s, step=k)
+        add_dep(H, prev, s, "program")
+        prev = s
+    add_dep(H, prev, join_ops[0], "program")
+    H.graph.update(join_step=join_step, stall_probe={"before": prev, "chain": tuple(join_ops)})
+    return H
+
+
+def _join_plan(G, model, *, prompt_tokens, link, cost, timing, batch, context, policy, remainder) -> dict:
+    """Add the new request and the batched step it joins to ``G``, apply the
+    policy, and find when each joined operator's own inputs are ready.
+
+    The request's arrivals do not depend on the decode side, so one schedule
+    (with the joined step placed right after ``remainder``) gives ``need``:
+    for each joined operator, the latest finish among its predecessors
+    outside the batch. With the operators' offsets inside the step, the step
+    may start at ``b`` without waiting iff ``b >= need_j - offset_j`` for
+    every operator ``j``.
+    """
+    nodes = add_request(G, model, prompt_tokens=prompt_tokens, link=link, cost=cost, timing=timing, request=0,
+                        decode=False)
+    arrivals = {(G.nodes[a]["layer"], G.nodes[a]["component"]): a for a in nodes["arrive"]}
+    contexts = [context] * batch + [prompt_tokens]
+    join_ops = []
+    seq = 0
+    for layer in model.layers:
+        for op, reads, dur in cost.decode_operators(model, layer, contexts):
+            d = add_event(G, f"batch:join:L{layer.index:02d}:{op}", kind="decode", request=0, layer=layer.index,
+                          operator=op, device="decode", duration_s=dur, reads=reads, seq=seq, batched=True)
+            seq += 1
+            for c in reads:
+                add_dep(G, arrivals[(layer.index, c)], d, "data")
+            join_ops.append(d)
+    head = add_event(G, "batch:join:head", kind="decode", request=0, operator="head", device="decode",
+                     duration_s=cost.decode_head_s(model, batch + 1), reads=(), seq=seq, batched=True)
+    join_ops.append(head)
+    chain(G, join_ops, "program")
+    token = add_event(G, "r0:token", kind="token", request=0, device="decode")
+    add_dep(G, head, token, "program")
+    add_dep(G, remainder, join_ops[0], "program")
+    H = policy.apply(G)
+    probe = schedule(H).finish_s
+    need, offsets, offset = [], [], 0.0
+    for d in join_ops:
+        preds = [probe[u] for u in H.predecessors(d) if not H.nodes[u].get("batched")
+                 and H.nodes[u].get("request") != "batch"]
+        need.append(max(preds, default=-math.inf))
+        offsets.append(offset)
+        offset = offset + H.nodes[d]["duration_s"]
+    return {
+        "graph": H, "join_ops": join_ops, "need": need, "offsets": offsets, "join_step_s": offset,
+        # request scope: no operator may wait; batch scope: admitted once the first operator could run
+        "admit_after_s": {"request": max(n - o for n, o in zip(need, offsets)), "batch": need[0]},
+    }
+
+
+def _fits(boundary: float, plan: dict) -> bool:
+    """Whether a step starting at ``boundary`` never waits for the request (in
+    the scheduler's own floating-point additions)."""
+    start = boundary
+    for d, n in zip(plan["join_ops"], plan["need"]):
+        if start < n:
+            return False
+        start = start + plan["graph"].nodes[d]["duration_s"]
+    return True
+
+
+def expected_step_admission(model, *, prompt_tokens: int, link, mfu: float | None = None, timing: str = "handoff",
+                            cost=None, batch: int = 8, policy="layer", context_tokens: int | None = None) -> dict:
+    """Step admission averaged exactly over a uniform arrival phase.
+
+    With boundaries every ``D_c``, the wait from any instant to the next
+    boundary is uniform on ``[0, D_c)`` when the phase is. So, with
+    ``M_request`` and ``M_batch`` the earliest admissible starts of the
+    joined step (see :func:`continuous_batching`) and ``D_j`` its length:
+
+    * hook scope ``request``: E[TTFT] = ``M_request + D_c / 2 + D_j``, no stall;
+    * hook scope ``batch``: the step starts at ``b = M_batch + U``, the batch
+      waits ``max(0, M_request - b)``, so E[stall] is ``g - D_c / 2`` when
+      ``g = M_request - M_batch >= D_c``, ``g^2 / (2 D_c)`` when ``0 < g < D_c``,
+      else 0; E[TTFT] = ``M_batch + D_c / 2 + D_j + E[stall]``.
+
+    Returns seconds: ``ttft_request_s``, ``ttft_batch_s``, ``stall_batch_s``,
+    ``step_s`` (``D_c``), ``join_step_s`` (``D_j``).
+
+    >>> import depgraph as dg
+    >>> e = dg.expected_step_admission("qwen3.6-35b-a3b", prompt_tokens=1024, link="25g", mfu=0.4, batch=8,
+    ...                                policy="global")
+    >>> round(e["ttft_request_s"] * 1e3, 1), round(e["step_s"] * 1e3, 1)
+    (88.7, 22.7)
+    """
+    batch = positive_int("batch", batch, upper=100_000)
+    pol = get_policy(policy)
+    G, model, prompt_tokens, link, timing, cost = new_graph(
+        "batch", model, prompt_tokens=prompt_tokens, link=link, mfu=mfu, timing=timing, cost=cost)
+    context = positive_int("context_tokens", context_tokens if context_tokens is not None else prompt_tokens,
+                           upper=10_000_000)
+    step_s = cost.decode_step_s(model, [context] * batch)
+    remainder = add_event(G, "batch:step00", kind="decode", request="batch", operator="step", device="decode",
+                          duration_s=0.0, step=0)
+    plan = _join_plan(G, model, prompt_tokens=prompt_tokens, link=link, cost=cost, timing=timing, batch=batch,
+                      context=context, policy=pol, remainder=remainder)
+    m_req, m_batch = plan["admit_after_s"]["request"], plan["admit_after_s"]["batch"]
+    gap = m_req - m_batch
+    if gap >= step_s:
+        stall = gap - step_s / 2
+    elif gap > 0:
+        stall = gap * gap / (2 * step_s)
+    else:
+        stall = 0.0
+    return {
+        "ttft_request_s": m_req + step_s / 2 + plan["join_step_s"],
+        "ttft_batch_s": m_batch + step_s / 2 + plan["join_step_s"] + stall,
+        "stall_batch_s": stall,
+        "step_s": step_s,
+        "join_step_s": plan["join_step_s"],
+    }
+
+
+def stall_s(S: Schedule) -> float:
+    """Extra delay the running requests suffer in the step the new request
+    joins: that step's realised length minus its nominal length (0 when the
+    request never makes the batch wait, and for ``async`` admission)."""
+    probe = S.graph.graph.get("stall_probe")
+    if not probe:
+        return 0.0
+    f = S.finish_s
+    unstalled = f[probe["before"]]
+    for d in probe["chain"]:  # the same additions, in the same order, as the scheduler's
+        unstalled = unstalled + S.graph.nodes[d]["duration_s"]
+    return f[probe["chain"][-1]] - unstalled

@@ -1,0 +1,62 @@
+"""Interleaved requests: ``K`` requests hand off over one shared link.
+
+The ``K`` requests arrive together and are prefilled in parallel (one
+prefill worker each, ``prefill="parallel"``) or back to back on one prefill
+GPU (``prefill="serial"``). Their state crosses one link, a shared resource,
+so the order of arrivals follows from the link's ``rule``:
+
+``fifo``
+    first come first served by send-ready time; ties go to the lower
+    request, then to layer order;
+``request-order``
+    among the sends that are ready, the lowest request first;
+``layer-round-robin``
+    among the sends that are ready, the lowest layer first, requests in turn.
+
+Each request keeps its own decode chain (no interference between requests
+on the decode GPU). The graph's ``target_request`` is the last request.
+"""
+
+from __future__ import annotations
+
+import networkx as nx
+
+from .._validate import one_of, positive_int
+from ..graph import add_dep
+from .single import add_request, new_graph
+
+__all__ = ["interleaved", "LINK_RULES"]
+
+LINK_RULES = ("fifo", "request-order", "layer-round-robin")
+
+
+def interleaved(model, *, prompt_tokens: int, link, mfu: float | None = None, timing: str = "handoff", cost=None,
+                requests: int = 4, rule: str = "fifo", prefill: str = "parallel") -> nx.DiGraph:
+    """The event graph of ``requests`` requests sharing one link.
+
+    >>> import depgraph as dg
+    >>> G = dg.interleaved("nemotron-3-nano-30b-a3b", prompt_tokens=1024, link="25g", mfu=1.0, requests=4)
+    >>> S = dg.schedule(G, policy="layer")
+    >>> sorted(S.ttft_by_request) == [0, 1, 2, 3]
+    True
+    """
+    requests = positive_int("interleave", requests, upper=100_000)
+    rule = one_of("rule", rule, LINK_RULES)
+    prefill = one_of("prefill", prefill, ("parallel", "serial"))
+    G, model, prompt_tokens, link, timing, cost = new_graph(
+        "interleaved", model, prompt_tokens=prompt_tokens, link=link, mfu=mfu, timing=timing, cost=cost,
+        requests=requests, rule=rule, prefill=prefill)
+    G.graph["target_request"] = requests - 1
+    G.graph["resource_rules"] = {"link": "fifo" if rule == "fifo" else "priority"}
+    last_prefill = None
+    for r in range(requests):
+        nodes = add_request(G, model, prompt_tokens=prompt_tokens, link=link, cost=cost, timing=timing, request=r,
+                            prefill_device="prefill" if prefill == "serial" else f"prefill-r{r}")
+        if prefill == "serial":
+            if last_prefill is not None:
+                add_dep(G, last_prefill, nodes["prefill"][0], "program")
+            last_prefill = nodes["prefill"][-1]
+        if rule == "layer-round-robin":
+            for k, s in enumerate(nodes["send"]):
+                G.nodes[s]["priority"] = (G.nodes[s]["layer"], r, k)
+    return G

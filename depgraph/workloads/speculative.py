@@ -1,0 +1,63 @@
+"""Speculative decoding: a target model and a small draft proposing ``k`` tokens.
+
+The first decode step of the target consumes the handed-off state layer by
+layer exactly as in :func:`~depgraph.workloads.single_request`. The draft
+depends on the target's last hidden state, so it hangs off the end of the
+target chain: ``k`` draft steps (each ``draft_layers`` layers shaped like the
+target's attention layer, plus the shared LM head), then one target pass
+that verifies the ``k + 1`` positions. The first token counted is the end of
+that verification (the first step that emits accepted tokens). The draft's
+own state is not handed off: it stays off the target's handoff path, as in
+the study.
+"""
+
+from __future__ import annotations
+
+import networkx as nx
+
+from .._validate import positive_int
+from ..graph import add_dep, add_event
+from .single import add_request, new_graph
+
+__all__ = ["speculative"]
+
+
+def speculative(model, *, prompt_tokens: int, link, mfu: float | None = None, timing: str = "handoff",
+                cost=None, spec_k: int = 3, draft_layers: int = 1) -> nx.DiGraph:
+    """The event graph of one request under speculative decoding.
+
+    >>> import depgraph as dg
+    >>> G = dg.speculative("qwen3.6-35b-a3b", prompt_tokens=1024, link="25g", mfu=1.0, spec_k=3)
+    >>> [n for n in G if ":draft:" in n]
+    ['r0:draft:1', 'r0:draft:2', 'r0:draft:3']
+    >>> S1 = dg.schedule(dg.single_request("qwen3.6-35b-a3b", prompt_tokens=1024, link="25g", mfu=1.0), policy="layer")
+    >>> dg.schedule(G, policy="layer").ttft_s > S1.ttft_s
+    True
+    """
+    spec_k = positive_int("spec_k", spec_k, upper=64)
+    draft_layers = positive_int("draft_layers", draft_layers, upper=1000)
+    G, model, prompt_tokens, link, timing, cost = new_graph(
+        "speculative", model, prompt_tokens=prompt_tokens, link=link, mfu=mfu, timing=timing, cost=cost,
+        spec_k=spec_k, draft_layers=draft_layers)
+    nodes = add_request(G, model, prompt_tokens=prompt_tokens, link=link, cost=cost, timing=timing, request=0,
+                        token=False)
+    shape = next((layer for layer in model.layers if layer.kv_bytes_per_token), model.layers[0])
+    draft_s = draft_layers * cost.decode_layer_s(model, shape, prompt_tokens) + cost.decode_head_s(model)
+    prev = nodes["decode"][-1]
+    seq = G.nodes[prev]["seq"] + 1
+    for j in range(1, spec_k + 1):
+        d = add_event(G, f"r0:draft:{j}", kind="decode", request=0, operator="draft", device="decode",
+                      duration_s=draft_s, reads=(), seq=seq)
+        add_dep(G, prev, d, "data")  # the draft reads the target's last hidden state, then its own output
+        prev, seq = d, seq + 1
+    verify_s = sum(cost.decode_layer_s(model, layer, [prompt_tokens] * (spec_k + 1)) for layer in model.layers)
+    # k + 1 positions of one request: the weights and experts those tokens touch, the state read once
+    verify_s -= spec_k * sum(layer.kv_bytes_per_token * prompt_tokens + layer.ssm_bytes + layer.conv_bytes
+                             for layer in model.layers) / (cost.gpu.hbm_bytes_per_s * cost.hbm_efficiency)
+    verify_s += cost.decode_head_s(model)
+    v = add_event(G, "r0:decode:verify", kind="decode", request=0, operator="verify", device="decode",
+                  duration_s=verify_s, reads=(), seq=seq)
+    add_dep(G, prev, v, "data")
+    t = add_event(G, "r0:token", kind="token", request=0, device="decode")
+    add_dep(G, v, t, "program")
+    return G
