@@ -41,6 +41,23 @@ def _add_request_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--policy", default="layer", help="compute-then-move, global, layer or component (default layer)")
     p.add_argument("--gpu", default=None, help="GPU from the catalog (default: the calibration device)")
     p.add_argument("--kv-dtype", default=None, help="store KV in this dtype, e.g. fp8")
+    w = p.add_argument_group("workload")
+    w.add_argument("--workload", default="single", help="single, speculative, batch, interleaved or pipeline")
+    w.add_argument("--batch", type=_number(int, "--batch"), default=8, metavar="C",
+                   help="running requests in the batch (batch workload, default 8)")
+    w.add_argument("--admission", default="step", help="batch: step or async (default step)")
+    w.add_argument("--hook-scope", default="request", help="batch: batch or request (default request)")
+    w.add_argument("--phase", type=_number(float, "--phase"), default=None,
+                   help="batch: fraction of the running step already elapsed at arrival, in [0, 1); "
+                        "default: the expectation over a uniform phase")
+    w.add_argument("--interleave", type=_number(int, "--interleave"), default=4, metavar="K",
+                   help="interleaved: requests sharing the link (default 4)")
+    w.add_argument("--rule", default="fifo", help="interleaved: fifo, request-order or layer-round-robin")
+    w.add_argument("--stages", type=_number(int, "--stages"), default=2, metavar="P",
+                   help="pipeline: stages (default 2)")
+    w.add_argument("--shared-link", action="store_true", help="pipeline: one link for all stages")
+    w.add_argument("--spec-k", type=_number(int, "--spec-k"), default=3, metavar="K",
+                   help="speculative: draft candidates (default 3)")
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -65,8 +82,20 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", required=True, help="output file; the format follows the suffix")
     p.add_argument("--max-nodes", type=_number(int, "--max-nodes"), default=2000)
 
+    p = sub.add_parser("trace", help="write a Perfetto / Chrome trace (JSON) of one schedule")
+    _add_request_args(p)
+    p.add_argument("-o", "--output", required=True, help="output .json file")
+
+    from .sweep import add_sweep_command
+
+    add_sweep_command(sub)
+
     p = sub.add_parser("reproduce", help="reproduce the studies into a results folder")
     p.add_argument("out", nargs="?", default="results")
+    p.add_argument("--scenarios", default=None, help="folder holding single.toml and replay.toml "
+                                                     "(default: the source tree's workloads/)")
+    p.add_argument("--workers", type=_number(int, "--workers"), default=None, metavar="N")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
     return parser
 
 
@@ -79,14 +108,30 @@ def _cost(args):
     return CostModel(**kwargs)
 
 
-def _graph(args):
+_WORKLOADS = ("single", "speculative", "batch", "interleaved", "pipeline")
+
+
+def _point(args) -> dict:
+    from ._validate import one_of
     from .models import load_model
-    from .workloads.single import single_request
 
-    model = load_model(args.model, kv_dtype=args.kv_dtype)
-    return single_request(model, prompt_tokens=args.prompt_tokens, link=args.link, timing=args.timing, cost=_cost(args))
+    workload = one_of("--workload", args.workload, _WORKLOADS)
+    return {"model": load_model(args.model, kv_dtype=args.kv_dtype), "prompt_tokens": args.prompt_tokens,
+            "link": args.link, "mfu": args.mfu, "timing": args.timing, "workload": workload, "batch": args.batch,
+            "hook_scope": args.hook_scope, "interleave": args.interleave, "rule": args.rule,
+            "stages": args.stages, "shared_link": args.shared_link, "spec_k": args.spec_k}
 
 
+def _scheduled(args):
+    """The schedule the command shows, and the point it came from."""
+    from .replay import build
+    from .scheduler import schedule
+
+    point = _point(args)
+    kw = {"policy": args.policy, "admission": args.admission,
+          "phase": 0.5 if args.phase is None else args.phase} if point["workload"] == "batch" else {}
+    G = build(point, cost=_cost(args), **kw)
+    return schedule(G, policy=None if point["workload"] == "batch" else args.policy), point
 def _cmd_models(args) -> int:
     from .models import catalog, handoff_bytes, load_model
 
@@ -126,28 +171,43 @@ def _cmd_bytes(args) -> int:
 
 
 def _cmd_ttft(args) -> int:
-    from .scheduler import schedule
+    from .workloads import expected_step_admission, stall_s
 
-    G = _graph(args)
-    S = schedule(G, policy=args.policy)
+    S, point = _scheduled(args)
+    G = S.graph
     parts = S.breakdown()
     out = {
         "model": G.graph["model"], "prompt_tokens": args.prompt_tokens, "link": G.graph["link"],
-        "mfu": G.graph["mfu"], "timing": G.graph["timing"], "policy": S.policy,
-        "ttft_s": S.ttft_s, "makespan_s": S.makespan_s,
+        "mfu": G.graph["mfu"], "timing": G.graph["timing"], "workload": point["workload"], "policy": S.policy
+        or G.graph.get("policy"), "ttft_s": S.ttft_s, "makespan_s": S.makespan_s,
         "frontier_max": int(S.frontier(kinds=("decode",))["width"].max()),
         "frontier_max_data": int(S.frontier(admitted=False, kinds=("decode",))["width"].max()),
         "breakdown_s": {k: v for k, v in parts.items() if k != "total_s"},
         "critical_path_nodes": len(S.critical_path()),
     }
+    if len(S.ttft_by_request) > 1:
+        out["ttft_by_request_s"] = {str(r): v for r, v in S.ttft_by_request.items()}
+    if point["workload"] == "batch":
+        out.update(batch=args.batch, admission=G.graph["admission"], hook_scope=G.graph["hook_scope"],
+                   step_s=G.graph["step_s"], stall_s=stall_s(S), phase=args.phase)
+        if args.admission == "step" and args.phase is None:  # the expectation over a uniform phase
+            e = expected_step_admission(point["model"], prompt_tokens=args.prompt_tokens, link=args.link,
+                                        timing=args.timing, cost=_cost(args), batch=args.batch, policy=args.policy)
+            scope = G.graph["hook_scope"]
+            out.update(phase="expected", ttft_s=e[f"ttft_{scope}_s"],
+                       stall_s=e["stall_batch_s"] if scope == "batch" else 0.0)
     if args.json:
         print(json.dumps(out))
         return 0
     print(f"{out['model']}, {args.prompt_tokens:,} tokens, {out['link']}, MFU {out['mfu']:g}, "
-          f"{out['timing']} timing, {out['policy']} readiness")
-    print(f"  TTFT            {out['ttft_s'] * 1e3:10.3f} ms")
+          f"{out['timing']} timing, {out['policy']} readiness, workload {out['workload']}")
+    print(f"  TTFT            {out['ttft_s'] * 1e3:10.3f} ms" + ("  (expected over the arrival phase)"
+                                                                 if out.get("phase") == "expected" else ""))
     for k, v in out["breakdown_s"].items():
-        print(f"    {k[:-2]:<13} {v * 1e3:10.3f} ms")
+        print(f"    {k[:-2]:<13} {v * 1e3:10.3f} ms" + ("   (critical path of the phase-0.5 schedule)"
+                                                          if out.get("phase") == "expected" and k == "prefill_s" else ""))
+    if "stall_s" in out:
+        print(f"  stall on running requests {out['stall_s'] * 1e3:10.3f} ms  (batch step {out['step_s'] * 1e3:.3f} ms)")
     print(f"  frontier max    {out['frontier_max']:>10} decode operators ({out['frontier_max_data']} as data allows)")
     return 0
 
@@ -155,15 +215,14 @@ def _cmd_ttft(args) -> int:
 def _cmd_draw(args) -> int:
     from .draw import draw
     from .report import _atomic_write_bytes, _atomic_write_text
-    from .scheduler import schedule
 
     out = Path(args.output)
     fmt = out.suffix.lower().lstrip(".")
     if fmt not in ("svg", "png", "pdf", "dot", "gv"):
         raise DepgraphError(f"--output: expected a file ending in .svg, .png, .pdf or .dot; got {str(out)!r}")
-    G = _graph(args)
-    S = schedule(G, policy=args.policy)
-    dot = draw(S.graph, schedule=S, max_nodes=args.max_nodes)
+    S, _ = _scheduled(args)
+    G = S.graph
+    dot = draw(G, schedule=S, max_nodes=args.max_nodes)
     if fmt in ("dot", "gv"):
         _atomic_write_text(out, dot.source)
     else:
@@ -177,16 +236,41 @@ def _cmd_draw(args) -> int:
     return 0
 
 
+def _cmd_trace(args) -> int:
+    from .perfetto import to_perfetto
+
+    out = Path(args.output)
+    if out.suffix.lower() != ".json":
+        raise DepgraphError(f"--output: expected a file ending in .json; got {str(out)!r}")
+    S, _ = _scheduled(args)
+    to_perfetto(S, out)
+    print(f"wrote {out}: open it at https://ui.perfetto.dev (Open trace file)")
+    return 0
+
+
 def _cmd_reproduce(args) -> int:
     from .report import write_reproduction
 
-    path = write_reproduction(args.out, progress=lambda msg: print(f"depgraph reproduce: {msg}", file=sys.stderr))
+    from .sweep import SweepInterrupted
+
+    try:
+        path = write_reproduction(args.out, scenarios=args.scenarios, workers=args.workers, show_bars=not args.quiet,
+                                  progress=lambda msg: print(f"depgraph reproduce: {msg}", file=sys.stderr))
+    except SweepInterrupted as exc:
+        print(f"depgraph: {exc}", file=sys.stderr)
+        return 130
     print(f"wrote {path}")
     return 0
 
 
+def _cmd_sweep(args) -> int:
+    from .sweep import run_sweep_command
+
+    return run_sweep_command(args)
+
+
 _COMMANDS = {"models": _cmd_models, "bytes": _cmd_bytes, "ttft": _cmd_ttft, "draw": _cmd_draw,
-             "reproduce": _cmd_reproduce}
+             "trace": _cmd_trace, "sweep": _cmd_sweep, "reproduce": _cmd_reproduce}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -376,17 +376,22 @@ def breakdown(S: Schedule, *, target: Hashable | None = None) -> dict[str, float
     """Where the target's time goes, along its critical path.
 
     Returns seconds of ``prefill_s`` (prefill compute), ``transfer_s`` (state
-    on the link, activation hops), ``wait_s`` (explicit waits such as a step
-    boundary, and any idle gap) and ``decode_s`` (decode compute), plus
-    ``total_s``; the four parts sum to ``total_s``.
+    on the link, activation hops), ``wait_s`` (time on other requests' events,
+    such as a queue on a shared link or a running batch's step before the
+    boundary, explicit waits, and any idle gap) and ``decode_s`` (decode
+    compute), plus ``total_s``; the four parts sum to ``total_s``. The
+    target's request is that of the path's last node.
     """
     path = critical_path(S, target=target)
     out = {"prefill_s": 0.0, "transfer_s": 0.0, "wait_s": 0.0, "decode_s": 0.0}
     prev_finish = 0.0
+    mine = S.graph.nodes[path[-1]].get("request") if path else None
     for n in path:
         i = S.compiled.index[n]
         out["wait_s"] += float(S.start[i]) - prev_finish  # zero in a tight schedule
-        key = _BREAKDOWN.get(S.graph.nodes[n].get("kind"), "wait_s")
+        d = S.graph.nodes[n]
+        # another request's work on our critical path (a busy link, a running batch's step) is a wait
+        key = _BREAKDOWN.get(d.get("kind"), "wait_s") if d.get("request") in (mine, None) else "wait_s"
         out[key] += float(S.compiled.duration_s[i])
         prev_finish = float(S.finish[i])
     out["total_s"] = prev_finish

@@ -443,7 +443,14 @@ def sweep(
         recomputing them.
 
     Raises :class:`SweepInterrupted` (a ``KeyboardInterrupt``) on Ctrl-C,
-    after stopping the workers; every point finished by then is saved.
+    after stopping the workers; every point finished by then is saved. A
+    runner's :class:`~depgraph.DepgraphError` stops the sweep the same way
+    and comes back as one naming the point's key.
+
+    Workers are started with ``spawn`` (a fresh interpreter), as on macOS
+    and Windows, so that results never depend on state inherited by
+    ``fork``; a script that calls :func:`sweep` with several workers needs
+    the usual ``if __name__ == "__main__":`` guard.
     """
     scenario = scenario_or_path if isinstance(scenario_or_path, Scenario) else load_scenario(scenario_or_path)
     points = expand_scenario(scenario)
@@ -549,12 +556,15 @@ def _stop(pool: ProcessPoolExecutor) -> None:
         pool.terminate_workers()
         return
     processes = list((getattr(pool, "_processes", None) or {}).values())
+    manager = getattr(pool, "_executor_manager_thread", None)
     pool.shutdown(wait=False, cancel_futures=True)
     for p in processes:
         if p.is_alive():
             p.terminate()
-    for p in processes:
-        p.join(timeout=5)
+    # The pool's manager thread sees the workers die and reaps them; joining
+    # them here as well would race it for their exit status.
+    if manager is not None:
+        manager.join(timeout=30)
 
 
 # ------------------------------------------------------------------ command line

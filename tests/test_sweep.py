@@ -206,7 +206,8 @@ def test_ctrl_c_stops_the_workers_and_keeps_finished_points(scenario, tmp_path):
     assert time.monotonic() - started < 20  # the workers were stopped, not waited out (18 points x 0.1 s / 2)
     saved = info.value.saved
     assert 2 <= saved < 18 and len(list(parts.glob("*.json"))) == saved
-    assert multiprocessing.active_children() == []
+    kids = multiprocessing.active_children()
+    assert kids == [], [(k, k.exitcode) for k in kids]
     assert no_temp_files(tmp_path)
     resumed = sweep(scenario, out_dir=tmp_path, workers=1, runner=sleepy_runner, progress=False)
     assert len(CALLS) == 18 - saved

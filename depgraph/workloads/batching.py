@@ -41,7 +41,8 @@ import math
 
 import networkx as nx
 
-from .._validate import one_of, positive_int, positive_number
+from .._validate import one_of, positive_int
+from ..errors import ConfigError
 from ..graph import add_dep, add_event, chain
 from ..policies import get_policy
 from ..scheduler import Schedule, schedule
@@ -72,9 +73,9 @@ def continuous_batching(model, *, prompt_tokens: int, link, mfu: float | None = 
     batch = positive_int("batch", batch, upper=100_000)
     admission = one_of("admission", admission, ADMISSIONS)
     hook_scope = one_of("hook_scope", hook_scope, HOOK_SCOPES)
-    phase = positive_number("phase", phase, allow_zero=True)
-    if phase >= 1.0:
-        positive_number("phase", -1.0)  # raises: phase is a fraction of a step in [0, 1)
+    if isinstance(phase, bool) or not isinstance(phase, (int, float)) or not 0.0 <= phase < 1.0:
+        raise ConfigError(f"phase: expected the fraction of a step already run, in [0, 1); got {phase!r}")
+    phase = float(phase)
     pol = get_policy(policy)
     G, model, prompt_tokens, link, timing, cost = new_graph(
         "batch", model, prompt_tokens=prompt_tokens, link=link, mfu=mfu, timing=timing, cost=cost, batch=batch,

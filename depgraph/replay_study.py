@@ -1,0 +1,196 @@
+"""The 648-point replay: gains per point, the study's claims, Figures 6 to 9.
+
+Works on the table a sweep of ``workloads/replay.toml`` returns (one row per
+point x policy x admission; see :func:`depgraph.replay.run_point`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .policies import POLICY_NAMES
+
+__all__ = ["replay_gains", "family_summary", "figure9_numbers", "plot_fig6", "plot_fig7", "plot_fig8",
+           "plot_fig9", "FAMILY_ORDER"]
+
+_POINT = ["key", "model", "prompt_tokens", "link", "mfu", "timing", "workload", "variant"]
+FAMILY_ORDER = ["k=3", "c=8", "c=32", "K=4", "K=16", "pp2-private", "pp2-shared", "pp4-private", "pp4-shared"]
+_BLUE, _ORANGE, _GREEN, _RED, _GREY = "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#7f7f7f"
+
+
+def replay_gains(table: pd.DataFrame) -> pd.DataFrame:
+    """One row per point and admission mode with the gains, as fractions:
+    ``component_vs_layer``, ``layer_vs_global``, ``layer_vs_ctm`` and, for
+    continuous batching with step admission, ``async_vs_layer`` (the async
+    per-layer TTFT against the step-admitted per-layer one) and
+    ``async_component_vs_layer`` (both with async admission)."""
+    wide = table.pivot_table(index=_POINT + ["admission"], columns="policy", values="ttft_s", sort=False)
+    out = pd.DataFrame(index=wide.index)
+    for p in POLICY_NAMES:
+        out[f"ttft_{p.replace('-', '_')}_s"] = wide[p]
+    out["component_vs_layer"] = 1.0 - wide["component"] / wide["layer"]
+    out["layer_vs_global"] = 1.0 - wide["layer"] / wide["global"]
+    out["layer_vs_ctm"] = 1.0 - wide["layer"] / wide["compute-then-move"]
+    out = out.reset_index()
+    asy = out[out.admission == "async"].set_index(_POINT)
+    step = out[out.admission == "step"].set_index(_POINT)
+    if len(step):
+        extra = pd.DataFrame({
+            "async_vs_layer": 1.0 - asy["ttft_layer_s"] / step["ttft_layer_s"],
+            "async_component_vs_layer": 1.0 - asy["ttft_component_s"] / asy["ttft_layer_s"],
+        })
+        out = out.merge(extra.reset_index().assign(admission="step"), on=_POINT + ["admission"], how="left")
+    else:
+        out["async_vs_layer"] = np.nan
+        out["async_component_vs_layer"] = np.nan
+    return out
+
+
+def family_summary(gains: pd.DataFrame) -> pd.DataFrame:
+    """Median and maximum of each gain per workload variant (the study's
+    groups), with step admission for continuous batching."""
+    g = gains[gains.admission != "async"]
+    cols = ["component_vs_layer", "layer_vs_global", "layer_vs_ctm", "async_vs_layer", "async_component_vs_layer"]
+    summary = g.groupby("variant", sort=False)[cols].agg(["median", "max"])
+    summary.columns = [f"{a}_{b}" for a, b in summary.columns]
+    return summary.reindex([v for v in FAMILY_ORDER if v in summary.index] +
+                           [v for v in summary.index if v not in FAMILY_ORDER])
+
+
+def figure9_numbers(table: pd.DataFrame, *, model: str = "qwen3.6-35b-a3b", link: str = "25g", mfu: float = 0.4,
+                    timing: str = "handoff") -> pd.DataFrame:
+    """TTFT per policy and admission, and the batch-scope stall, for the
+    continuous-batching points of Figure 9 (one row per prompt x variant)."""
+    b = table[(table.workload == "batch") & (table.model == model) & (table.link == link) & (table.mfu == mfu)
+              & (table.timing == timing)]
+    rows = []
+    for (tokens, variant), g in b.groupby(["prompt_tokens", "variant"], sort=True):
+        step = g[g.admission == "step"].set_index("policy")
+        asy = g[g.admission == "async"].set_index("policy")
+        rows.append({"prompt_tokens": tokens, "variant": variant,
+                     "global_ms": 1e3 * step.loc["global", "ttft_s"], "layer_ms": 1e3 * step.loc["layer", "ttft_s"],
+                     "component_ms": 1e3 * step.loc["component", "ttft_s"],
+                     "async_ms": 1e3 * asy.loc["layer", "ttft_s"],
+                     "stall_ms": 1e3 * step.loc["layer", "stall_s"], "step_ms": 1e3 * step.loc["layer", "step_s"]})
+    out = pd.DataFrame(rows)
+    out["_order"] = out.variant.map({"c=8": 0, "c=32": 1})
+    return out.sort_values(["prompt_tokens", "_order"]).drop(columns="_order").reset_index(drop=True)
+
+
+# ------------------------------------------------------------------- plots
+
+
+def _figure(w=8.0, h=3.6, ncols=1):
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(w, h), layout="constrained")
+    return fig, [fig.add_subplot(1, ncols, i + 1) for i in range(ncols)]
+
+
+def _family(variant: str) -> str:
+    return {"k": "speculative", "c": "batch", "K": "interleaved"}.get(variant[0], "pipeline")
+
+
+def plot_fig6(gains: pd.DataFrame):
+    """Figure 6: the largest gain in each workload family and link: layer vs
+    global (orange) and component vs layer (green)."""
+    g = gains[gains.admission != "async"].assign(family=lambda d: d.variant.map(_family))
+    fams = ["speculative", "batch", "interleaved", "pipeline"]
+    links = list(dict.fromkeys(g.link))
+    top = g.groupby(["family", "link"])[["layer_vs_global", "component_vs_layer"]].max()
+    fig, (ax,) = _figure()
+    labels, x = [], 0
+    for fam in fams:
+        for link in links:
+            if (fam, link) not in top.index:
+                continue
+            lg, cl = top.loc[(fam, link)]
+            ax.bar(x - 0.2, 100 * lg, 0.4, color=_ORANGE, label="layer vs global" if x == 0 else None)
+            ax.bar(x + 0.2, 100 * cl, 0.4, color=_GREEN, label="component vs layer" if x == 0 else None)
+            labels.append(f"{fam}\n{link}")
+            x += 1
+    ax.set_xticks(range(len(labels)), labels, fontsize=6)
+    ax.set_ylabel("largest TTFT gain in group (%)")
+    ax.set_title("Figure 6: maximum gain by workload and link (648 points)")
+    ax.legend(fontsize=8)
+    return fig
+
+
+def plot_fig7(gains: pd.DataFrame):
+    """Figure 7, MFU 0.4: distributions of component vs layer (red), layer vs
+    global (grey) and async vs layer on continuous batching (blue)."""
+    g = gains[(gains.mfu == 0.4) & (gains.admission != "async")].assign(family=lambda d: d.variant.map(_family))
+    fams = ["speculative", "batch", "interleaved", "pipeline"]
+    fig, (ax,) = _figure()
+    data, pos, colours = [], [], []
+    for i, fam in enumerate(fams):
+        sub = g[g.family == fam]
+        for j, (col, colour) in enumerate([("component_vs_layer", _RED), ("layer_vs_global", _GREY),
+                                           ("async_vs_layer", _BLUE)]):
+            vals = 100 * sub[col].dropna().to_numpy()
+            if vals.size:
+                data.append(vals)
+                pos.append(i * 4 + j)
+                colours.append(colour)
+    parts = ax.boxplot(data, positions=pos, widths=0.8, patch_artist=True, showfliers=True)
+    for patch, colour in zip(parts["boxes"], colours):
+        patch.set_facecolor(colour)
+        patch.set_alpha(0.7)
+    ax.set_xticks([i * 4 + 1 for i in range(len(fams))], fams)
+    ax.set_ylabel("TTFT gain (%)")
+    ax.set_title("Figure 7 (MFU 0.4): red component vs layer, grey layer vs global, blue async vs layer")
+    return fig
+
+
+def plot_fig8(gains: pd.DataFrame):
+    """Figure 8: the component increment alone, per workload variant."""
+    g = gains[gains.admission != "async"]
+    fig, (ax,) = _figure()
+    groups = [v for v in FAMILY_ORDER if v in set(g.variant)]
+    data = [100 * g[g.variant == v].component_vs_layer.to_numpy() for v in groups]
+    ax.boxplot(data, widths=0.6)
+    rng = np.random.default_rng(0)  # deterministic jitter
+    for i, vals in enumerate(data, start=1):
+        ax.scatter(i + rng.uniform(-0.2, 0.2, vals.size), vals, s=4, color=_GREEN, alpha=0.6)
+    ax.set_xticks(range(1, len(groups) + 1), groups, fontsize=8)
+    ax.set_ylabel("component vs layer (%)")
+    ax.set_title("Figure 8: component-level gain over per-layer readiness, per group")
+    return fig
+
+
+def plot_fig9(numbers: pd.DataFrame, phase_curve: pd.DataFrame | None = None):
+    """Figure 9: left, TTFT against the arrival phase (state that arrives
+    mid-step still waits); centre, first-token latency by policy at 1k;
+    right, the stall imposed on running requests under batch-scope hooks
+    (log scale)."""
+    fig, axes = _figure(12.0, 3.6, 3)
+    left, centre, right = axes
+    if phase_curve is not None:
+        for policy, colour in (("global", _GREY), ("layer", _BLUE)):
+            sub = phase_curve[phase_curve.policy == policy]
+            left.plot(sub.phase, 1e3 * sub.ttft_s, color=colour, label=policy)
+        left.set_xlabel("fraction of the running step elapsed at arrival")
+        left.set_ylabel("new request TTFT (ms)")
+        left.set_title("state arriving mid-step still waits (c = 8)")
+        left.legend(fontsize=8)
+    one_k = numbers[numbers.prompt_tokens == numbers.prompt_tokens.min()]
+    cols = [("global_ms", _GREY, "global"), ("layer_ms", _BLUE, "layer"), ("component_ms", _GREEN, "component"),
+            ("async_ms", _ORANGE, "async")]
+    x = np.arange(len(one_k))
+    for k, (col, colour, label) in enumerate(cols):
+        centre.bar(x + (k - 1.5) * 0.2, one_k[col], 0.2, color=colour, label=label)
+    centre.set_xticks(x, one_k.variant)
+    centre.set_ylabel("first-token latency (ms)")
+    centre.set_title("new request, 1k prompt")
+    centre.legend(fontsize=7)
+    for variant, marker in (("c=8", "o"), ("c=32", "s")):
+        sub = numbers[numbers.variant == variant]
+        right.plot(sub.prompt_tokens, np.maximum(sub.stall_ms, 1e-3), marker=marker, label=variant)
+    right.set_xscale("log", base=2)
+    right.set_yscale("log")
+    right.set_xlabel("prompt tokens")
+    right.set_ylabel("extra delay on running requests (ms)")
+    right.set_title("admitting an unready request (batch-scope hook)")
+    right.legend(fontsize=8)
+    return fig
