@@ -265,7 +265,7 @@ def _cluster_plan(G: nx.DiGraph, cluster_by: Sequence[str]) -> dict:
 
 def _cluster_label(attr: str, value: Any) -> str:
     if attr == "request":
-        return f"r{value}"
+        return f"r{value}" if isinstance(value, int) else str(value)
     if attr == "device":
         return str(value)
     return f"{attr} {value}"
@@ -489,7 +489,14 @@ def gantt(S: Any, *, ax: Any = None, by: str = "device", unit: str = "ms"):
     # Lanes grouped by their ``by`` value; both levels in order of first appearance.
     lanes = _first_seen(lane_of(G.nodes[n]) for n in nodes)
     group = {v: i for i, v in enumerate(_first_seen(lane[0] for lane in lanes))}
-    lanes = sorted(lanes, key=lambda lane: group[lane[0]])  # stable: requests keep their order
+    # the handoff's own order first (prefill GPUs, links, decode GPUs), then order of appearance
+    stage = {"prefill": 0, "link": 1, "decode": 2}
+
+    def lane_key(lane: tuple) -> tuple:
+        name = str(lane[0])
+        return (stage.get(name.split("-")[0], 3) if by == "device" else 0, group[lane[0]])
+
+    lanes = sorted(lanes, key=lane_key)  # stable: requests keep their order
     row = {lane: i for i, lane in enumerate(lanes)}
     fig, ax = _axes(ax, (10.0, 1.2 + 0.45 * max(len(lanes), 1)))
     bars: dict[int, tuple[list, list, list]] = {i: ([], [], []) for i in range(len(lanes))}
@@ -502,7 +509,8 @@ def gantt(S: Any, *, ax: Any = None, by: str = "device", unit: str = "ms"):
         colors.append(_bar_color(d))
     for y, (left, width, colors) in bars.items():
         ax.barh([y] * len(left), width, left=left, height=0.6, color=colors, edgecolor="white", linewidth=0.3)
-    labels = [_lane_label(lane[0]) + (f" r{lane[1]}" if len(lane) > 1 else "") for lane in lanes]
+    labels = [_lane_label(lane[0]) + (f" {_cluster_label('request', lane[1])}" if len(lane) > 1 else "")
+              for lane in lanes]
     ax.set_yticks(range(len(lanes)), labels)
     ax.set_ylim(max(len(lanes), 1) - 0.5, -0.5)  # first lane on top
     ax.set_xlabel(f"time ({_UNIT_LABEL[unit]})")
@@ -511,7 +519,8 @@ def gantt(S: Any, *, ax: Any = None, by: str = "device", unit: str = "ms"):
         t = S.ttft_s * scale
         ax.axvline(t, color=_TOKEN, linewidth=1.5, label=f"TTFT {t:.4g} {_UNIT_LABEL[unit]}", gid="ttft")
     _legend(ax, [G.nodes[n] for n in nodes])
-    ax.set_title(f"schedule{'' if S.policy is None else ', policy ' + S.policy}", fontsize=10)
+    policy = S.policy or G.graph.get("policy")
+    ax.set_title(f"schedule{'' if policy is None else ', policy ' + policy}", fontsize=10)
     return fig
 
 
