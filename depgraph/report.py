@@ -41,7 +41,10 @@ class Claim:
     reason: str = ""
 
     def evaluate(self, ctx: dict) -> dict:
-        ours = float(self.compute(ctx))
+        try:
+            ours = float(self.compute(ctx))
+        except (IndexError, KeyError, ValueError):  # the sweep did not cover this figure
+            ours = float("nan")
         matched = abs(ours - self.study) <= self.tolerance
         return {"claim": self.key, "text": self.text, "unit": self.unit, "study": self.study, "depgraph": ours,
                 "tolerance": self.tolerance, "matched": matched, "reason": self.reason}
