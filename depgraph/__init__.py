@@ -15,7 +15,8 @@ from .graph import EDGE_KINDS, NODE_KINDS, validate_graph
 from .hardware import GPU, Link, load_gpu, load_link
 from .models import COMPONENTS, LayerSpec, ModelSpec, catalog, handoff_bytes, load_model, model_from_config
 from .policies import POLICIES, POLICY_NAMES, Policy, get_policy
-from .sweep import sweep
+from .scenario import Scenario, expand_scenario, load_scenario
+from .sweep import read_sweep, sweep
 from .scheduler import CompiledGraph, Schedule, breakdown, compile_graph, critical_path, frontier, schedule
 from .workloads import (ADMISSIONS, HOOK_SCOPES, LINK_RULES, TIMINGS, continuous_batching, interleaved, pipeline,
                         single_request, speculative, stall_s, expected_step_admission)
@@ -25,7 +26,8 @@ __all__ = [
     "GraphError", "LayerSpec", "Link", "ModelSpec", "NODE_KINDS", "POLICIES", "POLICY_NAMES", "Policy", "Schedule",
     "TIMINGS", "ADMISSIONS", "HOOK_SCOPES", "LINK_RULES", "continuous_batching", "expected_step_admission", "interleaved", "pipeline",
     "speculative", "stall_s", "breakdown", "catalog", "compile_graph", "critical_path", "draw", "gantt", "plot_frontier", "to_perfetto", "trace_events", "frontier", "get_policy", "handoff_bytes",
-    "load_gpu", "load_link", "load_model", "model_from_config", "schedule", "single_request", "sweep", "validate_graph",
+    "load_gpu", "load_link", "load_model", "model_from_config", "schedule", "single_request", "sweep", "read_sweep", "Scenario", "expand_scenario",
+    "load_scenario", "validate_graph",
 ]
 
 __version__ = "0.1.0"

@@ -27,7 +27,7 @@ def _number(kind, field: str):
         try:
             return kind(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{field}: expected {'an integer' if kind is int else 'a number'}, got {text!r}") from None
+            raise argparse.ArgumentTypeError(f"expected {'an integer' if kind is int else 'a number'}, got {text!r}") from None
     parse.__name__ = field
     return parse
 

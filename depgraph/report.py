@@ -250,12 +250,19 @@ def study_context(cost: CostModel | None = None) -> dict:
 # ------------------------------------------------------------------ writing
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def _atomic_write_bytes(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
+        os.chmod(tmp, 0o644 & ~_umask())  # mkstemp makes 0600; results are for sharing
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

@@ -64,7 +64,7 @@ import sys
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
-from typing import Any, Callable, Sequence, TextIO
+from typing import Any, Callable, TextIO
 
 import numpy as np
 import pandas as pd
@@ -442,6 +442,12 @@ def sweep(
         Load the parts a previous run saved in ``out_dir`` instead of
         recomputing them.
 
+    Returns
+    -------
+    pandas.DataFrame
+        One row per point, policy and admission (see the module docstring);
+        the same table :func:`read_sweep` reads back from ``out_dir``.
+
     Raises :class:`SweepInterrupted` (a ``KeyboardInterrupt``) on Ctrl-C,
     after stopping the workers; every point finished by then is saved. A
     runner's :class:`~depgraph.DepgraphError` stops the sweep the same way
@@ -459,8 +465,9 @@ def sweep(
         if run is _single_runner:
             others = sorted({w.workload for w in scenario.workloads} - {"single"})
             if others:
-                raise DepgraphError(f"{scenario.source}: workload {', '.join(others)} needs depgraph.replay.run_point, "
-                                    "which this installation lacks; only 'single' runs without it")
+                raise DepgraphError(f"{scenario.source}: workload{'s' * (len(others) > 1)} {', '.join(others)} "
+                                    f"need{'s' * (len(others) == 1)} depgraph.replay.run_point, which this "
+                                    "installation lacks; only 'single' runs without it")
     elif callable(runner):
         run = runner
     else:
@@ -493,11 +500,11 @@ def sweep(
     bar.say(f"{len(points)} points" + (f", {resumed} loaded from {parts_dir}" if resumed else "")
             + (f", {n_workers} worker{'s' if n_workers != 1 else ''}" if pending else ""))
 
+    from .report import _atomic_write_text
+
     def record(i: int, text: str) -> None:
         rows = json.loads(text)
         if parts_dir is not None:
-            from .report import _atomic_write_text
-
             _atomic_write_text(parts_dir / f"{ids[i]}.json", _part_text(ids[i], points[i], rows))
         results[i] = rows
         bar.advance()
@@ -576,7 +583,7 @@ def _workers_arg(text: str) -> int:
     except ValueError:
         value = 0
     if value < 1:
-        raise argparse.ArgumentTypeError(f"--workers: expected an integer >= 1, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
     return value
 
 

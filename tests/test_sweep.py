@@ -21,7 +21,7 @@ import pandas as pd
 import pytest
 
 import depgraph as dg
-from depgraph.scenario import expand_scenario, load_scenario, parse_scenario
+from depgraph.scenario import expand_scenario, parse_scenario
 from depgraph.study import single_request_sweep
 from depgraph.sweep import (LEAD_COLUMNS, ROW_COLUMNS, SweepInterrupted, add_sweep_command, read_sweep,
                             run_sweep_command, sweep)
@@ -397,7 +397,7 @@ def test_command_interrupted_prints_one_line_and_exits_130(tmp_path, capsys, mon
 def test_command_rejects_bad_workers(capsys):
     with pytest.raises(SystemExit):
         parse("x.toml", "--workers", "0")
-    assert "--workers: expected an integer >= 1, got '0'" in capsys.readouterr().err
+    assert "argument --workers: expected an integer >= 1, got '0'" in capsys.readouterr().err
 
 
 def test_command_bad_scenario_raises_a_config_error(tmp_path):
