@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
+from .capacity import add_capacity_command, run_capacity_command
 from .errors import DepgraphError
 
 __all__ = ["main"]
@@ -89,6 +90,7 @@ def _build_parser() -> argparse.ArgumentParser:
     from .sweep import add_sweep_command
 
     add_sweep_command(sub)
+    add_capacity_command(sub)
 
     p = sub.add_parser("reproduce", help="reproduce the studies into a results folder")
     p.add_argument("out", nargs="?", default="results")
@@ -270,7 +272,8 @@ def _cmd_sweep(args) -> int:
 
 
 _COMMANDS = {"models": _cmd_models, "bytes": _cmd_bytes, "ttft": _cmd_ttft, "draw": _cmd_draw,
-             "trace": _cmd_trace, "sweep": _cmd_sweep, "reproduce": _cmd_reproduce}
+             "trace": _cmd_trace, "sweep": _cmd_sweep, "reproduce": _cmd_reproduce,
+             "capacity": run_capacity_command}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -5,6 +5,8 @@
 3125000000.0
 >>> dg.load_link("40gbps").bandwidth_gbps
 40.0
+>>> dg.load_link("50GBps") == dg.load_link("400gbps")   # gigabytes vs gigabits per second
+True
 >>> dg.load_gpu("h100").peak_bf16_flops
 989000000000000.0
 """
@@ -68,17 +70,28 @@ def gpu_names() -> list[str]:
 
 
 _GBPS = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*gbps\s*$", re.IGNORECASE)
+# Gigabytes per second: only these exact spellings, where the capital B means bytes as in SI usage.
+# Every other spelling of the unit ("gbps", "Gbps" and, as always, "GBPS") means gigabits.
+_GBYTES_PER_S = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*GB(?:ps|/s)\s*$")
+_FORMS = "'<n>gbps' (gigabits/s, 0 < n <= 1e6) or '<n>GBps' (gigabytes/s, 0 < n <= 125000)"
 
 
 def load_link(link: str | Link) -> Link:
     """A link by catalog name (``pcie4``, ``100g``, ``25g``, ``nvlink4``, ...),
-    as ``"<n>gbps"`` (gigabits per second), or a :class:`Link` passed through."""
+    as a line rate, or a :class:`Link` passed through.
+
+    A line rate is ``"<n>gbps"`` (gigabits per second; the unit in any case,
+    so ``Gbps`` and ``GBPS`` are gigabits too) or ``"<n>GBps"`` /
+    ``"<n>GB/s"`` (gigabytes per second; exactly these spellings, the
+    capital ``B`` meaning bytes). Both give a link named ``"<gigabits>gbps"``,
+    so ``"50GBps"`` and ``"400gbps"`` are the same link and the name reads
+    back as it."""
     if isinstance(link, Link):
         positive_number("link.bandwidth_gbps", link.bandwidth_gbps, upper=1e6)
         positive_number("link.latency_s", link.latency_s, allow_zero=True, upper=10.0)
         return link
     if not isinstance(link, str):
-        raise ConfigError(f"link: expected a link name ({', '.join(link_names())}) or '<n>gbps', got {link!r}")
+        raise ConfigError(f"link: expected a link name ({', '.join(link_names())}) or {_FORMS}, got {link!r}")
     data = _data()
     key = link.strip().lower()
     key = data["link_aliases"].get(key, key)
@@ -86,11 +99,13 @@ def load_link(link: str | Link) -> Link:
         entry = data["links"][key]
         return Link(name=key, bandwidth_gbps=float(entry["bandwidth_gbps"]), latency_s=float(entry["latency_s"]),
                     description=entry["description"])
-    allowed = f"link: expected one of {', '.join(link_names())} or '<n>gbps' (0 < n <= 1e6); got {link!r}"
-    match = _GBPS.match(link)
-    if not match:
+    allowed = f"link: expected one of {', '.join(link_names())} or {_FORMS}; got {link!r}"
+    if match := _GBYTES_PER_S.match(link):
+        gbps = float(match.group(1)) * 8  # exact: scaling by a power of two rounds like the decimal would
+    elif match := _GBPS.match(link):
+        gbps = float(match.group(1))
+    else:
         raise ConfigError(allowed)
-    gbps = float(match.group(1))
     if not 0 < gbps <= 1e6:
         raise ConfigError(allowed)
     name = repr(gbps).removesuffix(".0") + "gbps"  # reads back as the same link

@@ -1,0 +1,434 @@
+"""Capacity planning for the decode pool: the study's three numbers and a verdict.
+
+The push/pull study ("Role 1, capacity") sizes a disaggregated deployment
+with three numbers:
+
+1. the handoff bytes of one prompt (:func:`depgraph.handoff_bytes`; KV plus,
+   for hybrid models, the recurrent and conv state);
+2. the time those bytes take to cross, with tensor parallelism: each of the
+   ``tp`` GPUs sends its own slice over its own link
+   (:func:`transfer_time_s`);
+3. the decode slots requests hold, by Little's law: arrival rate x output
+   tokens x time per output token (:func:`slots_held`).
+
+The first is usually small; the third is the one that bites. :func:`plan`
+puts them together with the decode server's ``max_num_seqs``, a headroom
+target (80% by default, the study's advice) and the decode memory that more
+slots would need, and says in one sentence whether the load fits.
+
+Examples
+--------
+The study's Qwen3-32B run: 16,000-token prompts at 8 requests per second,
+128 output tokens, TP 8 at 50 GB/s per GPU, ``--max-num-seqs 8``.
+
+>>> import depgraph as dg
+>>> from depgraph.capacity import plan, slots_held, transfer_time_s
+>>> nbytes = sum(dg.handoff_bytes(dg.load_model("qwen3-32b"), prompt_tokens=16_000).values())
+>>> round(nbytes / 1e9, 1)                                   # "4.2 GB"
+4.2
+>>> round(transfer_time_s(nbytes, "50GBps", tp=8) * 1e3, 1)  # "about 10 ms"
+10.5
+>>> round(slots_held(8, 128, 10.4e-3), 1), round(slots_held(8, 128, 7.0e-3), 1)   # pull, push
+(10.6, 7.2)
+>>> p = plan("qwen3-32b", qps=8, prompt_tokens=16_000, out_tokens=128, tpot_s=10.4e-3, max_num_seqs=8, tp=8)
+>>> p.status, p.fits, p.slots_needed
+('over_capacity', False, 14)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from dataclasses import asdict, dataclass
+
+from ._validate import positive_int, positive_number
+from .errors import ConfigError
+from .hardware import GPU, Link, load_gpu, load_link
+from .models import ModelSpec, handoff_bytes, load_model
+
+__all__ = [
+    "CapacityPlan",
+    "STATUSES",
+    "transfer_time_s",
+    "slots_held",
+    "decode_memory_per_slot_bytes",
+    "plan",
+    "add_capacity_command",
+    "run_capacity_command",
+]
+
+#: The three verdicts, from best to worst.
+STATUSES: tuple[str, ...] = ("within_headroom", "above_headroom", "over_capacity")
+
+#: The study's link: 50 GB/s per GPU (= 400 Gbit/s).
+DEFAULT_LINK = "50GBps"
+
+# Upper bounds, so that a typo (ms for s, a missing decimal point) is refused rather than planned for.
+_MAX_QPS = 1e6
+_MAX_TOKENS = 100_000_000
+_MAX_TPOT_S = 10.0  # 10 s per token is a unit slip (ms given as s), not a server
+_MAX_NUM_SEQS = 1_000_000
+_MAX_TP = 1024
+_MAX_BYTES = 1e18
+# Relative slack when comparing slots with a threshold: 0.8 x 8 is 6.4000000000000004 in floating point,
+# and a load of exactly 6.4 slots must count as within it.
+_REL_TOL = 1e-9
+
+
+@dataclass(frozen=True, slots=True)
+class CapacityPlan:
+    """What :func:`plan` found for one model, traffic and decode configuration.
+
+    Bytes and memory are per request (``*_bytes`` of the handoff) or per GPU
+    (``memory_*``, ``weights_per_gpu_bytes``); times are in seconds.
+
+    ``status`` is one of :data:`STATUSES`: ``within_headroom`` (``fits``:
+    slots held at most ``headroom`` x ``max_num_seqs``), ``above_headroom``
+    (below ``max_num_seqs``, but bursts will queue for a slot at peak) or
+    ``over_capacity`` (more slots held than exist: requests wait for one).
+    ``slots_needed`` is the ``max_num_seqs`` that would bring the load within
+    headroom; ``extra_slots`` how many that adds; ``recommended_max_num_seqs``
+    the larger of the two settings. ``memory_fits`` says whether the weights
+    plus ``recommended_max_num_seqs`` slots of KV and state (at a context of
+    prompt plus output tokens) fit in ``usable_hbm_bytes`` of one GPU.
+    """
+
+    model: str
+    prompt_tokens: int
+    out_tokens: int
+    qps: float
+    tpot_s: float
+    link: str
+    link_bytes_per_s: float
+    tp: int
+    kv_bytes: int
+    ssm_bytes: int
+    conv_bytes: int
+    total_bytes: int
+    transfer_s: float
+    slots_held: float
+    max_num_seqs: int
+    headroom: float
+    headroom_slots: float
+    utilization: float
+    fits: bool
+    status: str
+    verdict: str
+    slots_needed: int
+    extra_slots: int
+    recommended_max_num_seqs: int
+    context_tokens: int
+    memory_per_slot_bytes: float
+    extra_memory_bytes: float
+    gpu: str
+    hbm_bytes: float
+    gpu_memory_utilization: float
+    usable_hbm_bytes: float
+    weights_per_gpu_bytes: float
+    memory_needed_bytes: float
+    max_slots_in_memory: int
+    memory_fits: bool
+
+    def to_dict(self) -> dict:
+        """The plan as a JSON-ready dict (SI units; ``_s`` and ``_bytes`` in the names)."""
+        return asdict(self)
+
+    @property
+    def advice(self) -> str:
+        """One sentence on raising ``max_num_seqs``: is it needed, and does the memory allow it?"""
+        gb = 1e9
+        mem = (f"weights {self.weights_per_gpu_bytes / gb:.1f} GB + {self.recommended_max_num_seqs} slots x "
+               f"{self.memory_per_slot_bytes / gb:.2f} GB = {self.memory_needed_bytes / gb:.1f} GB of "
+               f"{self.usable_hbm_bytes / gb:.1f} GB usable per GPU on {self.gpu}")
+        if not self.extra_slots:
+            tail = "fits" if self.memory_fits else "does NOT fit: lower max_num_seqs or add GPUs"
+            return f"max_num_seqs {self.max_num_seqs} is enough; its memory: {mem}, {tail}"
+        head = (f"raise max_num_seqs to {self.recommended_max_num_seqs} (+{self.extra_slots} "
+                f"slot{'s' if self.extra_slots > 1 else ''}, "
+                f"{self.extra_memory_bytes / gb:.2f} GB more decode memory per GPU)")
+        if self.memory_fits:
+            return f"{head}: {mem}, fits"
+        return (f"{head}: {mem}, does NOT fit (memory holds {self.max_slots_in_memory} slots); add decode "
+                "GPUs or cut the time per token (move handoff work off the decode loop)")
+
+
+# ------------------------------------------------------------------ the three numbers
+
+
+def transfer_time_s(nbytes: int | float, link: str | Link = DEFAULT_LINK, *, tp: int = 1) -> float:
+    """Seconds for one request's handoff to cross when each of ``tp`` GPUs
+    sends its own slice (``nbytes / tp``) over its own ``link``.
+
+    Parameters
+    ----------
+    nbytes
+        Handoff bytes of the whole request (all TP ranks together).
+    link
+        The link of one GPU: a catalog name, ``"<n>gbps"``, ``"<n>GBps"`` or a
+        :class:`~depgraph.Link`. The default is the study's 50 GB/s.
+    tp
+        Tensor-parallel degree; the slices cross in parallel.
+
+    Examples
+    --------
+    >>> from depgraph.capacity import transfer_time_s
+    >>> round(transfer_time_s(4_194_304_000, "50GBps", tp=8) * 1e3, 2)   # Qwen3-32B, 16k tokens
+    10.49
+    >>> transfer_time_s(1e9, "8gbps")                                    # one GPU, 1 GB/s
+    1.0
+    """
+    nbytes = positive_number("nbytes", nbytes, allow_zero=True, upper=_MAX_BYTES)
+    tp = positive_int("tp", tp, upper=_MAX_TP)
+    return load_link(link).transfer_s(nbytes / tp)
+
+
+def slots_held(qps: float, out_tokens: int, tpot_s: float) -> float:
+    """Decode slots held on average, by Little's law: each request holds a
+    slot for ``out_tokens x tpot_s`` seconds, and ``qps`` arrive per second.
+
+    Examples
+    --------
+    >>> from depgraph.capacity import slots_held
+    >>> round(slots_held(8, 128, 10.4e-3), 2)   # the study's pull run: 10.6 slots, with 8 configured
+    10.65
+    >>> slots_held(1, 128, 7.8125e-3)            # 1 req/s holds one slot for one second
+    1.0
+    """
+    qps = positive_number("qps", qps, upper=_MAX_QPS)
+    out_tokens = positive_int("out_tokens", out_tokens, upper=_MAX_TOKENS)
+    tpot_s = positive_number("tpot_s", tpot_s, upper=_MAX_TPOT_S)
+    return qps * out_tokens * tpot_s
+
+
+def decode_memory_per_slot_bytes(model: str | ModelSpec, context_tokens: int, *, tp: int = 1,
+                                 kv_dtype: str | None = None) -> dict[str, float]:
+    """Decode memory one slot occupies per GPU: KV for ``context_tokens`` plus
+    the per-request recurrent (``ssm``) and ``conv`` state, split evenly over
+    ``tp`` GPUs.
+
+    The split is even, as if every KV head lived on one GPU; when ``tp``
+    exceeds a model's KV heads, serving engines replicate heads and the true
+    figure is larger.
+
+    Returns
+    -------
+    dict
+        ``{"kv": ..., "ssm": ..., "conv": ..., "total": ...}`` in bytes.
+
+    Examples
+    --------
+    >>> from depgraph.capacity import decode_memory_per_slot_bytes
+    >>> m = decode_memory_per_slot_bytes("qwen3-32b", 16_128, tp=8)   # 16,000 prompt + 128 output tokens
+    >>> round(m["total"] / 1e9, 2)
+    0.53
+    >>> hybrid = decode_memory_per_slot_bytes("qwen3.6-35b-a3b", 1024)
+    >>> hybrid["ssm"] > hybrid["kv"] > hybrid["conv"] > 0
+    True
+    """
+    model = load_model(model, kv_dtype=kv_dtype)
+    tp = positive_int("tp", tp, upper=_MAX_TP)
+    parts = handoff_bytes(model, prompt_tokens=positive_int("context_tokens", context_tokens, upper=_MAX_TOKENS))
+    out = {k: v / tp for k, v in parts.items()}
+    out["total"] = sum(out.values())
+    return out
+
+
+# ------------------------------------------------------------------ the plan
+
+
+def _fmt_slots(value: float, *thresholds: float) -> str:
+    """``value`` to one decimal, or two where one decimal would read as equal to a threshold."""
+    text = f"{value:.1f}"
+    if any(abs(float(text) - t) < 1e-12 for t in thresholds) and abs(value - float(text)) > 1e-9:
+        text = f"{value:.2f}"
+    return text
+
+
+def _verdict(status: str, held: float, max_num_seqs: int, headroom: float, headroom_slots: float) -> str:
+    pct, target = f"{100 * held / max_num_seqs:.0f}%", f"{100 * headroom:g}%"
+    h = _fmt_slots(held, max_num_seqs, headroom_slots)
+    if status == "within_headroom":
+        return (f"fits: {h} of {max_num_seqs} slots held ({pct}), within the {target} headroom target "
+                f"({headroom_slots:g} slots)")
+    if status == "above_headroom":
+        return (f"tight: {h} of {max_num_seqs} slots held ({pct}), above the {target} headroom target "
+                f"({headroom_slots:g} slots); bursts will queue for a slot at peak")
+    return (f"over capacity: {h} slots held but max_num_seqs is {max_num_seqs} ({pct}); new requests wait "
+            "for a free slot, and the wait grows while this load lasts")
+
+
+def plan(model: str | ModelSpec, *, qps: float, prompt_tokens: int, out_tokens: int, tpot_s: float,
+         max_num_seqs: int, link: str | Link = DEFAULT_LINK, tp: int = 1, headroom: float = 0.8,
+         kv_dtype: str | None = None, gpu: str | GPU | None = None,
+         gpu_memory_utilization: float = 0.9) -> CapacityPlan:
+    """Size the decode pool for ``qps`` requests per second of one shape.
+
+    Parameters
+    ----------
+    model
+        Catalog name, ``config.json`` path or :class:`~depgraph.ModelSpec`.
+    qps
+        Arrival rate at peak, requests per second (> 0).
+    prompt_tokens, out_tokens
+        Prompt and output length of a request (>= 1).
+    tpot_s
+        Time per output token at peak, in seconds (> 0). Take it from
+        production at peak, not from a quiet benchmark.
+    max_num_seqs
+        Slots of one decode server (vLLM's ``--max-num-seqs``, >= 1).
+    link
+        The link of one GPU (default: the study's 50 GB/s).
+    tp
+        Tensor-parallel degree: each GPU sends, and holds, ``1/tp`` of the state.
+    headroom
+        Share of ``max_num_seqs`` the mean load should stay under, in (0, 1]
+        (default 0.8, the study's advice).
+    kv_dtype
+        Store the KV cache in this dtype (e.g. ``"fp8"``).
+    gpu
+        Decode GPU, for the memory check (default: the cost model's
+        calibration device, 80 GB of HBM).
+    gpu_memory_utilization
+        Share of HBM the engine may use for weights and KV, in (0, 1]
+        (default 0.9, vLLM's default). Activations are not counted otherwise.
+
+    Returns
+    -------
+    CapacityPlan
+
+    Examples
+    --------
+    >>> from depgraph.capacity import plan
+    >>> kw = dict(qps=8, prompt_tokens=16_000, out_tokens=128, max_num_seqs=8, tp=8)
+    >>> push = plan("qwen3-32b", tpot_s=7.0e-3, **kw)
+    >>> push.verdict
+    'tight: 7.2 of 8 slots held (90%), above the 80% headroom target (6.4 slots); bursts will queue for a slot at peak'
+    >>> pull = plan("qwen3-32b", tpot_s=10.4e-3, **kw)
+    >>> pull.status, pull.extra_slots, pull.memory_fits
+    ('over_capacity', 6, True)
+    >>> round(pull.transfer_s * 1e3, 1), round(pull.total_bytes / 1e9, 1)
+    (10.5, 4.2)
+    """
+    from .cost import DEFAULT_GPU
+
+    qps = positive_number("qps", qps, upper=_MAX_QPS)
+    prompt_tokens = positive_int("prompt_tokens", prompt_tokens, upper=_MAX_TOKENS)
+    out_tokens = positive_int("out_tokens", out_tokens, upper=_MAX_TOKENS)
+    tpot_s = positive_number("tpot_s", tpot_s, upper=_MAX_TPOT_S)
+    max_num_seqs = positive_int("max_num_seqs", max_num_seqs, upper=_MAX_NUM_SEQS)
+    tp = positive_int("tp", tp, upper=_MAX_TP)
+    headroom = positive_number("headroom", headroom, upper=1.0)
+    gpu_memory_utilization = positive_number("gpu_memory_utilization", gpu_memory_utilization, upper=1.0)
+    link = load_link(link)
+    gpu = load_gpu(DEFAULT_GPU if gpu is None else gpu)
+    spec = load_model(model, kv_dtype=kv_dtype)
+    if prompt_tokens + out_tokens > _MAX_TOKENS:
+        raise ConfigError(f"out_tokens: expected prompt_tokens + out_tokens <= {_MAX_TOKENS:,}, "
+                          f"got {prompt_tokens:,} + {out_tokens:,}")
+
+    parts = handoff_bytes(spec, prompt_tokens=prompt_tokens)
+    total = sum(parts.values())
+    held = slots_held(qps, out_tokens, tpot_s)
+    headroom_slots = headroom * max_num_seqs
+    fits = held <= headroom_slots * (1 + _REL_TOL)
+    over = held > max_num_seqs * (1 + _REL_TOL)
+    status = STATUSES[0] if fits else STATUSES[2] if over else STATUSES[1]
+    # Consistent with `fits`: the setting that keeps this load within headroom.
+    slots_needed = max(1, math.ceil(held / headroom / (1 + _REL_TOL)))
+    extra = max(0, slots_needed - max_num_seqs)
+    recommended = max_num_seqs + extra
+
+    context = prompt_tokens + out_tokens
+    per_slot = decode_memory_per_slot_bytes(spec, context, tp=tp)["total"]
+    weights = (spec.total_params + spec.embedding_params + spec.lm_head_params) * spec.dtype_bytes / tp
+    usable = gpu_memory_utilization * gpu.hbm_bytes
+    needed = weights + recommended * per_slot
+    return CapacityPlan(
+        model=spec.name, prompt_tokens=prompt_tokens, out_tokens=out_tokens, qps=qps, tpot_s=tpot_s,
+        link=link.name, link_bytes_per_s=link.bytes_per_s, tp=tp,
+        kv_bytes=parts["kv"], ssm_bytes=parts["ssm"], conv_bytes=parts["conv"], total_bytes=total,
+        transfer_s=transfer_time_s(total, link, tp=tp),
+        slots_held=held, max_num_seqs=max_num_seqs, headroom=headroom, headroom_slots=headroom_slots,
+        utilization=held / max_num_seqs, fits=fits, status=status,
+        verdict=_verdict(status, held, max_num_seqs, headroom, headroom_slots),
+        slots_needed=slots_needed, extra_slots=extra, recommended_max_num_seqs=recommended,
+        context_tokens=context, memory_per_slot_bytes=per_slot, extra_memory_bytes=extra * per_slot,
+        gpu=gpu.name, hbm_bytes=gpu.hbm_bytes, gpu_memory_utilization=gpu_memory_utilization,
+        usable_hbm_bytes=usable, weights_per_gpu_bytes=weights, memory_needed_bytes=needed,
+        max_slots_in_memory=max(0, math.floor((usable - weights) / per_slot)) if per_slot else _MAX_NUM_SEQS,
+        memory_fits=needed <= usable,
+    )
+
+
+# ------------------------------------------------------------------ command line
+
+
+def add_capacity_command(subparsers) -> argparse.ArgumentParser:
+    """Add ``depgraph capacity MODEL --qps Q --prompt-tokens N --out-tokens M
+    --tpot-ms T --max-num-seqs S [--link L] [--tp P] [--headroom H] ...``."""
+    from .cli import _number
+
+    p = subparsers.add_parser("capacity", help="decode slots held (Little's law), handoff bytes and transfer time, "
+                                               "with a verdict against --max-num-seqs")
+    p.add_argument("model", help="catalog name (see 'depgraph models') or path to a config.json")
+    p.add_argument("--qps", type=_number(float, "--qps"), required=True, metavar="Q",
+                   help="arrival rate at peak, requests per second")
+    p.add_argument("--prompt-tokens", type=_number(int, "--prompt-tokens"), required=True, metavar="N")
+    p.add_argument("--out-tokens", type=_number(int, "--out-tokens"), required=True, metavar="M",
+                   help="output tokens per request (your real length: agents write long answers)")
+    p.add_argument("--tpot-ms", type=_number(float, "--tpot-ms"), required=True, metavar="T",
+                   help="time per output token at peak, in ms (measured in production, not a quiet benchmark)")
+    p.add_argument("--max-num-seqs", type=_number(int, "--max-num-seqs"), required=True, metavar="S",
+                   help="slots of one decode server (vLLM --max-num-seqs)")
+    p.add_argument("--link", default=DEFAULT_LINK,
+                   help=f"link of one GPU: pcie5, 400g, ..., '<n>gbps' (gigabits/s) or '<n>GBps' (gigabytes/s) "
+                        f"(default {DEFAULT_LINK}, the study's)")
+    p.add_argument("--tp", type=_number(int, "--tp"), default=1, metavar="P",
+                   help="tensor-parallel degree; each GPU sends its own slice over its own link (default 1)")
+    p.add_argument("--headroom", type=_number(float, "--headroom"), default=0.8, metavar="H",
+                   help="share of --max-num-seqs to stay under, in (0, 1] (default 0.8)")
+    p.add_argument("--kv-dtype", default=None, help="store KV in this dtype, e.g. fp8")
+    p.add_argument("--gpu", default=None, help="decode GPU for the memory check (default: the calibration device)")
+    p.add_argument("--gpu-memory-utilization", type=_number(float, "--gpu-memory-utilization"), default=0.9,
+                   metavar="U", help="share of HBM for weights and KV, in (0, 1] (default 0.9, as vLLM)")
+    p.add_argument("--json", action="store_true", help="print the plan as one JSON object")
+    return p
+
+
+def run_capacity_command(args: argparse.Namespace) -> int:
+    """Run ``depgraph capacity``: a short table and the verdict, or ``--json``."""
+    # Checked here under the flags' own names; --tpot-ms is in ms where plan() takes seconds.
+    positive_number("--qps", args.qps, upper=_MAX_QPS)
+    positive_int("--prompt-tokens", args.prompt_tokens, upper=_MAX_TOKENS)
+    positive_int("--out-tokens", args.out_tokens, upper=_MAX_TOKENS)
+    positive_number("--tpot-ms", args.tpot_ms, upper=_MAX_TPOT_S * 1e3)
+    positive_int("--max-num-seqs", args.max_num_seqs, upper=_MAX_NUM_SEQS)
+    positive_int("--tp", args.tp, upper=_MAX_TP)
+    positive_number("--headroom", args.headroom, upper=1.0)
+    positive_number("--gpu-memory-utilization", args.gpu_memory_utilization, upper=1.0)
+    p = plan(args.model, qps=args.qps, prompt_tokens=args.prompt_tokens, out_tokens=args.out_tokens,
+             tpot_s=args.tpot_ms / 1e3, max_num_seqs=args.max_num_seqs, link=args.link, tp=args.tp,
+             headroom=args.headroom, kv_dtype=args.kv_dtype, gpu=args.gpu,
+             gpu_memory_utilization=args.gpu_memory_utilization)
+    if args.json:
+        print(json.dumps(p.to_dict()))
+        return 0
+    gb = 1e9
+    state = "" if not (p.ssm_bytes or p.conv_bytes) else \
+        f"  (KV {p.kv_bytes / gb:.2f} GB, ssm {p.ssm_bytes / gb:.3f} GB, conv {p.conv_bytes / gb:.4f} GB)"
+    print(f"{p.model}: {p.qps:g} req/s, {p.prompt_tokens:,} prompt + {p.out_tokens:,} output tokens, "
+          f"{p.tpot_s * 1e3:g} ms/token, TP {p.tp}, {p.link} ({p.link_bytes_per_s / gb:g} GB/s) per GPU")
+    print(f"  handoff bytes    {p.total_bytes / gb:10.2f} GB{state}")
+    slice_text = ("one GPU sends it all" if p.tp == 1
+                  else f"each of {p.tp} GPUs sends {p.total_bytes / p.tp / gb:.2f} GB")
+    print(f"  transfer         {p.transfer_s * 1e3:10.2f} ms  ({slice_text})")
+    print(f"  slots held       {p.slots_held:10.2f}     (Little's law: {p.qps:g} x {p.out_tokens:,} x "
+          f"{p.tpot_s * 1e3:g} ms)")
+    print(f"  max-num-seqs     {p.max_num_seqs:10d}     utilisation {100 * p.utilization:.0f}%, "
+          f"headroom target {100 * p.headroom:g}% = {p.headroom_slots:g} slots")
+    print(f"  per-slot memory  {p.memory_per_slot_bytes / gb:10.2f} GB  per GPU (KV and state at "
+          f"{p.context_tokens:,} tokens)")
+    print(f"verdict: {p.verdict}")
+    print(f"advice: {p.advice}")
+    return 0

@@ -1,0 +1,595 @@
+"""A load model of disaggregated serving: push vs pull handoff, the decode loop, decode slots.
+
+One decode server has ``max_num_seqs`` slots and a main loop. Each loop
+iteration first runs the handoff setup work queued on the loop (pull's
+posting work: every running request pauses while it runs), then one decode
+step for every running request (memory-bound, from the cost model, plus a
+fixed per-step overhead). A request holds its slot until its last output
+token. Requests arrive by a seeded Poisson process, at a constant rate, or
+from a trace; a prefill pool prefills them.
+
+``pull``
+    after prefill, serial steps: the router relays where the blocks are
+    (``relay_s``), decode allocates a slot (waiting if none is free) and posts
+    the transfer on its loop (``posting_s``, pausing every running request),
+    then reads the blocks (the TP-sliced transfer). The request joins the
+    next iteration.
+``pull-thread``
+    the same, with the posting work on a background thread (one thread,
+    first come first served): it delays this request, not the others.
+``push``
+    decode registers free blocks when the request arrives, so a slot is held
+    from arrival (waiting if none is free, before prefill starts); prefill
+    writes into them from a background thread; nothing runs on the loop.
+
+The first token a client sees is the end of the first decode step the
+request takes part in; it produces ``out_tokens`` tokens in as many steps.
+The realised run is also an event graph in the core's form
+(:func:`run_graph`): the loop is a chain of step and posting events, slots
+are hand-over edges, and scheduling that graph reproduces the simulated
+times exactly.
+
+>>> import depgraph as dg
+>>> r = dg.loadtest("qwen3-32b", handoff="push", qps=1, prompt_tokens=1024, out_tokens=16, num_prompts=20,
+...                 max_num_seqs=8, seed=0)
+>>> {"ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "slots_held_mean", "waiting_peak"} <= set(r.summary)
+True
+>>> len(r.requests)
+20
+"""
+
+from __future__ import annotations
+
+import csv
+import heapq
+import math
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import networkx as nx
+import numpy as np
+import pandas as pd
+
+from ._validate import one_of, positive_int, positive_number
+from .cost import CostModel
+from .errors import ConfigError
+from .graph import add_dep, add_event
+from .hardware import load_gpu, load_link
+from .models import ModelSpec, handoff_bytes, load_model
+
+__all__ = ["HANDOFFS", "LoadModel", "LoadResult", "loadtest", "arrivals", "read_trace", "run_graph"]
+
+HANDOFFS = ("push", "pull", "pull-thread")
+SLOT_SCOPES = ("running", "reserved")
+
+
+@dataclass(frozen=True, slots=True)
+class LoadModel:
+    """Every assumption of the load model, with its default and why.
+
+    ``gpu = "h200"``, ``tp = 8``, ``link = "50GBps"`` per GPU: the study's
+    servers. ``prefill_mfu = 0.4``. ``prefill_servers = 0`` means the prefill
+    pool never queues (the study's 540 ms push TTFT at 8 req/s with 16k
+    prompts is below what one 8-GPU H200 server could prefill at bf16, so its
+    prefill pool was not the bottleneck; the study is about the decode side).
+    ``decode_step_overhead_s = 4.4 ms``: fixed time per decode step (launches,
+    tensor-parallel all-reduce, scheduling) on top of the memory-bound reads,
+    calibrated so that push at 8 req/s with 16k prompts gives the study's
+    7.0 ms per token. ``posting_base_s`` and ``posting_per_block_s``: the
+    decode loop's posting work per request is ``base + per_block x blocks``
+    (``block_tokens = 16``); 11.06 ms + 29.1 µs per block gives the study's
+    14.7 ms at 2,000 tokens and, at 16k tokens, the 40.9 ms that turns the
+    study's push 7.0 ms per token into pull's 10.4 ms at 8 req/s.
+    ``relay_s = 1 ms``: the router relaying where the blocks are.
+    ``slot_scope = "running"``: a slot (one of ``max_num_seqs``) is held
+    from the step a request joins to its last token, as vLLM counts running
+    sequences and as the study's Little's-law arithmetic (slots = rate x
+    output tokens x time per token) assumes. ``"reserved"`` holds it from
+    the moment decode sets the request's blocks aside instead: at arrival
+    for push, at allocation for pull.
+    """
+
+    gpu: str = "h200"
+    tp: int = 8
+    link: str = "50GBps"
+    prefill_mfu: float = 0.4
+    prefill_servers: int = 0
+    decode_step_overhead_s: float = 4.4e-3
+    posting_base_s: float = 11.06e-3
+    posting_per_block_s: float = 29.1e-6
+    block_tokens: int = 16
+    relay_s: float = 1e-3
+    slot_scope: str = "running"
+
+    def __post_init__(self) -> None:
+        one_of("slot_scope", self.slot_scope, SLOT_SCOPES)
+        load_gpu(self.gpu)
+        load_link(self.link)
+        positive_int("tp", self.tp, upper=1024)
+        positive_number("prefill_mfu", self.prefill_mfu, upper=1.0)
+        positive_int("prefill_servers", self.prefill_servers, upper=100_000, allow_zero=True)
+        for name in ("decode_step_overhead_s", "posting_base_s", "posting_per_block_s", "relay_s"):
+            positive_number(name, getattr(self, name), allow_zero=True, upper=60.0)
+        positive_int("block_tokens", self.block_tokens, upper=1_000_000)
+
+    def posting_s(self, prompt_tokens: int) -> float:
+        """Posting work on the decode loop for one request's blocks."""
+        return self.posting_base_s + self.posting_per_block_s * math.ceil(prompt_tokens / self.block_tokens)
+
+
+# ------------------------------------------------------------------ arrivals
+
+
+def read_trace(path: str | Path) -> pd.DataFrame:
+    """Read an arrival trace: CSV with columns ``arrival_s``, ``prompt_tokens``,
+    ``output_tokens`` (a header row; times non-decreasing, counts >= 1)."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read the trace ({exc.__class__.__name__})") from None
+    rows = list(csv.reader(text.splitlines()))
+    want = ["arrival_s", "prompt_tokens", "output_tokens"]
+    if not rows or [c.strip() for c in rows[0]] != want:
+        raise ConfigError(f"{path}: line 1: expected the header {','.join(want)}; got {','.join(rows[0]) if rows else 'an empty file'}")
+    out, last = [], 0.0
+    for line, row in enumerate(rows[1:], start=2):
+        if not row or all(not c.strip() for c in row):
+            continue
+        if len(row) != 3:
+            raise ConfigError(f"{path}: line {line}: expected 3 fields ({','.join(want)}); got {len(row)}")
+        try:
+            t = float(row[0])
+            p, o = int(row[1]), int(row[2])
+        except ValueError:
+            raise ConfigError(f"{path}: line {line}: expected a number and two integers; got {','.join(row)}") from None
+        if not math.isfinite(t) or t < 0:
+            raise ConfigError(f"{path}: line {line}: arrival_s: expected a finite number >= 0; got {row[0]}")
+        if t < last:
+            raise ConfigError(f"{path}: line {line}: arrival_s: expected non-decreasing times; got {t} after {last}")
+        if not 1 <= p <= 10_000_000:
+            raise ConfigError(f"{path}: line {line}: prompt_tokens: expected 1 to 10,000,000; got {p}")
+        if not 1 <= o <= 1_000_000:
+            raise ConfigError(f"{path}: line {line}: output_tokens: expected 1 to 1,000,000; got {o}")
+        out.append((t, p, o))
+        last = t
+    if not out:
+        raise ConfigError(f"{path}: no requests after the header")
+    return pd.DataFrame(out, columns=want)
+
+
+def arrivals(*, qps: float, num_prompts: int, prompt_tokens: int, out_tokens: int, process: str = "poisson",
+             seed: int = 0) -> pd.DataFrame:
+    """Arrival times (``poisson`` with a seeded generator, or ``constant``)."""
+    qps = positive_number("qps", qps, upper=1e6)
+    num_prompts = positive_int("num_prompts", num_prompts, upper=1_000_000)
+    prompt_tokens = positive_int("prompt_tokens", prompt_tokens, upper=10_000_000)
+    out_tokens = positive_int("out_tokens", out_tokens, upper=1_000_000)
+    process = one_of("arrival", process, ("poisson", "constant"))
+    if process == "constant":
+        times = np.arange(num_prompts) / qps
+    else:
+        rng = np.random.default_rng(positive_int("seed", seed, allow_zero=True, upper=2**63 - 1))
+        times = np.cumsum(rng.exponential(1.0 / qps, num_prompts))
+        times -= times[0]
+    return pd.DataFrame({"arrival_s": times, "prompt_tokens": prompt_tokens, "output_tokens": out_tokens})
+
+
+# --------------------------------------------------------------- simulation
+
+
+@dataclass
+class _Req:
+    i: int
+    arrival: float
+    prompt: int
+    out: int
+    prefill_start: float = math.nan
+    prefill_end: float = math.nan
+    slot_request: float = math.nan
+    slot_start: float = math.nan
+    posting_start: float = math.nan
+    posting_end: float = math.nan
+    ready: float = math.nan
+    first_token: float = math.nan
+    last_token: float = math.nan
+    generated: int = 0
+    first_iter: int = -1
+    last_iter: int = -1
+    slot_from: int = -1  # the request whose slot this one took (-1: a free slot)
+    prefill_server: int = -1
+    prefill_after: int = -1  # the previous request on the same prefill server
+    thread_after: int = -1  # the previous job on the posting thread
+
+
+@dataclass
+class LoadResult:
+    """Per-request table, summary, and the loop's timeline."""
+
+    requests: pd.DataFrame
+    summary: dict[str, Any]
+    timeline: pd.DataFrame
+    config: dict[str, Any] = field(default_factory=dict)
+    _trace: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    def graph(self) -> nx.DiGraph:
+        """The realised run as an event graph (see :func:`run_graph`)."""
+        return run_graph(self)
+
+
+def loadtest(model: ModelSpec | str, *, handoff: str, qps: float | None = None, prompt_tokens: int | None = None,
+             out_tokens: int | None = None, num_prompts: int | None = None, max_num_seqs: int = 8,
+             seed: int = 0, arrival: str = "poisson", trace: str | Path | pd.DataFrame | None = None,
+             params: LoadModel | None = None, **overrides) -> LoadResult:
+    """Simulate a load test; return per-request rows and a summary.
+
+    Either ``qps``, ``prompt_tokens``, ``out_tokens`` and ``num_prompts``
+    (with ``arrival`` ``"poisson"`` or ``"constant"`` and ``seed``), or a
+    ``trace`` (a CSV path or a DataFrame with ``arrival_s``,
+    ``prompt_tokens``, ``output_tokens``). ``overrides`` replace fields of
+    ``params`` (a :class:`LoadModel`).
+
+    The summary has ``ttft_p50_s``, ``ttft_p90_s``, ``ttft_p99_s``,
+    ``tpot_p50_s`` (likewise), ``slots_held_mean`` (time average),
+    ``waiting_peak`` and ``waiting_mean`` (requests waiting for a slot),
+    ``loop_posting_share`` (fraction of the loop's time spent posting),
+    ``throughput_rps`` and ``time_in_slot_mean_s``.
+    """
+    model = load_model(model)
+    handoff = one_of("handoff", handoff, HANDOFFS)
+    params = replace(params or LoadModel(), **overrides)
+    max_num_seqs = positive_int("max_num_seqs", max_num_seqs, upper=1_000_000)
+    if trace is not None:
+        table = trace if isinstance(trace, pd.DataFrame) else read_trace(trace)
+    else:
+        missing = [n for n, v in (("qps", qps), ("prompt_tokens", prompt_tokens), ("out_tokens", out_tokens),
+                                  ("num_prompts", num_prompts)) if v is None]
+        if missing:
+            raise ConfigError(f"{missing[0]}: required unless a trace is given")
+        table = arrivals(qps=qps, num_prompts=num_prompts, prompt_tokens=prompt_tokens, out_tokens=out_tokens,
+                         process=arrival, seed=seed)
+    cost = CostModel(gpu=params.gpu, mfu=params.prefill_mfu)
+    link = load_link(params.link)
+    sim = _Simulation(model, cost, link, params, handoff, max_num_seqs, table)
+    sim.run()
+    return sim.result(qps=qps, seed=seed, arrival=arrival if trace is None else "trace")
+
+
+class _Simulation:
+    """The discrete-event simulation. All state lives on the instance; ties
+    break by (time, event order, request index), so runs are deterministic."""
+
+    def __init__(self, model, cost, link, params, handoff, max_num_seqs, table) -> None:
+        self.model, self.cost, self.link, self.p = model, cost, link, params
+        self.handoff, self.slots = handoff, max_num_seqs
+        self.reqs = [_Req(i, float(r.arrival_s), int(r.prompt_tokens), int(r.output_tokens))
+                     for i, r in enumerate(table.itertuples(index=False))]
+        self.events: list[tuple[float, int, int, str, int]] = []
+        self.seq = 0
+        self.free_slots = max_num_seqs
+        self.slot_queue: list[int] = []  # FIFO of requests waiting for a slot
+        self.last_release: list[int] = []  # requests whose slots were freed and not yet taken (stack of ids)
+        self.prefill_free_at: list[float] = [0.0] * params.prefill_servers
+        self.prefill_last: list[int] = [-1] * params.prefill_servers
+        self.thread_free_at = 0.0
+        self.thread_last = -1
+        self.pending_posting: list[int] = []
+        self.ready_queue: list[int] = []
+        self.running: list[int] = []
+        self.loop_busy = False
+        self.iterations: list[dict] = []
+        self.waiting_log: list[tuple[float, int]] = [(0.0, 0)]
+        self.held_log: list[tuple[float, int]] = [(0.0, 0)]
+        self.held = 0
+        self._prefill_s: dict[int, float] = {}
+        self._transfer_s: dict[int, float] = {}
+
+    # -- helpers
+    def push_event(self, t: float, kind: str, i: int) -> None:
+        order = {"release": 0, "ready": 1, "posted": 2, "prefilled": 3, "relayed": 4, "arrive": 5, "loop": 6}[kind]
+        heapq.heappush(self.events, (t, order, self.seq, kind, i))
+        self.seq += 1
+
+    def prefill_s(self, prompt: int) -> float:
+        if prompt not in self._prefill_s:
+            self._prefill_s[prompt] = self.cost.prefill_s(self.model, prompt) / self.p.tp
+        return self._prefill_s[prompt]
+
+    def transfer_s(self, prompt: int) -> float:
+        if prompt not in self._transfer_s:
+            nbytes = sum(handoff_bytes(self.model, prompt_tokens=prompt).values())
+            self._transfer_s[prompt] = self.link.transfer_s(nbytes / self.p.tp)
+        return self._transfer_s[prompt]
+
+    def step_s(self, contexts: list[int]) -> float:
+        return self.p.decode_step_overhead_s + self.cost.decode_step_s(self.model, contexts) / self.p.tp
+
+    def log_waiting(self, t: float) -> None:
+        self.waiting_log.append((t, len(self.slot_queue)))
+
+    def log_held(self, t: float, delta: int) -> None:
+        self.held += delta
+        self.held_log.append((t, self.held))
+
+    # -- slots
+    def want_slot(self, t: float, i: int) -> None:
+        r = self.reqs[i]
+        r.slot_request = t
+        if self.free_slots > 0 and not self.slot_queue:
+            self.take_slot(t, i)
+        else:
+            self.slot_queue.append(i)
+            self.log_waiting(t)
+
+    def take_slot(self, t: float, i: int) -> None:
+        r = self.reqs[i]
+        self.free_slots -= 1
+        r.slot_start = t
+        r.slot_from = self.last_release.pop() if self.last_release else -1
+        self.log_held(t, +1)
+        if self.p.slot_scope == "running":
+            self.join(t, i)
+        elif self.handoff == "push":
+            self.start_prefill(t, i)
+        else:
+            self.post(t, i)
+
+    def post(self, t: float, i: int) -> None:
+        """Queue pull's posting work: on the loop, or on the posting thread."""
+        r = self.reqs[i]
+        if self.handoff == "pull":
+            self.pending_posting.append(i)
+            self.kick_loop(t)
+            return
+        start = max(t, self.thread_free_at)
+        r.posting_start = start
+        r.posting_end = start + self.p.posting_s(r.prompt)
+        self.thread_free_at = r.posting_end
+        r.thread_after = self.thread_last
+        self.thread_last = i
+        self.push_event(r.posting_end, "posted", i)
+
+    def join(self, t: float, i: int) -> None:
+        """The request may run from the next loop iteration."""
+        self.ready_queue.append(i)
+        self.kick_loop(t)
+
+    def release_slot(self, t: float, i: int) -> None:
+        self.free_slots += 1
+        self.last_release.append(i)
+        self.log_held(t, -1)
+        while self.free_slots > 0 and self.slot_queue:
+            j = self.slot_queue.pop(0)
+            self.log_waiting(t)
+            self.take_slot(t, j)
+        if self.free_slots > 0:
+            self.last_release.clear()
+
+    # -- prefill
+    def start_prefill(self, t: float, i: int) -> None:
+        r = self.reqs[i]
+        if self.p.prefill_servers == 0:
+            start = t
+        else:
+            k = min(range(self.p.prefill_servers), key=lambda s: (max(self.prefill_free_at[s], t), s))
+            start = max(self.prefill_free_at[k], t)
+            r.prefill_server, r.prefill_after = k, self.prefill_last[k]
+            self.prefill_free_at[k] = start + self.prefill_s(r.prompt)
+            self.prefill_last[k] = i
+        r.prefill_start = start
+        r.prefill_end = start + self.prefill_s(r.prompt)
+        self.push_event(r.prefill_end, "prefilled", i)
+
+    # -- the decode loop
+    def kick_loop(self, t: float) -> None:
+        if not self.loop_busy:
+            self.loop_busy = True
+            self.push_event(t, "loop", -1)
+
+    def iterate(self, t: float) -> None:
+        posting = list(self.pending_posting)
+        self.pending_posting.clear()
+        joining = sorted(self.ready_queue)
+        self.ready_queue.clear()
+        start = t
+        for i in posting:
+            r = self.reqs[i]
+            r.posting_start = t
+            t = t + self.p.posting_s(r.prompt)
+            r.posting_end = t
+            self.push_event(t, "posted", i)
+        self.running.extend(joining)
+        k = len(self.iterations)
+        step = 0.0
+        if self.running:
+            contexts = [self.reqs[i].prompt + self.reqs[i].generated for i in self.running]
+            step = self.step_s(contexts)
+        end = t + step
+        self.iterations.append({"iteration": k, "start_s": start, "posting_s": t - start, "step_s": step,
+                                "end_s": end, "running": len(self.running), "joined": joining,
+                                "posted": posting, "members": list(self.running)})
+        finished = []
+        for i in self.running:
+            r = self.reqs[i]
+            r.generated += 1
+            if r.generated == 1:
+                r.first_token, r.first_iter = end, k
+            if r.generated == r.out:
+                r.last_token, r.last_iter = end, k
+                finished.append(i)
+        self.running = [i for i in self.running if i not in set(finished)]
+        self.push_event(end, "loop", -1)
+        self._finishing = finished
+
+    def run(self) -> None:
+        for r in self.reqs:
+            self.push_event(r.arrival, "arrive", r.i)
+        self._finishing: list[int] = []
+        while self.events:
+            t, _, _, kind, i = heapq.heappop(self.events)
+            reserved = self.p.slot_scope == "reserved"
+            if kind == "arrive":
+                if self.handoff == "push" and reserved:
+                    self.want_slot(t, i)
+                else:
+                    self.start_prefill(t, i)
+            elif kind == "prefilled":
+                if self.handoff == "push":
+                    self.push_event(t + self.transfer_s(self.reqs[i].prompt), "ready", i)
+                else:
+                    self.push_event(t + self.p.relay_s, "relayed", i)
+            elif kind == "relayed":
+                if reserved:
+                    self.want_slot(t, i)
+                else:
+                    self.post(t, i)
+            elif kind == "posted":
+                self.push_event(t + self.transfer_s(self.reqs[i].prompt), "ready", i)
+            elif kind == "ready":
+                self.reqs[i].ready = t
+                if reserved:
+                    self.join(t, i)
+                else:
+                    self.want_slot(t, i)
+            elif kind == "loop":
+                for j in self._finishing:  # slots free at the end of the step that finished them
+                    self.release_slot(t, j)
+                self._finishing = []
+                if self.pending_posting or self.ready_queue or self.running:
+                    self.iterate(t)
+                else:
+                    self.loop_busy = False
+
+    # -- results
+    def result(self, **meta) -> LoadResult:
+        rows = []
+        for r in self.reqs:
+            tpot = (r.last_token - r.first_token) / (r.out - 1) if r.out > 1 else math.nan
+            slot_wait = r.slot_start - r.slot_request
+            before_prefill = self.handoff == "push" and self.p.slot_scope == "reserved"
+            inside_handoff = self.handoff != "push" and self.p.slot_scope == "reserved"
+            parts = {"prefill_queue_s": r.prefill_start - (r.slot_start if before_prefill else r.arrival),
+                     "prefill_s": r.prefill_end - r.prefill_start,
+                     "handoff_s": r.ready - r.prefill_end - (slot_wait if inside_handoff else 0.0),
+                     "slot_wait_s": slot_wait}
+            rows.append({"request": r.i, "arrival_s": r.arrival, "prompt_tokens": r.prompt, "output_tokens": r.out,
+                         "ttft_s": r.first_token - r.arrival, **parts,
+                         "decode_s": r.first_token - max(r.ready, r.slot_start),
+                         "tpot_s": tpot, "slot_start_s": r.slot_start, "slot_end_s": r.last_token,
+                         "time_in_slot_s": r.last_token - r.slot_start, "finish_s": r.last_token})
+        df = pd.DataFrame(rows)
+        timeline = _step_series(self.held_log, "slots_held").merge(
+            _step_series(self.waiting_log, "waiting"), on="time_s", how="outer").sort_values("time_s").ffill()
+        end = float(df.finish_s.max())
+        held_mean = _time_average(self.held_log, end)
+        loop_time = sum(it["end_s"] - it["start_s"] for it in self.iterations)
+        posting = sum(it["posting_s"] for it in self.iterations)
+        tpot = df.tpot_s.dropna()
+        summary = {
+            "handoff": self.handoff, "requests": len(df), "max_num_seqs": self.slots,
+            **{f"ttft_p{q}_s": float(np.percentile(df.ttft_s, q)) for q in (50, 90, 99)},
+            "ttft_mean_s": float(df.ttft_s.mean()),
+            **{f"tpot_p{q}_s": float(np.percentile(tpot, q)) if len(tpot) else math.nan for q in (50, 90, 99)},
+            "slots_held_mean": held_mean,
+            "waiting_peak": int(max(n for _, n in self.waiting_log)),
+            "waiting_mean": _time_average(self.waiting_log, end),
+            "loop_posting_share": posting / loop_time if loop_time else 0.0,
+            "throughput_rps": len(df) / (end - float(df.arrival_s.min())) if end > df.arrival_s.min() else math.nan,
+            "time_in_slot_mean_s": float(df.time_in_slot_s.mean()),
+            "makespan_s": end,
+        }
+        return LoadResult(requests=df, summary=summary, timeline=timeline, config={**meta, "model": self.model.name},
+                          _trace={"reqs": self.reqs, "iterations": self.iterations, "params": self.p,
+                                  "handoff": self.handoff, "prefill_s": self.prefill_s, "transfer_s": self.transfer_s})
+
+
+def _step_series(log: list[tuple[float, int]], name: str) -> pd.DataFrame:
+    df = pd.DataFrame(log, columns=["time_s", name])
+    return df.groupby("time_s", as_index=False).last()
+
+
+def _time_average(log: list[tuple[float, int]], end: float) -> float:
+    df = _step_series(log, "n")
+    t = np.append(df.time_s.to_numpy(), end)
+    dt = np.diff(t)
+    span = end - t[0]
+    return float((df.n.to_numpy() * dt).sum() / span) if span > 0 else 0.0
+
+
+# --------------------------------------------------------------- the graph
+
+
+def run_graph(result: LoadResult) -> nx.DiGraph:
+    """The realised run as an event graph in the core's form.
+
+    Nodes: each request's ``arrival`` (a wait of its arrival time), prefill,
+    router relay and transfer (``hop``/``send``), slot hand-over barrier,
+    posting work (on the loop, or on the posting thread), its ``ready``
+    barrier and ``token``; the loop's iterations as a chain of ``decode``
+    step nodes (``request=None``, ``device="decode-loop"``). Edges carry the
+    realised order: the loop chain, the prefill server and posting thread
+    order, slot hand-overs (a freed slot's last step to its next holder).
+    Scheduling it gives every simulated time back; tests prove it.
+    """
+    tr = result._trace
+    reqs, iterations, p, handoff = tr["reqs"], tr["iterations"], tr["params"], tr["handoff"]
+    G = nx.DiGraph(workload="loadtest", handoff=handoff, model=result.config.get("model"))
+    step_node = {}
+    prev = None
+    for it in iterations:
+        k = it["iteration"]
+        start = add_event(G, f"loop:{k}:start", kind="barrier", device="decode-loop", operator="iteration")
+        if prev is not None:
+            add_dep(G, prev, start, "program")
+        last = start
+        for i in it["posted"]:
+            node = add_event(G, f"r{i}:posting", kind="hop", request=i, device="decode-loop", operator="posting",
+                             duration_s=p.posting_s(reqs[i].prompt))
+            add_dep(G, last, node, "program")
+            last = node
+        step = add_event(G, f"loop:{k}:step", kind="decode", device="decode-loop", operator="step",
+                         duration_s=it["step_s"], running=it["running"])
+        add_dep(G, last, step, "program")
+        step_node[k] = step
+        prev = step
+    reserved = p.slot_scope == "reserved"
+    wake_post, wake_join = {}, {}
+    for r in reqs:
+        i = r.i
+        arr = add_event(G, f"r{i}:arrival", kind="wait", request=i, operator="arrival", duration_s=r.arrival)
+        pre = add_event(G, f"r{i}:prefill", kind="prefill", request=i, device=f"prefill-{max(r.prefill_server, 0)}",
+                        duration_s=tr["prefill_s"](r.prompt))
+        slot = add_event(G, f"r{i}:slot", kind="barrier", request=i, device="decode", operator="slot")
+        ready = add_event(G, f"r{i}:ready", kind="barrier", request=i, device="decode", operator="ready")
+        send = add_event(G, f"r{i}:transfer", kind="send", request=i, device="link", duration_s=tr["transfer_s"](r.prompt))
+        token = add_event(G, f"r{i}:token", kind="token", request=i, device="decode")
+        if r.slot_from >= 0:
+            add_dep(G, step_node[reqs[r.slot_from].last_iter], slot, "resource")
+        if r.prefill_server >= 0 and r.prefill_after >= 0:
+            add_dep(G, f"r{r.prefill_after}:prefill", pre, "resource")
+        if handoff == "push":
+            path = [arr, slot, pre, send, ready] if reserved else [arr, pre, send, ready, slot]
+        else:
+            relay = add_event(G, f"r{i}:relay", kind="hop", request=i, device="router", operator="relay",
+                              duration_s=p.relay_s)
+            if handoff == "pull":
+                post = f"r{i}:posting"  # on the loop chain
+            else:
+                post = add_event(G, f"r{i}:posting", kind="hop", request=i, device="posting-thread",
+                                 operator="posting", duration_s=p.posting_s(r.prompt))
+                if r.thread_after >= 0:
+                    add_dep(G, f"r{r.thread_after}:posting", post, "resource")
+            path = [arr, pre, relay, slot, post, send, ready] if reserved else [arr, pre, relay, post, send, ready, slot]
+            wake_post[i] = path[path.index(post) - 1]
+        for u, v in zip(path, path[1:]):
+            add_dep(G, u, v, "data")
+        wake_join[i] = ready if reserved else slot
+        add_dep(G, wake_join[i], step_node[r.first_iter], "data")
+        add_dep(G, step_node[r.first_iter], token, "data")
+    # an idle loop wakes on the event that restarts it
+    for it in iterations:
+        k = it["iteration"]
+        for w in [wake_post[i] for i in it["posted"]] + [wake_join[i] for i in it["joined"]]:
+            add_dep(G, w, f"loop:{k}:start", "data")
+    return G
