@@ -287,8 +287,8 @@ def plan(model: str | ModelSpec, *, qps: float, prompt_tokens: int, out_tokens: 
     kv_dtype
         Store the KV cache in this dtype (e.g. ``"fp8"``).
     gpu
-        Decode GPU, for the memory check (default: the cost model's
-        calibration device, 80 GB of HBM).
+        Decode GPU, for the memory check (default ``"h200"``, 141 GB: the
+        push vs pull study's servers, as in :class:`~depgraph.loadtest.LoadModel`).
     gpu_memory_utilization
         Share of HBM the engine may use for weights and KV, in (0, 1]
         (default 0.9, vLLM's default). Activations are not counted otherwise.
@@ -310,7 +310,9 @@ def plan(model: str | ModelSpec, *, qps: float, prompt_tokens: int, out_tokens: 
     >>> round(pull.transfer_s * 1e3, 1), round(pull.total_bytes / 1e9, 1)
     (10.5, 4.2)
     """
-    from .cost import DEFAULT_GPU
+    from .loadtest import LoadModel
+
+    DEFAULT_GPU = LoadModel().gpu
 
     qps = positive_number("qps", qps, upper=_MAX_QPS)
     prompt_tokens = positive_int("prompt_tokens", prompt_tokens, upper=_MAX_TOKENS)
@@ -389,7 +391,7 @@ def add_capacity_command(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--headroom", type=_number(float, "--headroom"), default=0.8, metavar="H",
                    help="share of --max-num-seqs to stay under, in (0, 1] (default 0.8)")
     p.add_argument("--kv-dtype", default=None, help="store KV in this dtype, e.g. fp8")
-    p.add_argument("--gpu", default=None, help="decode GPU for the memory check (default: the calibration device)")
+    p.add_argument("--gpu", default=None, help="decode GPU for the memory check (default h200, the study's)")
     p.add_argument("--gpu-memory-utilization", type=_number(float, "--gpu-memory-utilization"), default=0.9,
                    metavar="U", help="share of HBM for weights and KV, in (0, 1] (default 0.9, as vLLM)")
     p.add_argument("--json", action="store_true", help="print the plan as one JSON object")

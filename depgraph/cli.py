@@ -92,6 +92,27 @@ def _build_parser() -> argparse.ArgumentParser:
     add_sweep_command(sub)
     add_capacity_command(sub)
 
+    p = sub.add_parser("loadtest", help="simulate a push/pull load test against a decode server")
+    p.add_argument("model")
+    p.add_argument("--handoff", required=True, help="push, pull or pull-thread")
+    p.add_argument("--qps", type=_number(float, "--qps"), default=None, help="request rate (requests per second)")
+    p.add_argument("--prompt-tokens", type=_number(int, "--prompt-tokens"), default=None, metavar="N")
+    p.add_argument("--out-tokens", type=_number(int, "--out-tokens"), default=None, metavar="M")
+    p.add_argument("--num-prompts", type=_number(int, "--num-prompts"), default=None, metavar="R")
+    p.add_argument("--max-num-seqs", type=_number(int, "--max-num-seqs"), default=8, metavar="S")
+    p.add_argument("--tp", type=_number(int, "--tp"), default=8, metavar="P")
+    p.add_argument("--link", default="50GBps", help="per-GPU link (default 50GBps)")
+    p.add_argument("--seed", type=_number(int, "--seed"), default=0)
+    p.add_argument("--arrival", default="poisson", help="poisson or constant")
+    p.add_argument("--trace", default=None, help="CSV of arrival_s,prompt_tokens,output_tokens (replaces --qps ...)")
+    p.add_argument("--prefill-servers", type=_number(int, "--prefill-servers"), default=0,
+                   help="prefill servers (0: the prefill pool never queues)")
+    p.add_argument("--slot-scope", default="running", help="running or reserved")
+    p.add_argument("--plot", default=None, help="write TTFT and slots held over time to this PNG/SVG")
+    p.add_argument("--perfetto", default=None, help="write the realised run as a Perfetto trace (.json)")
+    p.add_argument("--requests-csv", default=None, help="write the per-request table to this CSV")
+    p.add_argument("--json", action="store_true")
+
     p = sub.add_parser("reproduce", help="reproduce the studies into a results folder")
     p.add_argument("out", nargs="?", default="results")
     p.add_argument("--scenarios", default=None, help="folder holding single.toml and replay.toml "
@@ -265,6 +286,47 @@ def _cmd_reproduce(args) -> int:
     return 0
 
 
+def _cmd_loadtest(args) -> int:
+    from .loadtest import loadtest
+    from .report import _atomic_write_text, _save_figure
+
+    for flag, value, suffixes in (("--plot", args.plot, (".png", ".svg", ".pdf")), ("--perfetto", args.perfetto, (".json",)),
+                                  ("--requests-csv", args.requests_csv, (".csv",))):
+        if value is not None and Path(value).suffix.lower() not in suffixes:
+            raise DepgraphError(f"{flag}: expected a file ending in {' or '.join(suffixes)}; got {value!r}")
+    result = loadtest(args.model, handoff=args.handoff, qps=args.qps, prompt_tokens=args.prompt_tokens,
+                      out_tokens=args.out_tokens, num_prompts=args.num_prompts, max_num_seqs=args.max_num_seqs,
+                      seed=args.seed, arrival=args.arrival, trace=args.trace, tp=args.tp, link=args.link,
+                      prefill_servers=args.prefill_servers, slot_scope=args.slot_scope)
+    s = result.summary
+    if args.plot:
+        from .pushpull_plots import plot_loadtest
+
+        _save_figure(plot_loadtest(result), Path(args.plot))
+    if args.perfetto:
+        from .perfetto import to_perfetto
+        from .scheduler import schedule
+
+        to_perfetto(schedule(result.graph()), args.perfetto)
+    if args.requests_csv:
+        _atomic_write_text(Path(args.requests_csv), result.requests.to_csv(index=False, float_format="%.9g"))
+    if args.json:
+        print(json.dumps(s))
+        return 0
+    print(f"{result.config['model']}, {s['handoff']} handoff, {s['requests']} requests, max_num_seqs {s['max_num_seqs']}")
+    print(f"  TTFT   p50 {s['ttft_p50_s'] * 1e3:9.1f} ms   p90 {s['ttft_p90_s'] * 1e3:9.1f} ms   p99 {s['ttft_p99_s'] * 1e3:9.1f} ms")
+    print(f"  TPOT   p50 {s['tpot_p50_s'] * 1e3:9.2f} ms   p90 {s['tpot_p90_s'] * 1e3:9.2f} ms   p99 {s['tpot_p99_s'] * 1e3:9.2f} ms")
+    print(f"  slots held (mean) {s['slots_held_mean']:.2f} of {s['max_num_seqs']}; waiting for a slot: "
+          f"peak {s['waiting_peak']}, mean {s['waiting_mean']:.2f}")
+    print(f"  decode loop time spent posting handoffs: {100 * s['loop_posting_share']:.1f}%")
+    parts = result.requests[["prefill_queue_s", "prefill_s", "handoff_s", "slot_wait_s", "decode_s"]].mean()
+    print("  mean TTFT parts: " + ", ".join(f"{k[:-2]} {v * 1e3:.1f} ms" for k, v in parts.items()))
+    for flag, value in (("plot", args.plot), ("trace", args.perfetto), ("requests", args.requests_csv)):
+        if value:
+            print(f"  wrote {flag}: {value}")
+    return 0
+
+
 def _cmd_sweep(args) -> int:
     from .sweep import run_sweep_command
 
@@ -272,7 +334,7 @@ def _cmd_sweep(args) -> int:
 
 
 _COMMANDS = {"models": _cmd_models, "bytes": _cmd_bytes, "ttft": _cmd_ttft, "draw": _cmd_draw,
-             "trace": _cmd_trace, "sweep": _cmd_sweep, "reproduce": _cmd_reproduce,
+             "trace": _cmd_trace, "sweep": _cmd_sweep, "loadtest": _cmd_loadtest, "reproduce": _cmd_reproduce,
              "capacity": run_capacity_command}
 
 

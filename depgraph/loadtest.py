@@ -213,6 +213,11 @@ class LoadResult:
     config: dict[str, Any] = field(default_factory=dict)
     _trace: dict[str, Any] = field(default_factory=dict, repr=False)
 
+    @property
+    def timeline_running_max(self) -> int:
+        """The largest decode batch the loop ran."""
+        return max((it["running"] for it in self._trace.get("iterations", ())), default=0)
+
     def graph(self) -> nx.DiGraph:
         """The realised run as an event graph (see :func:`run_graph`)."""
         return run_graph(self)

@@ -19,6 +19,9 @@
 ``interleaved``
     the mean first-token time over the ``K`` requests; ``ttft_last_s`` is
     the last request's.
+``loadtest``
+    one row (policy ``-``) with the push/pull load test's summary; ``ttft_s``
+    is the mean over requests (:func:`depgraph.loadtest.loadtest`).
 
 >>> from depgraph.replay import run_point
 >>> rows = run_point({"model": "qwen3.6-35b-a3b", "prompt_tokens": 1024, "link": "25g", "mfu": 1.0,
@@ -44,7 +47,7 @@ from .workloads import (continuous_batching, expected_step_admission, interleave
 
 __all__ = ["run_point", "WORKLOADS", "build"]
 
-WORKLOADS = ("single", "speculative", "batch", "interleaved", "pipeline")
+WORKLOADS = ("single", "speculative", "batch", "interleaved", "pipeline", "loadtest")
 
 
 @lru_cache(maxsize=32)
@@ -86,11 +89,29 @@ def _analyses(S: Schedule) -> dict[str, float]:
     }
 
 
+def _loadtest_row(point: dict[str, Any]) -> dict[str, Any]:
+    """One row for a push/pull load-test point: its summary (``frontier_max``
+    is the largest decode batch the loop ran)."""
+    from .loadtest import loadtest
+
+    r = loadtest(point["model"], handoff=point["handoff"], qps=point["qps"], prompt_tokens=point["prompt_tokens"],
+                 out_tokens=point["out_tokens"], num_prompts=point["num_prompts"],
+                 max_num_seqs=point["max_num_seqs"], seed=point["seed"], link=point["link"], tp=point["tp"],
+                 prefill_mfu=point["mfu"])
+    s = r.summary
+    keep = ("ttft_p50_s", "ttft_p90_s", "ttft_p99_s", "tpot_p50_s", "tpot_p90_s", "tpot_p99_s", "slots_held_mean",
+            "waiting_peak", "waiting_mean", "loop_posting_share", "throughput_rps", "time_in_slot_mean_s")
+    return {"policy": "-", "admission": "none", "ttft_s": s["ttft_mean_s"],
+            "frontier_max": int(r.timeline_running_max), **{k: s[k] for k in keep}}
+
+
 def run_point(point: dict[str, Any], *, cost: CostModel | None = None) -> list[dict[str, Any]]:
     """Rows for one grid point: one per policy and admission mode."""
     workload = point.get("workload", "single")
     if workload not in WORKLOADS:
         raise ConfigError(f"workload: expected one of {', '.join(WORKLOADS)}; got {workload!r}")
+    if workload == "loadtest":
+        return [_loadtest_row(point)]
     rows = []
     if workload != "batch":
         G = build(point, cost=cost)

@@ -40,7 +40,13 @@ batch          ``batch`` 1..4096 (running requests c),                ``c=8``
 interleaved    ``interleave`` 1..4096 (K), ``rule`` fifo|             ``K=16``
                request-order|layer-round-robin [fifo]
 pipeline       ``stages`` 2..1024, ``shared_link`` true|false [false]  ``pp4-shared``
+loadtest       ``handoff`` push|pull|pull-thread, ``qps`` > 0,        ``pull,qps=8``
+               ``out_tokens`` [128], ``num_prompts`` [400],
+               ``max_num_seqs`` [8], ``tp`` [8], ``seed`` [0]
 =============  =====================================================  =================
+
+For ``loadtest`` the grid's prompt tokens, link (per GPU) and MFU (of
+prefill) apply; timings do not (give ``["handoff"]``).
 
 The first parameter always appears in the label; the second only when it
 differs from its default (``k=3,draft=2``, ``c=8,hook=batch``,
@@ -116,15 +122,17 @@ class _Param:
     """One workload parameter: its type, range and default."""
 
     name: str
-    kind: str  # "int", "bool" or "choice"
+    kind: str  # "int", "float", "bool" or "choice"
     default: Any = _REQUIRED
-    lower: int = 1
-    upper: int = 0
+    lower: float = 1
+    upper: float = 0
     choices: tuple[str, ...] = ()
 
     def allowed(self) -> str:
         if self.kind == "int":
             return f"an integer in [{self.lower:,}, {self.upper:,}]"
+        if self.kind == "float":
+            return f"a number in ({self.lower:g}, {self.upper:g}]"
         if self.kind == "bool":
             return "true or false"
         return "one of " + ", ".join(self.choices)
@@ -139,6 +147,12 @@ WORKLOADS: dict[str, tuple[_Param, ...]] = {
     "interleaved": (_Param("interleave", "int", _REQUIRED, 1, 4096),
                     _Param("rule", "choice", "fifo", choices=("fifo", "request-order", "layer-round-robin"))),
     "pipeline": (_Param("stages", "int", _REQUIRED, 2, 1024), _Param("shared_link", "bool", False)),
+    # the push/pull load test (depgraph.loadtest): prompt_tokens and links come from the grid (the link is
+    # per GPU), the grid's MFU is the prefill MFU; timings do not apply (give ["handoff"])
+    "loadtest": (_Param("handoff", "choice", _REQUIRED, choices=("push", "pull", "pull-thread")),
+                 _Param("qps", "float", _REQUIRED, 0, 1e6), _Param("out_tokens", "int", 128, 1, 1_000_000),
+                 _Param("num_prompts", "int", 400, 1, 1_000_000), _Param("max_num_seqs", "int", 8, 1, 1_000_000),
+                 _Param("tp", "int", 8, 1, 1024), _Param("seed", "int", 0, 0, 2**63 - 1)),
 }
 
 
@@ -151,6 +165,10 @@ def _variant_label(workload: str, p: dict[str, Any]) -> str:
         return f"c={p['batch']}" + (f",hook={p['hook_scope']}" if p["hook_scope"] != "request" else "")
     if workload == "interleaved":
         return f"K={p['interleave']}" + (f",rule={p['rule']}" if p["rule"] != "fifo" else "")
+    if workload == "loadtest":
+        return f"{p['handoff']},qps={p['qps']:g}" + "".join(
+            f",{k}={p[k]}" for k, d in (("out_tokens", 128), ("num_prompts", 400), ("max_num_seqs", 8), ("tp", 8),
+                                        ("seed", 0)) if p[k] != d)
     return f"pp{p['stages']}-{'shared' if p['shared_link'] else 'private'}"
 
 
@@ -319,6 +337,14 @@ class _Checker:
                 raise self.fail(w, f"expected an integer in [{lower:,}, {upper:,}], got {got}")
         return self.distinct(items, [v for _, v in items], "value")
 
+    def floats(self, value: Any, where: str, lower: float, upper: float) -> tuple[float, ...]:
+        items = self.values(value, where)
+        for w, v in items:
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not (lower < v <= upper):
+                got = repr(v) if isinstance(v, (int, float, str)) else _type_name(v)
+                raise self.fail(w, f"expected a number in ({lower:g}, {upper:g}], got {got}")
+        return self.distinct(items, [float(v) for _, v in items], "value")
+
     def mfus(self, value: Any, where: str) -> tuple[float, ...]:
         items = self.values(value, where)
         for w, v in items:
@@ -394,6 +420,8 @@ class _Checker:
             w = f"{where}.{p.name}"
             if p.kind == "int":
                 values = self.ints(raw, w, p.lower, p.upper)
+            elif p.kind == "float":
+                values = self.floats(raw, w, p.lower, p.upper)
             elif p.kind == "bool":
                 items = self.values(raw, w)
                 for wi, v in items:

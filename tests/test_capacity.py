@@ -130,9 +130,9 @@ def test_decode_memory_per_slot_and_for_the_extra_slots():
     m = dg.load_model("qwen3-32b")
     weights = (m.total_params + m.embedding_params + m.lm_head_params) * 2 / 8
     assert p.weights_per_gpu_bytes == weights and 8.0e9 < weights < 8.4e9  # a 32.8B-parameter model in bf16 on 8 GPUs
-    assert p.gpu == "study-effective" and p.usable_hbm_bytes == 0.9 * 80e9
+    assert p.gpu == "h200" and p.usable_hbm_bytes == 0.9 * 141e9  # the study's decode GPU
     assert p.memory_needed_bytes == weights + 14 * per_slot
-    assert p.memory_fits and p.max_slots_in_memory == math.floor((72e9 - weights) / per_slot)
+    assert p.memory_fits and p.max_slots_in_memory == math.floor((0.9 * 141e9 - weights) / per_slot)
     assert "raise max_num_seqs to 14 (+6 slots" in p.advice and p.advice.endswith("fits")
 
 
@@ -140,7 +140,7 @@ def test_memory_that_does_not_fit_says_so():
     # 100k-token prompts with 2,000-token answers need 208 slots of 3.3 GB each.
     p = plan("qwen3-32b", tpot_s=PULL_TPOT_S, **{**STUDY, "prompt_tokens": 100_000, "out_tokens": 2_000})
     assert p.slots_needed == 208 and not p.memory_fits
-    assert p.max_slots_in_memory == 19 and "does NOT fit (memory holds 19 slots)" in p.advice
+    assert p.max_slots_in_memory == 35 and "does NOT fit (memory holds 35 slots)" in p.advice
 
 
 def test_larger_gpu_and_utilization_change_only_the_memory_check():
