@@ -70,7 +70,7 @@ BAD = [
     (scenario_text(top='name = "t"\nworkloads = []\n', workloads=""), "workloads: expected one or more [[workloads]] tables"),
     (scenario_text(grid=grid_with(models='["qwen3.6-35b-a3"]')), "did you mean 'qwen3.6-35b-a3b'?"),
     (scenario_text(workloads='[[workloads]]\nworkload = "batched"\nbatch = 8\n'),
-     "workloads[0].workload: expected one of single, speculative, batch, interleaved, pipeline; got 'batched' "
+     "workloads[0].workload: expected one of single, speculative, batch, interleaved, pipeline, loadtest; got 'batched' "
      "(did you mean 'batch'?)"),
     (scenario_text(workloads='[[workloads]]\nbatch = 8\n'), "workloads[0].workload: missing"),
     (scenario_text(workloads='[[workloads]]\nworkload = "single"\n[[workloads]]\nworkload = "pipeline"\nstagez = 2\n'),
