@@ -23,7 +23,7 @@ import pandas as pd
 from .cost import CostModel
 from .study import bytes_table, conv_head_start, plot_bytes, plot_gains, single_request_sweep, study_gains
 
-__all__ = ["Claim", "CLAIMS", "REPLAY_CLAIMS", "evaluate_claims", "write_reproduction"]
+__all__ = ["Claim", "CLAIMS", "REPLAY_CLAIMS", "PUSHPULL_CLAIMS", "evaluate_claims", "write_reproduction"]
 
 _Q, _N, _D = "qwen3.6-35b-a3b", "nemotron-3-nano-30b-a3b", "qwen3-32b"
 
@@ -232,11 +232,61 @@ REPLAY_CLAIMS: tuple[Claim, ...] = (
 )
 
 
+def _pp(ctx, column, handoff, qps=8, tokens=16384):
+    t = ctx["pushpull"]
+    row = t[(t.handoff == handoff) & (t.qps == qps) & (t.prompt_tokens == tokens)]
+    return float(row[column].iloc[0])
+
+
+def _cap(ctx, field_name, **kw):
+    from .capacity import plan
+
+    args = {"qps": 8, "prompt_tokens": 16_000, "out_tokens": 128, "tpot_s": 10.4e-3, "max_num_seqs": 8,
+            "link": "50GBps", "tp": 8, **kw}
+    return getattr(plan("qwen3-32b", **args), field_name)
+
+
+_PULL = ("our pull queue for slots grows through the whole 50 s run at 8 req/s: the simulated server "
+         "holds fewer running requests than the study's while posting stalls its loop; see docs/calibration.md")
+
+PUSHPULL_CLAIMS: tuple[Claim, ...] = (
+    Claim("pp.bytes.16k", "16,000 tokens of Qwen3-32B are 4.2 GB", 4.2, "GB",
+          lambda c: _cap(c, "total_bytes") / 1e9, 0.05),
+    Claim("pp.transfer.16k", "they cross TP 8 at 50 GB/s per GPU in about 10.5 ms", 10.5, "ms",
+          lambda c: _cap(c, "transfer_s") * 1e3, 0.05),
+    Claim("pp.slots.pull", "slots held at 8 req/s, 128 tokens, 10.4 ms per token: 10.6", 10.6, "slots",
+          lambda c: _cap(c, "slots_held"), 0.05),
+    Claim("pp.slots.push", "and at 7.0 ms per token: 7.2", 7.2, "slots",
+          lambda c: _cap(c, "slots_held", tpot_s=7.0e-3), 0.05),
+    Claim("pp.loop_lost", "14.7 ms of posting per request at 8 req/s costs the loop 12%", 12, "%",
+          lambda c: 100 * 8 * c["posting_2k_s"], 0.5, "the posting cost is calibrated to 14.7 ms at 2,000 tokens"),
+    Claim("pp.thread_ratio", "moving posting to a thread: time per token 6.14 -> 5.52 ms (x0.899)", 0.899, "ratio",
+          lambda c: c["thread_ratio"], 0.03),
+    Claim("pp.tpot.push", "push, 8 req/s, 16k: 7.0 ms per token", 7.0, "ms",
+          lambda c: 1e3 * _pp(c, "tpot_p50_s", "push"), 0.2, "the per-step overhead is calibrated here"),
+    Claim("pp.tpot.pull", "pull, 8 req/s, 16k: 10.4 ms per token", 10.4, "ms",
+          lambda c: 1e3 * _pp(c, "tpot_p50_s", "pull"), 1.0,
+          "the posting cost at 16k is calibrated from this figure, assuming a full batch; ours runs fewer"),
+    Claim("pp.ttft.push", "push, 8 req/s, 16k: first token 540 ms", 540, "ms",
+          lambda c: 1e3 * _pp(c, "ttft_s", "push"), 55),
+    Claim("pp.ttft.pull", "pull, 8 req/s, 16k: first token 1,744 ms", 1744, "ms",
+          lambda c: 1e3 * _pp(c, "ttft_s", "pull"), 350, _PULL),
+    Claim("pp.ttft.ratio", "pull's first token is several times push's (1,744 / 540 = 3.2)", 3.2, "x",
+          lambda c: _pp(c, "ttft_s", "pull") / _pp(c, "ttft_s", "push"), 1.0, _PULL),
+    Claim("pp.waiting.push", "push: num_requests_waiting stays near zero at 8 req/s (time average)", 0, "requests",
+          lambda c: _pp(c, "waiting_mean", "push"), 1.0, "Poisson bursts queue a few requests for a moment"),
+    Claim("pp.low_load", "at 1 req/s push and pull match (16k: TTFT difference)", 0, "%",
+          lambda c: 100 * (_pp(c, "ttft_s", "pull", qps=1) / _pp(c, "ttft_s", "push", qps=1) - 1), 5,
+          "pull still pays its serial setup on the request's own path (relay 1 ms + posting 41 ms at 16k)"),
+)
+
+
 def evaluate_claims(ctx: dict) -> pd.DataFrame:
     """Evaluate every claim whose inputs ``ctx`` holds: the single-request
     claims need ``bytes``, ``gains`` and ``head_start``; the replay claims
     ``replay_gains`` and ``fig9``."""
-    claims = list(CLAIMS) + (list(REPLAY_CLAIMS) if "replay_gains" in ctx else [])
+    claims = (list(CLAIMS) + (list(REPLAY_CLAIMS) if "replay_gains" in ctx else [])
+              + (list(PUSHPULL_CLAIMS) if "pushpull" in ctx else []))
     return pd.DataFrame([claim.evaluate(ctx) for claim in claims])
 
 
@@ -301,6 +351,17 @@ def _scenarios_dir() -> Path:
     return here if here.is_dir() else Path.cwd() / "workloads"
 
 
+def _posting_context() -> dict:
+    """The posting figures the push/pull claims read: posting time at 2,000
+    tokens, and pull-thread over pull time per token at 2k, 8 req/s."""
+    from .loadtest import LoadModel, loadtest
+
+    kw = dict(qps=8, prompt_tokens=2000, out_tokens=128, num_prompts=300, max_num_seqs=64, seed=0)
+    pull = loadtest("qwen3-32b", handoff="pull", **kw).summary["tpot_p50_s"]
+    thread = loadtest("qwen3-32b", handoff="pull-thread", **kw).summary["tpot_p50_s"]
+    return {"posting_2k_s": LoadModel().posting_s(2000), "thread_ratio": thread / pull}
+
+
 def phase_curve(*, model: str = _Q, batch: int = 8, phases: int = 32, **kw) -> pd.DataFrame:
     """TTFT of a new request against the arrival phase (Figure 9, left)."""
     from .scheduler import schedule
@@ -332,12 +393,16 @@ def write_reproduction(out: str | Path, *, scenarios: str | Path | None = None, 
     say(f"scenarios from {folder}")
     single = sweep(folder / "single.toml", out_dir=out, workers=workers, progress=show_bars)
     replay = sweep(folder / "replay.toml", out_dir=out, workers=workers, progress=show_bars)
+    pushpull = sweep(folder / "pushpull.toml", out_dir=out, workers=workers, progress=show_bars) \
+        if (folder / "pushpull.toml").is_file() else None
     say("tables and claims")
     gains = study_gains(single)
     rgains = replay_gains(replay)
     ctx = {"gains": gains, "bytes": bytes_table(), "head_start": conv_head_start(), "single": single,
            "replay": replay, "replay_gains": rgains, "replay_summary": family_summary(rgains),
            "fig9": figure9_numbers(replay)}
+    if pushpull is not None:
+        ctx.update(pushpull=pushpull, **_posting_context())
     claims = evaluate_claims(ctx)
     tables = out / "tables"
     figures = out / "figures"
@@ -352,6 +417,10 @@ def write_reproduction(out: str | Path, *, scenarios: str | Path | None = None, 
                       ("fig7_mfu04_distributions", plot_fig7(rgains)), ("fig8_component_gain", plot_fig8(rgains)),
                       ("fig9_step_boundary", plot_fig9(ctx["fig9"], curve))]:
         _save_figure(fig, figures / f"{stem}.png")
+    if pushpull is not None:
+        from .pushpull_plots import plot_pushpull_sweep
+
+        _save_figure(plot_pushpull_sweep(pushpull), figures / "pushpull_sweep.png")
     _write_example_views(figures)
     report = _report_text(ctx, claims)
     path = out / "report.md"
@@ -511,6 +580,7 @@ requests when the new request is admitted under batch-scope hooks (per-layer rea
 
 ![Figure 9](figures/fig9_step_boundary.png)
 
+{_pushpull_section(ctx)}
 ## Views
 
 - `figures/fig5_*.svg`: the Figure 5 event graphs of each workload family (small instances).
@@ -523,6 +593,28 @@ requests when the new request is admitted under batch-scope hooks (per-layer rea
 Tables: `single.csv`, `replay.csv` (and `.parquet`), `tables/single_request_gains.csv`,
 `tables/replay_gains.csv`, `tables/replay_summary.csv`, `tables/figure9.csv`, `tables/bytes.csv`,
 `tables/claims.csv`.
+"""
+
+
+def _pushpull_section(ctx: dict) -> str:
+    t = ctx.get("pushpull")
+    if t is None:
+        return ""
+    cols = ["prompt_tokens", "handoff", "qps", "ttft_s", "ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "slots_held_mean",
+            "waiting_mean", "waiting_peak", "loop_posting_share"]
+    view = t[cols].copy()
+    for c in ("ttft_s", "ttft_p50_s", "ttft_p99_s", "tpot_p50_s"):
+        view[c.replace("_s", "_ms")] = view.pop(c) * 1e3
+    return f"""## Push vs pull under load (the second study's Role 3)
+
+Qwen3-32B on TP 8 at 50 GB/s per GPU, `--max-num-seqs 8`, 400 prompts, 128 output tokens
+(`workloads/pushpull.toml`, `pushpull.csv`). TTFT is the mean over requests; `waiting` is
+`num_requests_waiting` (requests waiting for a slot), averaged over time and at its peak.
+
+{_table_md(view, '{:.2f}')}
+
+![push vs pull](figures/pushpull_sweep.png)
+
 """
 
 

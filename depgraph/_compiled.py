@@ -1,0 +1,303 @@
+"""The event table: an event graph as columns, the form the scheduler runs on.
+
+An :class:`EventTable` holds the nodes in insertion order (their ids and
+attribute dicts, their durations) and the edges as position arrays with a
+kind code. It comes from a networkx graph (:meth:`EventTable.from_networkx`,
+which keeps the graph as its *base* and shares its attribute dicts) or from
+a builder that writes columns directly. Policies and resource resolution
+only ever *add* nodes and edges, so a derived table is its base plus a list
+of additions, and the networkx view (:meth:`EventTable.to_networkx`) is
+produced on demand: the base itself when nothing was added, else a copy with
+the additions, exactly the graph the networkx-level code would have built.
+
+A readiness policy is written against networkx (see :mod:`depgraph.policies`).
+:func:`apply_policy` runs that same rule on a :class:`PolicyOverlay`, an
+object with the few graph methods a rule uses, which records what the rule
+adds instead of copying the graph. A rule that needs anything else runs on
+a real networkx graph instead, with the same result.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Hashable, Iterator
+
+import networkx as nx
+import numpy as np
+
+from .graph import EDGE_KINDS, _check_duration
+
+__all__ = ["EventTable", "PolicyOverlay", "apply_policy", "EDGE_CODES"]
+
+#: Edge kind codes: the index in EDGE_KINDS, or OTHER for any other value.
+EDGE_CODES = {k: i for i, k in enumerate(EDGE_KINDS)}
+OTHER = len(EDGE_KINDS)
+POLICY = EDGE_CODES["policy"]
+RESOURCE = EDGE_CODES["resource"]
+
+
+def edge_code(kind: Any) -> int:
+    return EDGE_CODES.get(kind, OTHER) if isinstance(kind, str) else OTHER
+
+
+class EventTable:
+    """An event graph as columns (see the module docstring).
+
+    ``names`` and ``attrs`` are lists in insertion order (``attrs`` may be
+    produced on demand by ``make_attrs`` for tables built as columns),
+    ``duration_s`` a float array, ``src``/``dst`` edge position arrays and
+    ``edge_kind`` their kind codes; ``edge_attrs`` the attribute dict of each
+    edge where it is not just its kind.
+    """
+
+    __slots__ = ("_names", "_attrs", "_make_names", "_make_attrs", "duration_s", "src", "dst", "edge_kind",
+                 "graph", "base", "base_nodes", "base_edges", "_positions", "_edge_set", "_columns", "weight")
+
+    def __init__(self, *, names=None, attrs=None, duration_s, src, dst, edge_kind, graph=None, base=None,
+                 base_nodes=0, base_edges=0, make_names: Callable[[], list] | None = None,
+                 make_attrs: Callable[[], list] | None = None, columns: dict | None = None,
+                 weight: str = "duration_s"):
+        self._names, self._attrs = names, attrs
+        self._make_names, self._make_attrs = make_names, make_attrs
+        self.duration_s = duration_s
+        self.src, self.dst, self.edge_kind = src, dst, edge_kind
+        self.graph = dict(graph or {})
+        self.base, self.base_nodes, self.base_edges = base, base_nodes, base_edges
+        self._positions = None
+        self._edge_set = None
+        self._columns = dict(columns or {})
+        self.weight = weight
+
+    # ---------------------------------------------------------------- building
+
+    @classmethod
+    def from_networkx(cls, G: nx.DiGraph, *, weight: str = "duration_s") -> "EventTable":
+        """The table of ``G`` (checked: a DiGraph with a valid ``weight`` on every node)."""
+        from .errors import GraphError
+
+        if not isinstance(G, nx.DiGraph) or G.is_multigraph():
+            raise GraphError(f"graph: expected a networkx.DiGraph, got {type(G).__name__}")
+        names = list(G._node)
+        attrs = list(G._node.values())
+        durations = [_check_duration(n, d.get(weight), weight) for n, d in zip(names, attrs)]
+        position = {n: i for i, n in enumerate(names)}
+        src, dst, kinds = [], [], []
+        for u, nbrs in G._succ.items():
+            pu = position[u]
+            for v, d in nbrs.items():
+                src.append(pu)
+                dst.append(position[v])
+                kinds.append(edge_code(d.get("kind")))
+        table = cls(names=names, attrs=attrs, duration_s=np.asarray(durations, dtype=np.float64),
+                    src=np.asarray(src, dtype=np.int64), dst=np.asarray(dst, dtype=np.int64),
+                    edge_kind=np.asarray(kinds, dtype=np.int8), graph=G.graph, base=G,
+                    base_nodes=len(names), base_edges=len(src), weight=weight)
+        table._positions = position
+        return table
+
+    def extend(self, *, nodes: list[tuple[Hashable, dict]] = (), edges: list[tuple[Hashable, Hashable, dict]] = (),
+               graph: dict | None = None) -> "EventTable":
+        """A new table with ``nodes`` (id, attributes) and ``edges`` (u, v,
+        attributes) appended; neither may exist already."""
+        if not nodes and not edges and graph is None:
+            return self
+        names = self.names + [n for n, _ in nodes]
+        attrs = self.attrs + [d for _, d in nodes]
+        position = dict(self.positions)
+        for n, _ in nodes:
+            position[n] = len(position)
+        durations = [_check_duration(n, d.get(self.weight), self.weight) for n, d in nodes]
+        src = [position[u] for u, _, _ in edges]
+        dst = [position[v] for _, v, _ in edges]
+        kinds = [edge_code(d.get("kind")) for _, _, d in edges]
+        table = EventTable(
+            names=names, attrs=attrs,
+            duration_s=np.concatenate([self.duration_s, np.asarray(durations, dtype=np.float64)]),
+            src=np.concatenate([self.src, np.asarray(src, dtype=np.int64)]),
+            dst=np.concatenate([self.dst, np.asarray(dst, dtype=np.int64)]),
+            edge_kind=np.concatenate([self.edge_kind, np.asarray(kinds, dtype=np.int8)]),
+            graph=self.graph if graph is None else graph, base=self.base, base_nodes=self.base_nodes,
+            base_edges=self.base_edges, weight=self.weight)
+        table._positions = position
+        table._extra_edges = None
+        return table
+
+    # ---------------------------------------------------------------- reading
+
+    @property
+    def num_nodes(self) -> int:
+        return int(self.duration_s.size)
+
+    @property
+    def num_edges(self) -> int:
+        return int(self.src.size)
+
+    @property
+    def names(self) -> list:
+        if self._names is None:
+            self._names = self._make_names()
+        return self._names
+
+    @property
+    def attrs(self) -> list[dict]:
+        if self._attrs is None:
+            self._attrs = self._make_attrs()
+        return self._attrs
+
+    @property
+    def positions(self) -> dict:
+        if self._positions is None:
+            self._positions = {n: i for i, n in enumerate(self.names)}
+        return self._positions
+
+    def has_edge(self, u: Hashable, v: Hashable) -> bool:
+        if self.base is not None and u in self.base._succ and v in self.base._succ[u]:
+            return True
+        if self._edge_set is None:
+            start = self.base_edges if self.base is not None else 0
+            self._edge_set = set(zip(self.src[start:].tolist(), self.dst[start:].tolist()))
+        pos = self.positions
+        return u in pos and v in pos and (pos[u], pos[v]) in self._edge_set
+
+    def column(self, name: str, default: Any = None) -> list:
+        """One node attribute for every node, in insertion order."""
+        if name not in self._columns:
+            self._columns[name] = [d.get(name, default) for d in self.attrs]
+        return self._columns[name]
+
+    # ---------------------------------------------------------------- the view
+
+    def to_networkx(self) -> nx.DiGraph:
+        """The networkx graph this table stands for: the base graph itself if
+        nothing was added, else a copy of it with the additions."""
+        base = self.base
+        if base is not None and self.num_nodes == self.base_nodes and self.num_edges == self.base_edges \
+                and self.graph == base.graph:
+            return base
+        if base is not None:
+            H = base.copy()
+            first_node, first_edge = self.base_nodes, self.base_edges
+        else:
+            H = nx.DiGraph()
+            first_node, first_edge = 0, 0
+        H.graph.clear()
+        H.graph.update(self.graph)
+        names, attrs = self.names, self.attrs
+        H.add_nodes_from((names[i], dict(attrs[i])) for i in range(first_node, self.num_nodes))
+        kinds = self.edge_kind[first_edge:].tolist()
+        extra = getattr(self, "_edge_attrs", None) or {}
+        H.add_edges_from(
+            (names[u], names[v], extra.get(k + first_edge, {"kind": EDGE_KINDS[c]} if c < OTHER else {}))
+            for k, (u, v, c) in enumerate(zip(self.src[first_edge:].tolist(), self.dst[first_edge:].tolist(), kinds)))
+        return H
+
+
+class NeedsGraph(Exception):
+    """A policy rule used more of the graph than :class:`PolicyOverlay` offers."""
+
+
+class _NodeView:
+    __slots__ = ("_overlay",)
+
+    def __init__(self, overlay: "PolicyOverlay"):
+        self._overlay = overlay
+
+    def __call__(self, data: bool | str = False, default: Any = None) -> Iterator:
+        o = self._overlay
+        names, attrs = o.table.names, o.table.attrs
+        added = o.added_nodes
+        if data is True:
+            yield from zip(names, attrs)
+            yield from added
+        elif data is False:
+            yield from names
+            yield from (n for n, _ in added)
+        else:
+            yield from ((n, d.get(data, default)) for n, d in zip(names, attrs))
+            yield from ((n, d.get(data, default)) for n, d in added)
+
+    def __iter__(self) -> Iterator:
+        return self()
+
+    def __getitem__(self, n: Hashable) -> dict:
+        o = self._overlay
+        pos = o.table.positions.get(n)
+        if pos is not None:
+            return o.table.attrs[pos]
+        return o.added_attrs[n]
+
+    def __contains__(self, n: Hashable) -> bool:
+        return n in self._overlay
+
+
+class PolicyOverlay:
+    """A graph for a policy rule to read and add to, recording additions.
+
+    It offers what :mod:`depgraph.policies` uses: ``nodes`` (iterated with
+    or without data, indexed by id), ``in``, ``has_edge``, ``add_node``,
+    ``add_edge``, ``copy`` and ``graph``. Adding a node or an edge that
+    already exists (which would change attributes in place), or using any
+    other method, raises :class:`NeedsGraph`.
+    """
+
+    def __init__(self, table: EventTable, added_nodes=None, added_edges=None, graph=None):
+        self.table = table
+        self.added_nodes: list[tuple[Hashable, dict]] = list(added_nodes or [])
+        self.added_attrs = dict(self.added_nodes)
+        self.added_edges: list[tuple[Hashable, Hashable, dict]] = list(added_edges or [])
+        self._added_pairs = {(u, v) for u, v, _ in self.added_edges}
+        self.graph = dict(table.graph if graph is None else graph)
+
+    @property
+    def nodes(self) -> _NodeView:
+        return _NodeView(self)
+
+    def __contains__(self, n: Hashable) -> bool:
+        try:
+            return n in self.table.positions or n in self.added_attrs
+        except TypeError:  # unhashable
+            return False
+
+    def __iter__(self) -> Iterator:
+        return self.nodes()
+
+    def __len__(self) -> int:
+        return self.table.num_nodes + len(self.added_nodes)
+
+    def has_edge(self, u: Hashable, v: Hashable) -> bool:
+        return (u, v) in self._added_pairs or self.table.has_edge(u, v)
+
+    def add_node(self, n: Hashable, **attrs: Any) -> None:
+        if n in self:
+            raise NeedsGraph(f"add_node on existing node {n!r}")
+        self.added_nodes.append((n, attrs))
+        self.added_attrs[n] = attrs
+
+    def add_edge(self, u: Hashable, v: Hashable, **attrs: Any) -> None:
+        if u not in self or v not in self or self.has_edge(u, v):
+            raise NeedsGraph(f"add_edge {u!r} -> {v!r} on a missing node or an existing edge")
+        self.added_edges.append((u, v, attrs))
+        self._added_pairs.add((u, v))
+
+    def copy(self) -> "PolicyOverlay":
+        return PolicyOverlay(self.table, self.added_nodes, self.added_edges, self.graph)
+
+    def __getattr__(self, name: str) -> Any:
+        raise NeedsGraph(f"a policy rule used {name!r}")
+
+
+def apply_policy(table: EventTable, policy) -> EventTable:
+    """``policy.apply`` on the graph ``table`` stands for, as a table.
+
+    The rule runs on a :class:`PolicyOverlay` and its additions are appended
+    to ``table``; a rule that needs a real graph gets the networkx view.
+    """
+    try:
+        H = policy.apply(PolicyOverlay(table))
+        if not isinstance(H, PolicyOverlay) or H.table is not table:
+            raise NeedsGraph("the rule returned another graph")
+        for _, _, d in H.added_edges:
+            if set(d) - {"kind"}:
+                raise NeedsGraph("an added edge carries more than its kind")
+    except NeedsGraph:
+        return EventTable.from_networkx(policy.apply(table.to_networkx()), weight=table.weight)
+    return table.extend(nodes=H.added_nodes, edges=H.added_edges, graph=H.graph)

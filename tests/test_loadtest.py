@@ -1,0 +1,177 @@
+"""The push vs pull load model, as numbers (the second study's Role 3)."""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import depgraph as dg
+from depgraph.loadtest import HANDOFFS, LoadModel, arrivals, read_trace
+
+STUDY = dict(prompt_tokens=16384, out_tokens=128, num_prompts=400, max_num_seqs=8, seed=0)
+
+
+@pytest.fixture(scope="module")
+def at_8rps():
+    return {h: dg.loadtest("qwen3-32b", handoff=h, qps=8, **STUDY) for h in HANDOFFS}
+
+
+@pytest.fixture(scope="module")
+def at_1rps():
+    return {h: dg.loadtest("qwen3-32b", handoff=h, qps=1, **STUDY) for h in ("push", "pull")}
+
+
+def test_pull_runs_out_of_slots_at_8rps_and_push_does_not(at_8rps):
+    push, pull = at_8rps["push"].summary, at_8rps["pull"].summary
+    # The study measured 540 ms (push) and 1,744 ms (pull), 3.2x. Ours: push 531 ms mean, pull about
+    # 4.2 s: pull's queue for slots grows through the 50 s run (docs/calibration.md says why ours is
+    # longer). "Several times push's" must hold; push within 10% of the study's 540 ms.
+    assert push["ttft_mean_s"] == pytest.approx(0.540, rel=0.10)
+    assert pull["ttft_mean_s"] > 3 * push["ttft_mean_s"]
+    # num_requests_waiting: near zero for push (Poisson bursts only), a standing queue for pull
+    assert push["waiting_mean"] < 1.0 and pull["waiting_mean"] > 10
+    # pull's slots are full; push's are not
+    assert pull["slots_held_mean"] > 7.5 and push["slots_held_mean"] < 7.0
+
+
+def test_time_per_token_at_8rps(at_8rps):
+    # The study: 7.0 ms (push) and 10.4 ms (pull). Push is the calibration point of the per-step
+    # overhead (within 3%); pull's rise comes from the posting work on the loop (ours 9.5 ms: pull
+    # holds fewer running requests than the study's because its queue is longer; within 10%).
+    assert at_8rps["push"].summary["tpot_p50_s"] == pytest.approx(7.0e-3, rel=0.03)
+    assert at_8rps["pull"].summary["tpot_p50_s"] == pytest.approx(10.4e-3, rel=0.10)
+    # moving the posting off the loop gives push's time per token back
+    assert at_8rps["pull-thread"].summary["tpot_p50_s"] == pytest.approx(at_8rps["push"].summary["tpot_p50_s"],
+                                                                         rel=0.01)
+
+
+def test_low_load_push_and_pull_match(at_1rps):
+    push, pull = at_1rps["push"], at_1rps["pull"]
+    # Nobody waits behind the setup at 1 req/s: no slot queue, same time per token within 3%.
+    assert push.summary["waiting_peak"] == 0 and pull.summary["waiting_peak"] == 0
+    assert pull.summary["tpot_p50_s"] == pytest.approx(push.summary["tpot_p50_s"], rel=0.03)
+    # TTFT within 12%: the difference is exactly pull's serial setup on the request's own path
+    # (relay 1 ms, posting 40.9 ms at 16k, a wait for the loop's current step), which the study
+    # says still happens at low load.
+    assert pull.summary["ttft_mean_s"] == pytest.approx(push.summary["ttft_mean_s"], rel=0.12)
+    setup = LoadModel().relay_s + LoadModel().posting_s(16384)
+    gap = pull.summary["ttft_mean_s"] - push.summary["ttft_mean_s"]
+    assert setup <= gap <= setup + 0.015  # plus at most about two decode steps of waiting for the loop
+
+
+def test_posting_costs_the_loop_12_percent_at_2k():
+    p = LoadModel()
+    # The study: 14.7 ms of posting per request at 2,000-token prompts; at 8 req/s the loop loses
+    # 8 x 14.7 ms = 11.8% of each second. Calibrated to the first figure (within 0.1 ms).
+    assert p.posting_s(2000) == pytest.approx(14.7e-3, abs=0.1e-3)
+    assert 8 * p.posting_s(2000) == pytest.approx(0.12, abs=0.005)
+    kw = dict(qps=8, prompt_tokens=2000, out_tokens=128, num_prompts=300, max_num_seqs=64, seed=1)
+    pull = dg.loadtest("qwen3-32b", handoff="pull", **kw).summary
+    thread = dg.loadtest("qwen3-32b", handoff="pull-thread", **kw).summary
+    # and in the run itself: the loop spends about that share posting (busy time; within 2 points)
+    assert pull["loop_posting_share"] == pytest.approx(0.11, abs=0.02)
+    # moving it to a thread: the study's 6.14 -> 5.52 ms is a 10% drop; ours 6.86 -> 6.15 ms
+    ratio = thread["tpot_p50_s"] / pull["tpot_p50_s"]
+    assert ratio == pytest.approx(5.52 / 6.14, abs=0.03)
+
+
+def test_littles_law_holds_on_the_run(at_8rps):
+    for r in at_8rps.values():
+        s = r.summary
+        # over a complete run the identity is exact up to float rounding
+        assert s["slots_held_mean"] == pytest.approx(s["throughput_rps"] * s["time_in_slot_mean_s"], rel=1e-9)
+
+
+def test_ttft_parts_sum_to_ttft(at_8rps):
+    for r in at_8rps.values():
+        df = r.requests
+        parts = df[["prefill_queue_s", "prefill_s", "handoff_s", "slot_wait_s", "decode_s"]].sum(axis=1)
+        assert np.allclose(parts, df.ttft_s, rtol=0, atol=1e-9)
+        assert (df[["prefill_queue_s", "prefill_s", "handoff_s", "slot_wait_s", "decode_s"]] >= -1e-12).all().all()
+    # pull's TTFT at 8 req/s is the slot queue, not the wire
+    pull = at_8rps["pull"].requests
+    assert pull.slot_wait_s.mean() > 5 * pull.handoff_s.mean()
+
+
+@pytest.mark.parametrize("handoff", ["push", "pull", "pull-thread"])
+@pytest.mark.parametrize("scope", ["running", "reserved"])
+@pytest.mark.parametrize("servers", [0, 2])
+def test_realised_graph_reproduces_the_simulation(handoff, scope, servers):
+    r = dg.loadtest("qwen3-32b", handoff=handoff, qps=8, prompt_tokens=4096, out_tokens=24, num_prompts=40,
+                    max_num_seqs=3, seed=3, slot_scope=scope, prefill_servers=servers)
+    G = r.graph()
+    S = dg.schedule(G)
+    f = S.finish_s
+    for row in r.requests.itertuples():
+        assert f[f"r{row.request}:token"] - row.arrival_s == row.ttft_s  # exact: the same additions
+    # the slowest request's critical path ends at its token and runs through the decode loop
+    slowest = int(r.requests.ttft_s.idxmax())
+    path = S.critical_path(target=f"r{slowest}:token")
+    assert path[-1] == f"r{slowest}:token" and any(str(n).startswith("loop:") for n in path)
+
+
+def test_deterministic_for_a_seed_and_different_across_seeds():
+    kw = dict(handoff="pull", qps=6, prompt_tokens=4096, out_tokens=32, num_prompts=50, max_num_seqs=4)
+    a = dg.loadtest("qwen3-32b", seed=7, **kw)
+    b = dg.loadtest("qwen3-32b", seed=7, **kw)
+    c = dg.loadtest("qwen3-32b", seed=8, **kw)
+    pd.testing.assert_frame_equal(a.requests, b.requests, check_exact=True)
+    assert a.summary == b.summary
+    assert not a.requests.arrival_s.equals(c.requests.arrival_s)
+
+
+def test_constant_arrivals_and_trace(tmp_path):
+    const = arrivals(qps=4, num_prompts=5, prompt_tokens=100, out_tokens=3, process="constant")
+    assert const.arrival_s.tolist() == [0.0, 0.25, 0.5, 0.75, 1.0]
+    path = tmp_path / "trace.csv"
+    path.write_text("arrival_s,prompt_tokens,output_tokens\n0,1000,4\n0.5,2000,3\n0.5,500,1\n")
+    r = dg.loadtest("qwen3-32b", handoff="push", trace=path)
+    assert r.requests.prompt_tokens.tolist() == [1000, 2000, 500]
+    assert math.isnan(r.requests.tpot_s.iloc[2])  # one output token: no time per token
+
+
+@pytest.mark.parametrize("text, message", [
+    ("", "expected the header"),
+    ("arrival,prompt,out\n0,1,1\n", "expected the header"),
+    ("arrival_s,prompt_tokens,output_tokens\n", "no requests"),
+    ("arrival_s,prompt_tokens,output_tokens\n0,1\n", "line 2: expected 3 fields"),
+    ("arrival_s,prompt_tokens,output_tokens\nsoon,1,1\n", "line 2: expected a number"),
+    ("arrival_s,prompt_tokens,output_tokens\n-1,1,1\n", "arrival_s: expected a finite number >= 0"),
+    ("arrival_s,prompt_tokens,output_tokens\nnan,1,1\n", "arrival_s: expected a finite number >= 0"),
+    ("arrival_s,prompt_tokens,output_tokens\n1,1,1\n0.5,1,1\n", "line 3: arrival_s: expected non-decreasing"),
+    ("arrival_s,prompt_tokens,output_tokens\n0,0,1\n", "prompt_tokens: expected 1 to"),
+    ("arrival_s,prompt_tokens,output_tokens\n0,10,0\n", "output_tokens: expected 1 to"),
+])
+def test_malformed_traces_name_the_line_and_field(tmp_path, text, message):
+    path = tmp_path / "t.csv"
+    path.write_text(text)
+    with pytest.raises(dg.ConfigError, match=message.replace("(", r"\(")) as err:
+        read_trace(path)
+    assert str(path) in str(err.value)
+
+
+def test_bad_parameters():
+    with pytest.raises(dg.ConfigError, match="handoff"):
+        dg.loadtest("qwen3-32b", handoff="yeet", qps=1, prompt_tokens=10, out_tokens=1, num_prompts=1)
+    with pytest.raises(dg.ConfigError, match="qps"):
+        dg.loadtest("qwen3-32b", handoff="push", qps=0, prompt_tokens=10, out_tokens=1, num_prompts=1)
+    with pytest.raises(dg.ConfigError, match="slot_scope"):
+        dg.loadtest("qwen3-32b", handoff="push", qps=1, prompt_tokens=10, out_tokens=1, num_prompts=1, slot_scope="x")
+    with pytest.raises(dg.ConfigError, match="out_tokens: required"):
+        dg.loadtest("qwen3-32b", handoff="push", qps=1, prompt_tokens=10)
+
+
+def test_loadtest_cli_json_contract(capsys):
+    from depgraph.cli import main
+
+    code = main(["loadtest", "qwen3-32b", "--handoff", "pull", "--qps", "4", "--prompt-tokens", "2048",
+                 "--out-tokens", "16", "--num-prompts", "30", "--max-num-seqs", "4", "--tp", "8", "--link",
+                 "50GBps", "--seed", "2", "--json"])
+    out = capsys.readouterr().out
+    assert code == 0
+    import json
+
+    data = json.loads(out)
+    for key in ("ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "slots_held_mean", "waiting_peak"):
+        assert key in data
