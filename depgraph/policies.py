@@ -60,8 +60,8 @@ def _first_decode(G: nx.DiGraph, key: Callable[[dict], object]) -> dict:
 
 def _per_layer(G: nx.DiGraph) -> nx.DiGraph:
     H = G.copy()
-    arrivals = _groups(G, "arrive", lambda d: (d["request"], d["layer"]))
-    consumers = _first_decode(G, lambda d: (d["request"], d["layer"]))
+    arrivals = _groups(G, "arrive", lambda d: (d.get("request"), d.get("layer")))
+    consumers = _first_decode(G, lambda d: (d.get("request"), d.get("layer")))
     for k, nodes in arrivals.items():
         if k in consumers:
             for a in nodes:
@@ -70,8 +70,8 @@ def _per_layer(G: nx.DiGraph) -> nx.DiGraph:
 
 
 def _add_global_wait(H: nx.DiGraph, G: nx.DiGraph) -> None:
-    arrivals = _groups(G, "arrive", lambda d: d["request"])
-    first = _first_decode(G, lambda d: d["request"])
+    arrivals = _groups(G, "arrive", lambda d: d.get("request"))
+    first = _first_decode(G, lambda d: d.get("request"))
     for r, nodes in arrivals.items():
         if r not in first:
             continue
@@ -91,8 +91,8 @@ def _global(G: nx.DiGraph) -> nx.DiGraph:
 def _compute_then_move(G: nx.DiGraph) -> nx.DiGraph:
     H = G.copy()
     _add_global_wait(H, G)
-    prefill = _groups(G, "prefill", lambda d: d["request"])
-    sends = _groups(G, "send", lambda d: d["request"])
+    prefill = _groups(G, "prefill", lambda d: d.get("request"))
+    sends = _groups(G, "send", lambda d: d.get("request"))
     for r, nodes in sends.items():
         barrier = f"r{r}:barrier:prefill_done"
         if barrier not in H:
