@@ -38,7 +38,12 @@ import networkx as nx
 
 from .errors import GraphError
 
-__all__ = ["NODE_KINDS", "EDGE_KINDS", "EventGraph", "validate_graph", "add_event", "add_dep"]
+__all__ = ["NODE_KINDS", "EDGE_KINDS", "EventGraph", "validate_graph", "add_event", "add_dep", "MAX_EVENTS",
+           "check_graph_size"]
+
+#: The largest event graph a builder makes as a networkx graph (about 1 KB of memory per event).
+MAX_EVENTS = 5_000_000
+_BYTES_PER_EVENT = 1_000
 
 NODE_KINDS = ("prefill", "send", "arrive", "decode", "hop", "barrier", "token", "wait")
 EDGE_KINDS = ("data", "program", "resource", "policy")
@@ -82,6 +87,22 @@ def chain(G: nx.DiGraph, nodes: Iterable[Hashable], kind: str) -> None:
         if prev is not None:
             add_dep(G, prev, n, kind)
         prev = n
+
+
+def check_graph_size(field: str, count: int, events_each: int, *, unit: str) -> None:
+    """Refuse, before building anything, a graph of ``count`` x ``events_each``
+    events above :data:`MAX_EVENTS`, with an estimate of what it would need."""
+    from .errors import ConfigError
+
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        raise ConfigError(f"{field}: expected an integer >= 1, got {count!r}")
+    events = count * events_each
+    if events > MAX_EVENTS:
+        gb = events * _BYTES_PER_EVENT / 1e9
+        raise ConfigError(
+            f"{field}: {count:,} {unit} would build about {events:,} events (about {gb:,.0f} GB as a networkx "
+            f"graph); the limit is {MAX_EVENTS:,} events (about {MAX_EVENTS * _BYTES_PER_EVENT / 1e9:.0f} GB), "
+            f"so at most {MAX_EVENTS // events_each:,} {unit} here")
 
 
 def validate_graph(G: nx.DiGraph, *, weight: str = "duration_s") -> nx.DiGraph:

@@ -61,6 +61,8 @@ from .models import ModelSpec, handoff_bytes, load_model
 __all__ = ["HANDOFFS", "LoadModel", "LoadResult", "loadtest", "arrivals", "read_trace", "run_graph"]
 
 HANDOFFS = ("push", "pull", "pull-thread")
+#: The largest load test simulated in one call.
+MAX_REQUESTS = 1_000_000
 SLOT_SCOPES = ("running", "reserved")
 
 
@@ -245,6 +247,12 @@ def loadtest(model: ModelSpec | str, *, handoff: str, qps: float | None = None, 
     handoff = one_of("handoff", handoff, HANDOFFS)
     params = replace(params or LoadModel(), **overrides)
     max_num_seqs = positive_int("max_num_seqs", max_num_seqs, upper=1_000_000)
+    if trace is None and num_prompts is not None and not isinstance(num_prompts, bool) and isinstance(num_prompts, int):
+        # the simulation keeps a record per request and per loop iteration (about 1 KB each)
+        if num_prompts > MAX_REQUESTS:
+            need_gb = num_prompts * 2e-6
+            raise ConfigError(f"num_prompts: {num_prompts:,} requests would need about {need_gb:,.0f} GB of "
+                              f"simulation state and hours of time; the limit is {MAX_REQUESTS:,} requests")
     if trace is not None:
         table = trace if isinstance(trace, pd.DataFrame) else read_trace(trace)
     else:

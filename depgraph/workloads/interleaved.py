@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import networkx as nx
 
-from .._validate import one_of, positive_int
-from ..graph import add_dep
+from .._validate import one_of
+from ..graph import add_dep, check_graph_size
+from ..models import load_model
 from .single import add_request, new_graph
 
 __all__ = ["interleaved", "LINK_RULES"]
@@ -40,7 +41,9 @@ def interleaved(model, *, prompt_tokens: int, link, mfu: float | None = None, ti
     >>> sorted(S.ttft_by_request) == [0, 1, 2, 3]
     True
     """
-    requests = positive_int("interleave", requests, upper=100_000)
+    model = load_model(model)
+    per_request = sum(1 + 2 * len(layer.components) + 2 for layer in model.layers) + 2
+    check_graph_size("interleave", requests, per_request, unit="requests")
     rule = one_of("rule", rule, LINK_RULES)
     prefill = one_of("prefill", prefill, ("parallel", "serial"))
     G, model, prompt_tokens, link, timing, cost = new_graph(
