@@ -10,6 +10,7 @@
 from .cost import CostModel
 from .draw import draw, gantt, plot_frontier
 from .perfetto import to_perfetto, trace_events
+from .pushpull_plots import plot_loadtest, plot_pushpull_sweep
 from .errors import ConfigError, CycleError, DepgraphError, GraphError
 from .graph import EDGE_KINDS, NODE_KINDS, validate_graph
 from .hardware import GPU, Link, load_gpu, load_link
@@ -27,7 +28,7 @@ __all__ = [
     "COMPONENTS", "CompiledGraph", "ConfigError", "CostModel", "CycleError", "DepgraphError", "EDGE_KINDS", "GPU",
     "GraphError", "LayerSpec", "Link", "ModelSpec", "NODE_KINDS", "POLICIES", "POLICY_NAMES", "Policy", "Schedule",
     "TIMINGS", "ADMISSIONS", "HOOK_SCOPES", "LINK_RULES", "continuous_batching", "expected_step_admission", "interleaved", "pipeline",
-    "speculative", "stall_s", "breakdown", "catalog", "compile_graph", "critical_path", "draw", "gantt", "plot_frontier", "to_perfetto", "trace_events", "frontier", "get_policy", "handoff_bytes",
+    "speculative", "stall_s", "breakdown", "catalog", "compile_graph", "critical_path", "draw", "gantt", "plot_frontier", "to_perfetto", "trace_events", "plot_loadtest", "plot_pushpull_sweep", "frontier", "get_policy", "handoff_bytes",
     "LoadModel", "LoadResult", "loadtest", "read_graph", "write_graph", "load_gpu", "load_link", "load_model", "model_from_config", "schedule", "single_request", "sweep", "read_sweep", "Scenario", "expand_scenario",
     "load_scenario", "validate_graph",
 ]

@@ -1,0 +1,421 @@
+"""Figures of the push vs pull load model: one load test, and a sweep.
+
+:func:`plot_loadtest` shows one run of :func:`depgraph.loadtest.loadtest`
+over time: each request's time to first token (TTFT) at its arrival,
+coloured by the part of it that dominates, above the decode slots held and
+the requests waiting for one (vLLM's ``num_requests_waiting``). It is the
+picture of the study's connection-pool argument: nothing happens until the
+slots are full, then the wait for a slot decides the TTFT.
+
+:func:`plot_pushpull_sweep` shows a sweep of ``workloads/pushpull.toml``
+(request rate x prompt length x handoff): TTFT, time per output token (TPOT)
+and mean slots held against the request rate, with the study's measured
+points (vLLM, Qwen3-32B, 16k prompts at 8 req/s) as hollow markers.
+
+Both return a :class:`matplotlib.figure.Figure` built without
+:mod:`matplotlib.pyplot` (headless, no global state) and touch no file.
+Everything drawn is a value of the load model, not a measurement, except the
+markers labelled ``study``.
+
+Examples
+--------
+>>> import depgraph as dg
+>>> from depgraph.pushpull_plots import plot_loadtest
+>>> r = dg.loadtest("qwen3-32b", handoff="pull", qps=8, prompt_tokens=1024, out_tokens=8, num_prompts=30)
+>>> fig = plot_loadtest(r)
+>>> [ax.get_ylabel() for ax in fig.axes]
+['TTFT (ms)', 'slots held', 'waiting for a slot']
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ._validate import one_of
+from .errors import ConfigError
+
+__all__ = ["plot_loadtest", "plot_pushpull_sweep"]
+
+_UNITS = {"s": 1.0, "ms": 1e3, "us": 1e6}
+_UNIT_LABEL = {"s": "s", "ms": "ms", "us": "µs"}
+
+#: The parts of a request's TTFT (columns of ``LoadResult.requests``), in the
+#: order a request meets them; the prefill queue counts as prefill.
+TTFT_PARTS: dict[str, tuple[str, ...]] = {
+    "prefill": ("prefill_queue_s", "prefill_s"),
+    "handoff": ("handoff_s",),
+    "slot wait": ("slot_wait_s",),
+    "decode": ("decode_s",),
+}
+#: Colour of each TTFT part (prefill grey and handoff blue as in depgraph.draw;
+#: the wait for a slot red, the study's villain; the first decode step black).
+PART_COLORS = {"prefill": "#7f7f7f", "handoff": "#1f77b4", "slot wait": "#d62728", "decode": "#000000"}
+
+#: Line style and marker of each handoff in the sweep's shared panels.
+HANDOFF_STYLES = {"push": ("-", "o"), "pull": ("--", "s"), "pull-thread": (":", "^")}
+#: One colour per prompt length, shortest first (ColorBrewer Dark2).
+PROMPT_COLORS = ("#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#e6ab02")
+_MAX_LINE = "#d62728"
+_HEADROOM_LINE = "#ff7f0e"
+
+#: The study's measurements (vLLM, Qwen3-32B on two 8-GPU H200 servers, 16k
+#: prompts at 8 req/s, 128 output tokens, ``--max-num-seqs 8``): TTFT and
+#: TPOT per handoff, and the slots Little's law makes of them (8 x 128 x TPOT).
+STUDY_QPS = 8.0
+STUDY_OUT_TOKENS = 128
+STUDY_TTFT_S = {"push": 0.540, "pull": 1.744}
+STUDY_TPOT_S = {"push": 7.0e-3, "pull": 10.4e-3}
+STUDY_HEADROOM = 0.8
+
+_SWEEP_COLUMNS = ("handoff", "prompt_tokens", "qps", "ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "slots_held_mean",
+                  "max_num_seqs")
+# Columns that must hold one value: a line per (handoff, prompt length) would mix them otherwise.
+_ONE_VALUE_COLUMNS = ("model", "link", "mfu", "timing", "out_tokens", "num_prompts", "max_num_seqs", "tp", "seed")
+
+
+# ------------------------------------------------------------------ shared
+
+
+def _figure(figsize: tuple[float, float]):
+    from matplotlib.figure import Figure
+
+    return Figure(figsize=figsize, layout="constrained")
+
+
+def _fmt(x: float) -> str:
+    """Three significant digits, thousands separated, no exponent."""
+    if not math.isfinite(x):
+        return "n/a"
+    if abs(x) >= 100:
+        return f"{x:,.0f}"
+    if abs(x) >= 10:
+        return f"{x:.1f}"
+    return f"{x:.2f}"
+
+
+def _check_result(result: Any):
+    from .loadtest import LoadResult
+
+    if not isinstance(result, LoadResult):
+        raise ConfigError(f"result: expected a depgraph LoadResult (from depgraph.loadtest), "
+                          f"got {type(result).__name__}")
+    missing = [c for cols in TTFT_PARTS.values() for c in cols if c not in result.requests.columns]
+    missing += [c for c in ("arrival_s", "ttft_s") if c not in result.requests.columns]
+    missing += [f"timeline.{c}" for c in ("time_s", "slots_held", "waiting") if c not in result.timeline.columns]
+    if missing:
+        raise ConfigError(f"result: lacks {', '.join(missing)}; expected a LoadResult from depgraph.loadtest")
+    return result
+
+
+def _dominant_parts(requests: pd.DataFrame) -> pd.Series:
+    """The largest part of each request's TTFT (a name of :data:`TTFT_PARTS`).
+
+    Ties go to the earlier part in :data:`TTFT_PARTS` order.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> from depgraph.pushpull_plots import _dominant_parts
+    >>> rows = pd.DataFrame({"prefill_queue_s": [0.0, 0.3], "prefill_s": [0.4, 0.4], "handoff_s": [0.05, 0.05],
+    ...                      "slot_wait_s": [1.2, 0.0], "decode_s": [0.01, 0.01]})
+    >>> _dominant_parts(rows).tolist()
+    ['slot wait', 'prefill']
+    """
+    values = np.column_stack([requests[list(cols)].to_numpy(dtype=float).sum(axis=1)
+                              for cols in TTFT_PARTS.values()])
+    names = np.array(list(TTFT_PARTS))
+    return pd.Series(names[np.argmax(values, axis=1)], index=requests.index, name="dominant_part")
+
+
+# ------------------------------------------------------------------ one load test
+
+
+def plot_loadtest(result: Any, *, unit: str = "ms"):
+    """One load test over time: TTFT per request, slots held, requests waiting.
+
+    Parameters
+    ----------
+    result
+        A :class:`~depgraph.loadtest.LoadResult` from
+        :func:`depgraph.loadtest.loadtest`.
+    unit
+        Unit of TTFT and TPOT: ``"s"``, ``"ms"`` or ``"us"``. The shared time
+        axis is always in seconds (a run lasts seconds to minutes).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        Three panels sharing the time axis:
+
+        1. each request's TTFT at its arrival time, one scatter per dominant
+           TTFT part (prefill, including its queue;
+           handoff; slot wait; decode, the first step), with dashed lines at
+           the p50 and p99 TTFT;
+        2. the decode slots held (a step line from ``result.timeline``) with
+           a red dashed line at ``max_num_seqs``;
+        3. the requests waiting for a slot (vLLM's ``num_requests_waiting``).
+
+        The title names the model, handoff, request rate (when the run has
+        one; a trace has none), prompt length, p50/p99 TTFT and p50 TPOT.
+
+    Examples
+    --------
+    >>> import depgraph as dg
+    >>> from depgraph.pushpull_plots import plot_loadtest
+    >>> r = dg.loadtest("qwen3-32b", handoff="push", qps=4, prompt_tokens=1024, out_tokens=8, num_prompts=30)
+    >>> fig = plot_loadtest(r, unit="s")
+    >>> sum(len(c.get_offsets()) for c in fig.axes[0].collections)   # one marker per request
+    30
+    >>> [line.get_label() for line in fig.axes[1].get_lines()]
+    ['slots held', 'max_num_seqs 8']
+    """
+    from matplotlib.ticker import MaxNLocator
+
+    result = _check_result(result)
+    unit = one_of("unit", unit, tuple(_UNITS))
+    scale, ul = _UNITS[unit], _UNIT_LABEL[unit]
+    req, s, tl = result.requests, result.summary, result.timeline
+    max_num_seqs = int(s["max_num_seqs"])
+    end_s = float(s.get("makespan_s", req["finish_s"].max() if "finish_s" in req else tl["time_s"].max()))
+
+    fig = _figure((10.0, 7.5))
+    ax_ttft, ax_slots, ax_wait = fig.subplots(3, 1, sharex=True, gridspec_kw={"height_ratios": (2.2, 1.2, 1.0)})
+
+    dominant = _dominant_parts(req)
+    arrival = req["arrival_s"].to_numpy(dtype=float)
+    ttft = req["ttft_s"].to_numpy(dtype=float) * scale
+    for part, color in PART_COLORS.items():
+        mask = (dominant == part).to_numpy()
+        if mask.any():
+            ax_ttft.scatter(arrival[mask], ttft[mask], s=14, color=color, linewidths=0,
+                            label=f"{part} ({int(mask.sum())})", zorder=3)
+    for q, style in ((50, "--"), (99, ":")):
+        v = float(s[f"ttft_p{q}_s"]) * scale
+        ax_ttft.axhline(v, color="#555555", linestyle=style, linewidth=1.0, label=f"p{q} {_fmt(v)} {ul}")
+    ax_ttft.set_ylabel(f"TTFT ({ul})")
+    ax_ttft.set_ylim(bottom=0)
+    ax_ttft.legend(title="largest part of TTFT", loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8,
+                   title_fontsize=8, frameon=False)
+
+    t = np.append(tl["time_s"].to_numpy(dtype=float), end_s)
+    held = tl["slots_held"].to_numpy(dtype=float)
+    waiting = tl["waiting"].to_numpy(dtype=float)
+    ax_slots.step(t, np.append(held, held[-1]), where="post", color="#1f77b4", linewidth=1.2, label="slots held")
+    ax_slots.axhline(max_num_seqs, color=_MAX_LINE, linestyle="--", linewidth=1.2,
+                     label=f"max_num_seqs {max_num_seqs}")
+    ax_slots.set_ylabel("slots held")
+    ax_slots.set_ylim(0, max(max_num_seqs, float(held.max())) * 1.15 + 0.5)
+    ax_slots.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax_slots.legend(title=f"mean {_fmt(float(s['slots_held_mean']))}", loc="upper left", bbox_to_anchor=(1.01, 1.0),
+                    fontsize=8, title_fontsize=8, frameon=False)
+
+    ax_wait.step(t, np.append(waiting, waiting[-1]), where="post", color="#d62728", linewidth=1.2,
+                 label="num_requests_waiting")
+    ax_wait.set_ylabel("waiting for a slot")
+    ax_wait.set_ylim(0, max(1.0, float(waiting.max())) * 1.15)
+    ax_wait.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax_wait.legend(title=f"mean {_fmt(float(s['waiting_mean']))}, peak {int(s['waiting_peak'])}", loc="upper left",
+                   bbox_to_anchor=(1.01, 1.0), fontsize=8, title_fontsize=8, frameon=False)
+    ax_wait.set_xlabel("time (s)")
+    ax_wait.set_xlim(0, max(end_s, 1e-9) * 1.01)
+
+    fig.suptitle(_loadtest_title(result, scale, ul), fontsize=10)
+    return fig
+
+
+def _loadtest_title(result: Any, scale: float, ul: str) -> str:
+    s, cfg = result.summary, result.config
+    head = [str(cfg["model"])] if cfg.get("model") else []
+    head.append(f"{s['handoff']} handoff")
+    if cfg.get("qps") is not None:
+        head.append(f"{float(cfg['qps']):g} req/s")
+    prompts = result.requests["prompt_tokens"].unique()
+    if len(prompts) == 1:
+        head.append(f"{int(prompts[0]):,}-token prompts")
+    tail = (f"TTFT p50 {_fmt(s['ttft_p50_s'] * scale)} / p99 {_fmt(s['ttft_p99_s'] * scale)} {ul}, "
+            f"TPOT p50 {_fmt(s['tpot_p50_s'] * scale)} {ul}")
+    return ", ".join(head) + ": " + tail
+
+
+# ------------------------------------------------------------------ a sweep
+
+
+def _check_table(table: Any) -> pd.DataFrame:
+    if not isinstance(table, pd.DataFrame):
+        raise ConfigError(f"table: expected a pandas DataFrame (a pushpull sweep), got {type(table).__name__}")
+    if "workload" in table.columns:
+        table = table[table["workload"] == "loadtest"]
+    missing = [c for c in _SWEEP_COLUMNS if c not in table.columns]
+    if missing:
+        raise ConfigError(f"table: missing column{'s' if len(missing) > 1 else ''} {', '.join(missing)}; "
+                          "expected a sweep of workloads/pushpull.toml (workload 'loadtest')")
+    if table.empty:
+        raise ConfigError("table: no rows (with workload 'loadtest'); expected a sweep of workloads/pushpull.toml")
+    bad = sorted({str(h) for h in table["handoff"]} - set(HANDOFF_STYLES))
+    if bad:
+        raise ConfigError(f"table: handoff: expected {', '.join(HANDOFF_STYLES)}; got {', '.join(bad)}")
+    for col in _ONE_VALUE_COLUMNS:
+        if col in table.columns:
+            values = table[col].dropna().unique()
+            if len(values) > 1:
+                shown = ", ".join(str(v) for v in sorted(values, key=str)[:4])
+                raise ConfigError(f"table: column {col!r} has {len(values)} values ({shown}); one line per handoff "
+                                  f"and prompt length would mix them: filter the table to one {col} first")
+    dup = table.duplicated(["handoff", "prompt_tokens", "qps"])
+    if dup.any():
+        row = table[dup].iloc[0]
+        raise ConfigError(f"table: more than one row for handoff {row['handoff']}, prompt_tokens "
+                          f"{row['prompt_tokens']}, qps {row['qps']:g}; expected one per point")
+    return table
+
+
+def plot_pushpull_sweep(table: Any, *, unit: str = "ms", study: bool = True):
+    """TTFT, TPOT and slots held against request rate, push vs pull.
+
+    Parameters
+    ----------
+    table
+        The sweep table of ``workloads/pushpull.toml`` (from
+        :func:`depgraph.sweep.sweep` or :func:`depgraph.sweep.read_sweep`;
+        rows of other workloads are ignored), or any table with the columns
+        ``handoff``, ``prompt_tokens``, ``qps``, ``ttft_p50_s``,
+        ``ttft_p99_s``, ``tpot_p50_s``, ``slots_held_mean`` and
+        ``max_num_seqs``, one row per (handoff, prompt length, rate). Columns
+        such as ``model``, ``out_tokens`` or ``seed`` must hold one value.
+    unit
+        Unit of TTFT and TPOT: ``"s"``, ``"ms"`` or ``"us"``.
+    study
+        Mark the study's measured points (16k prompts at 8 req/s; TTFT 540 ms
+        push and 1,744 ms pull, TPOT 7.0 and 10.4 ms, and the 7.2 and 10.6
+        slots Little's law makes of them at 128 output tokens) as hollow
+        black markers labelled ``study``.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        Top row, one panel per handoff (push, pull, pull-thread, those
+        present), sharing a log TTFT axis: p50 TTFT (solid) and p99 (the
+        same colour, lighter) against the rate, one colour per prompt length.
+        Bottom row: p50 TPOT, and mean slots held with ``max_num_seqs`` (red
+        dashed) and 80% of it (orange dotted, the study's headroom target);
+        colour is the prompt length, line style and marker the handoff.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> from depgraph.replay import run_point
+    >>> from depgraph.pushpull_plots import plot_pushpull_sweep
+    >>> base = {"model": "qwen3-32b", "prompt_tokens": 1024, "link": "50GBps", "mfu": 0.4, "workload": "loadtest",
+    ...         "out_tokens": 8, "num_prompts": 20, "max_num_seqs": 8, "tp": 8, "seed": 0}
+    >>> points = [{**base, "handoff": h, "qps": q} for h in ("push", "pull") for q in (2, 8)]
+    >>> table = pd.DataFrame([{**p, **row} for p in points for row in run_point(p)])
+    >>> fig = plot_pushpull_sweep(table)
+    >>> [ax.get_title() for ax in fig.axes]
+    ['TTFT, push', 'TTFT, pull', 'TPOT p50', 'decode slots held (mean)']
+    >>> fig.axes[0].get_yscale()
+    'log'
+    """
+    table = _check_table(table)
+    unit = one_of("unit", unit, tuple(_UNITS))
+    scale, ul = _UNITS[unit], _UNIT_LABEL[unit]
+    handoffs = [h for h in HANDOFF_STYLES if h in set(table["handoff"].astype(str))]
+    prompts = sorted(int(p) for p in table["prompt_tokens"].unique())
+    color = {p: PROMPT_COLORS[k % len(PROMPT_COLORS)] for k, p in enumerate(prompts)}
+    rates = sorted(float(q) for q in table["qps"].unique())
+    max_num_seqs = int(table["max_num_seqs"].iloc[0])
+
+    def series(h: str, p: int) -> pd.DataFrame:
+        rows = table[(table["handoff"].astype(str) == h) & (table["prompt_tokens"] == p)]
+        return rows.sort_values("qps")
+
+    fig = _figure((11.0, 7.5))
+    cols = math.lcm(len(handoffs), 2)
+    grid = fig.add_gridspec(2, cols, height_ratios=(1.1, 1.0))
+    width = cols // len(handoffs)
+    ttft_axes = []
+    for k, h in enumerate(handoffs):
+        ax = fig.add_subplot(grid[0, k * width:(k + 1) * width], sharey=ttft_axes[0] if ttft_axes else None)
+        ttft_axes.append(ax)
+        _, marker = HANDOFF_STYLES[h]
+        for p in prompts:
+            d = series(h, p)
+            if d.empty:
+                continue
+            x = d["qps"].to_numpy(dtype=float)
+            ax.plot(x, d["ttft_p50_s"].to_numpy(dtype=float) * scale, color=color[p], marker=marker,
+                    markersize=5, linewidth=1.6, label=f"{p:,} tokens, p50")
+            ax.plot(x, d["ttft_p99_s"].to_numpy(dtype=float) * scale, color=color[p], alpha=0.4, marker=marker,
+                    markersize=3, linewidth=1.0, label=f"{p:,} tokens, p99")
+        if study and h in STUDY_TTFT_S:
+            v = STUDY_TTFT_S[h] * scale
+            ax.plot([STUDY_QPS], [v], linestyle="none", marker=marker, markersize=11, markerfacecolor="none",
+                    markeredgecolor="black", markeredgewidth=1.5,
+                    label=f"study: {STUDY_TTFT_S[h] * 1e3:,.0f} ms (16k, {STUDY_QPS:g} req/s)", gid="study")
+        ax.set_yscale("log")
+        ax.set_title(f"TTFT, {h}", fontsize=10)
+        ax.set_xlabel("request rate (req/s)")
+        ax.set_xticks(rates)
+        ax.legend(fontsize=7, frameon=False, loc="upper left")
+    ttft_axes[0].set_ylabel(f"TTFT ({ul}, log)")
+
+    ax_tpot = fig.add_subplot(grid[1, :cols // 2])
+    ax_slots = fig.add_subplot(grid[1, cols // 2:])
+    for h in handoffs:
+        style, marker = HANDOFF_STYLES[h]
+        for p in prompts:
+            d = series(h, p)
+            if d.empty:
+                continue
+            x = d["qps"].to_numpy(dtype=float)
+            label = f"{h}, {p:,} tokens"
+            ax_tpot.plot(x, d["tpot_p50_s"].to_numpy(dtype=float) * scale, color=color[p], linestyle=style,
+                         marker=marker, markersize=5, linewidth=1.4, label=label)
+            ax_slots.plot(x, d["slots_held_mean"].to_numpy(dtype=float), color=color[p], linestyle=style,
+                          marker=marker, markersize=5, linewidth=1.4, label=label)
+    ax_slots.axhline(max_num_seqs, color=_MAX_LINE, linestyle="--", linewidth=1.2,
+                     label=f"max_num_seqs {max_num_seqs}")
+    ax_slots.axhline(STUDY_HEADROOM * max_num_seqs, color=_HEADROOM_LINE, linestyle=":", linewidth=1.2,
+                     label=f"{100 * STUDY_HEADROOM:g}% headroom ({STUDY_HEADROOM * max_num_seqs:g})")
+    if study:
+        for h in handoffs:
+            if h not in STUDY_TPOT_S:
+                continue
+            _, marker = HANDOFF_STYLES[h]
+            tpot = STUDY_TPOT_S[h]
+            ax_tpot.plot([STUDY_QPS], [tpot * scale], linestyle="none", marker=marker, markersize=11,
+                         markerfacecolor="none", markeredgecolor="black", markeredgewidth=1.5,
+                         label=f"study: {h} {tpot * 1e3:.1f} ms", gid="study")
+            held = STUDY_QPS * STUDY_OUT_TOKENS * tpot
+            ax_slots.plot([STUDY_QPS], [held], linestyle="none", marker=marker, markersize=11,
+                          markerfacecolor="none", markeredgecolor="black", markeredgewidth=1.5,
+                          label=f"study: {h} {held:.1f} (Little's law)", gid="study")
+    ax_tpot.set_title("TPOT p50", fontsize=10)
+    ax_tpot.set_ylabel(f"TPOT ({ul})")
+    ax_slots.set_title("decode slots held (mean)", fontsize=10)
+    ax_slots.set_ylabel("slots")
+    # room above the max_num_seqs line for the legend
+    top = max([float(max_num_seqs), float(table["slots_held_mean"].max())]
+              + [STUDY_QPS * STUDY_OUT_TOKENS * STUDY_TPOT_S[h] for h in handoffs if study and h in STUDY_TPOT_S])
+    ax_slots.set_ylim(0, top * 1.6)
+    for ax in (ax_tpot, ax_slots):
+        ax.set_xlabel("request rate (req/s)")
+        ax.set_xticks(rates)
+        ax.legend(fontsize=7, frameon=False, loc="upper left", ncol=2)
+    fig.suptitle(_sweep_title(table), fontsize=10)
+    return fig
+
+
+def _sweep_title(table: pd.DataFrame) -> str:
+    parts = []
+    for col, fmt in (("model", "{}"), ("tp", "TP {}"), ("link", "{} per GPU"), ("out_tokens", "{} output tokens"),
+                     ("num_prompts", "{} prompts"), ("max_num_seqs", "max_num_seqs {}")):
+        if col in table.columns and table[col].notna().any():
+            value = table[col].dropna().iloc[0]
+            if isinstance(value, (float, np.floating)) and float(value).is_integer():
+                value = int(value)  # a column with gaps (rows of other workloads) holds floats
+            parts.append(fmt.format(value))
+    return "push vs pull under load" + (": " + ", ".join(parts) if parts else "")
