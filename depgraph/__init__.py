@@ -20,6 +20,8 @@ from .models import COMPONENTS, LayerSpec, ModelSpec, catalog, handoff_bytes, lo
 from .policies import POLICIES, POLICY_NAMES, Policy, get_policy
 from .scenario import Scenario, expand_scenario, load_scenario
 from .sweep import read_sweep, sweep
+from .workloads.trace import batching_trace, trace_ttft_s
+from .scheduler import EventTable
 from .scheduler import CompiledGraph, Schedule, breakdown, compile_graph, critical_path, frontier, schedule
 from .workloads import (ADMISSIONS, HOOK_SCOPES, LINK_RULES, TIMINGS, continuous_batching, interleaved, pipeline,
                         single_request, speculative, stall_s, expected_step_admission)
@@ -29,7 +31,7 @@ __all__ = [
     "GraphError", "LayerSpec", "Link", "ModelSpec", "NODE_KINDS", "POLICIES", "POLICY_NAMES", "Policy", "Schedule",
     "TIMINGS", "ADMISSIONS", "HOOK_SCOPES", "LINK_RULES", "continuous_batching", "expected_step_admission", "interleaved", "pipeline",
     "speculative", "stall_s", "breakdown", "catalog", "compile_graph", "critical_path", "draw", "gantt", "plot_frontier", "to_perfetto", "trace_events", "plot_loadtest", "plot_pushpull_sweep", "frontier", "get_policy", "handoff_bytes",
-    "LoadModel", "LoadResult", "loadtest", "read_graph", "write_graph", "load_gpu", "load_link", "load_model", "model_from_config", "schedule", "single_request", "sweep", "read_sweep", "Scenario", "expand_scenario",
+    "LoadModel", "LoadResult", "loadtest", "read_graph", "write_graph", "load_gpu", "load_link", "load_model", "model_from_config", "schedule", "single_request", "sweep", "EventTable", "batching_trace", "trace_ttft_s", "read_sweep", "Scenario", "expand_scenario",
     "load_scenario", "validate_graph",
 ]
 

@@ -80,17 +80,24 @@ class EventTable:
             raise GraphError(f"graph: expected a networkx.DiGraph, got {type(G).__name__}")
         names = list(G._node)
         attrs = list(G._node.values())
-        durations = [_check_duration(n, d.get(weight), weight) for n, d in zip(names, attrs)]
+        values = [d.get(weight) for d in attrs]
+        if all(type(v) is float for v in values):
+            durations = np.asarray(values, dtype=np.float64)
+            if not (np.all(np.isfinite(durations)) and np.all(durations >= 0)):
+                durations = None
+        else:
+            durations = None
+        if durations is None:  # the slow way, for the error message or unusual number types
+            durations = [_check_duration(n, v, weight) for n, v in zip(names, values)]
         position = {n: i for i, n in enumerate(names)}
-        src, dst, kinds = [], [], []
-        for u, nbrs in G._succ.items():
-            pu = position[u]
-            for v, d in nbrs.items():
-                src.append(pu)
-                dst.append(position[v])
-                kinds.append(edge_code(d.get("kind")))
+        succ = G._succ.values()
+        src = np.repeat(np.arange(len(names), dtype=np.int64), [len(nbrs) for nbrs in succ])
+        dst = [position[v] for nbrs in succ for v in nbrs]
+        codes = EDGE_CODES.get
+        kinds = [codes(d.get("kind"), OTHER) if type(d.get("kind")) is str else OTHER
+                 for nbrs in succ for d in nbrs.values()]
         table = cls(names=names, attrs=attrs, duration_s=np.asarray(durations, dtype=np.float64),
-                    src=np.asarray(src, dtype=np.int64), dst=np.asarray(dst, dtype=np.int64),
+                    src=src, dst=np.asarray(dst, dtype=np.int64),
                     edge_kind=np.asarray(kinds, dtype=np.int8), graph=G.graph, base=G,
                     base_nodes=len(names), base_edges=len(src), weight=weight)
         table._positions = position
@@ -120,6 +127,21 @@ class EventTable:
             graph=self.graph if graph is None else graph, base=self.base, base_nodes=self.base_nodes,
             base_edges=self.base_edges, weight=self.weight)
         table._positions = position
+        return table
+
+    def extend_positions(self, src: np.ndarray, dst: np.ndarray, *, kind: str) -> "EventTable":
+        """A new table with edges ``src -> dst`` (insertion positions, new
+        edges) of one ``kind`` appended."""
+        if not src.size:
+            return self
+        table = EventTable(
+            names=self._names, attrs=self._attrs, make_names=self._make_names, make_attrs=self._make_attrs,
+            name_of=self._name_of, columns=self._columns, duration_s=self.duration_s,
+            src=np.concatenate([self.src, src]), dst=np.concatenate([self.dst, dst]),
+            edge_kind=np.concatenate([self.edge_kind, np.full(src.size, edge_code(kind), dtype=np.int8)]),
+            graph=self.graph, base=self.base, base_nodes=self.base_nodes, base_edges=self.base_edges,
+            weight=self.weight)
+        table._positions = self._positions
         return table
 
     # ---------------------------------------------------------------- reading
@@ -168,6 +190,8 @@ class EventTable:
     def column(self, name: str, default: Any = None) -> list:
         """One node attribute for every node, in insertion order."""
         if name not in self._columns:
+            if self._attrs is None and self._make_attrs is None:  # built as columns: the attribute is absent
+                return [default] * self.num_nodes
             self._columns[name] = [d.get(name, default) for d in self.attrs]
         return self._columns[name]
 

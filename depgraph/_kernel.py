@@ -16,14 +16,14 @@ from typing import Any, Sequence
 
 import numpy as np
 
-__all__ = ["topological_order", "predecessor_csr", "asap", "asap_loop", "level_plan", "asap_levels",
+__all__ = ["topological_order", "predecessor_csr", "asap", "asap_loop", "asap_loop_behind", "level_plan", "asap_levels",
            "back_pointers", "ready_times", "frontier_steps", "list_schedule", "event_list_schedule"]
 
 #: Below this many edges the plain loop is faster than planning levels.
 SMALL_GRAPH_EDGES = 20_000
 #: The level sweep pays a few numpy calls per level: worth it only when a
-#: level holds, on average, at least this many edges.
-MIN_EDGES_PER_LEVEL = 64
+#: level holds, on average, at least this many nodes.
+MIN_NODES_PER_LEVEL = 48
 
 
 # ------------------------------------------------------------------ order and CSR
@@ -65,7 +65,8 @@ def predecessor_csr(n: int, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarra
     topological positions): ``(indptr, indices, edge_of)``, each node's
     predecessors in increasing position, ``edge_of[k]`` the input edge that
     became entry ``k``."""
-    edge_of = np.lexsort((src, dst))
+    # one stable sort of a combined key: fast on edges that come nearly grouped by target
+    edge_of = np.argsort(dst * np.int64(max(n, 1)) + src, kind="stable")
     indptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(np.bincount(dst, minlength=n), out=indptr[1:])
     return indptr, src[edge_of].astype(np.int64, copy=False), edge_of
@@ -95,10 +96,43 @@ def asap_loop(duration_s: np.ndarray, indptr: np.ndarray, indices: np.ndarray) -
     return np.asarray(start, dtype=np.float64), np.asarray(finish, dtype=np.float64)
 
 
+def asap_loop_behind(duration_s: np.ndarray, indptr: np.ndarray, indices: np.ndarray,
+                     marked: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`asap_loop`'s start times, and whether each node has a marked
+    node among its ancestors (one pass for both)."""
+    n = duration_s.size
+    dur = duration_s.tolist()
+    ptr = indptr.tolist()
+    preds = indices.tolist()
+    mark = marked.tolist()
+    start = [0.0] * n
+    finish = [0.0] * n
+    behind = [False] * n
+    upstream = [False] * n  # marked, or behind a marked node
+    for i in range(n):
+        a, b = ptr[i], ptr[i + 1]
+        if b - a == 1:
+            j = preds[a]
+            s, t = finish[j], upstream[j]
+        elif a == b:
+            s, t = 0.0, False
+        else:
+            ps = preds[a:b]
+            s = max([finish[j] for j in ps])
+            t = any([upstream[j] for j in ps])
+        start[i] = s
+        finish[i] = s + dur[i]
+        behind[i] = t
+        upstream[i] = t or mark[i]
+    return np.asarray(start, dtype=np.float64), np.asarray(behind, dtype=bool)
+
+
 class LevelPlan:
-    """Nodes grouped by level (longest unit-length path from a source), with
-    each level's predecessor entries laid out contiguously for one
-    ``maximum.reduceat`` per level."""
+    """Nodes grouped by level (longest unit-length path from a source):
+    ``nodes`` in level order, level ``k`` being ``nodes[node_ptr[k]:node_ptr[k + 1]]``;
+    its predecessor entries ``pred_src[edge_ptr[k]:edge_ptr[k + 1]]`` (as
+    positions in that level order) with each node's first entry at
+    ``seg_starts``, for one ``maximum.reduceat`` per level."""
 
     __slots__ = ("nodes", "node_ptr", "pred_src", "edge_ptr", "seg_starts")
 
@@ -125,10 +159,11 @@ def _ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
     return np.cumsum(steps)
 
 
-def level_plan(indptr: np.ndarray, indices: np.ndarray, *, max_levels: int | None = None) -> LevelPlan | None:
+def level_plan(indptr: np.ndarray, indices: np.ndarray, *, min_width: int = 0) -> LevelPlan | None:
     """Group the nodes by level, breadth first (Kahn's algorithm a whole
-    frontier at a time). Returns ``None`` when the graph turns out deeper
-    than ``max_levels``: a long chain is faster as a plain loop."""
+    frontier at a time). Returns ``None`` as soon as the levels so far hold
+    fewer than ``min_width`` nodes on average (after the first 32): a deep,
+    narrow graph is faster as a plain loop."""
     n = indptr.size - 1
     counts = np.diff(indptr)
     src = indices
@@ -140,16 +175,20 @@ def level_plan(indptr: np.ndarray, indices: np.ndarray, *, max_levels: int | Non
     remaining = counts.copy()
     frontier = np.flatnonzero(remaining == 0)
     levels = []
+    covered = 0
     while frontier.size:
         levels.append(frontier)
-        if max_levels is not None and len(levels) > max_levels:
+        covered += frontier.size
+        if min_width and len(levels) >= 32 and covered < min_width * len(levels):
             return None
         targets = succ[_ranges(succ_ptr[frontier], succ_ptr[frontier + 1] - succ_ptr[frontier])]
         if targets.size == 0:
             break
-        uniq, hits = np.unique(targets, return_counts=True)
-        remaining[uniq] -= hits
-        frontier = uniq[remaining[uniq] == 0]
+        np.subtract.at(remaining, targets, 1)
+        done = targets[remaining[targets] == 0]
+        remaining[done] = -1  # taken: a node with several predecessors here appears once
+        frontier = np.sort(done[remaining[done] == -1]) if done.size else done
+        frontier = frontier[np.concatenate(([True], frontier[1:] != frontier[:-1]))] if frontier.size else frontier
     nodes = np.concatenate(levels) if levels else np.zeros(0, dtype=np.int64)
     node_ptr = np.zeros(len(levels) + 1, dtype=np.int64)
     np.cumsum([lv.size for lv in levels], out=node_ptr[1:])
@@ -157,29 +196,37 @@ def level_plan(indptr: np.ndarray, indices: np.ndarray, *, max_levels: int | Non
     entries = _ranges(indptr[nodes], node_counts)
     edge_ptr = np.zeros(len(levels) + 1, dtype=np.int64)
     edge_ptr[1:] = np.cumsum(node_counts)[node_ptr[1:] - 1] if nodes.size else 0
+    # work in level order: each level's nodes are a slice, its predecessors' entries another
+    rank = np.empty(n, dtype=np.int64)
+    rank[nodes] = np.arange(nodes.size, dtype=np.int64)
     # reduceat offsets within each level's slice of entries (levels >= 1 have no empty segment)
     seg_starts = np.cumsum(node_counts) - node_counts
-    return LevelPlan(nodes, node_ptr, src[entries], edge_ptr, seg_starts)
+    seg_starts -= np.repeat(edge_ptr[:-1], np.diff(node_ptr))
+    return LevelPlan(nodes, node_ptr, rank[src[entries]], edge_ptr, seg_starts)
 
 
 def asap_levels(duration_s: np.ndarray, plan: LevelPlan) -> tuple[np.ndarray, np.ndarray]:
     """Start and finish times one level at a time: every level is a gather,
-    one ``maximum.reduceat`` over its predecessors and one addition."""
+    one ``maximum.reduceat`` over its predecessors and one addition, on
+    arrays laid out in level order (then put back in topological order)."""
     n = duration_s.size
-    start = np.zeros(n, dtype=np.float64)
-    finish = np.zeros(n, dtype=np.float64)
     nodes, node_ptr, edge_ptr, seg_starts = plan.nodes, plan.node_ptr, plan.edge_ptr, plan.seg_starts
+    pred = plan.pred_src
+    dur = duration_s[nodes]
+    start = np.zeros(n, dtype=np.float64)
+    finish = np.empty(n, dtype=np.float64)
     if plan.num_levels:
-        first = nodes[:node_ptr[1]]
-        finish[first] = duration_s[first]  # sources start at 0.0, and 0.0 + d == d
+        finish[:node_ptr[1]] = dur[:node_ptr[1]]  # sources start at 0.0, and 0.0 + d == d
     for k in range(1, plan.num_levels):
         a, b = node_ptr[k], node_ptr[k + 1]
-        ea, eb = edge_ptr[k], edge_ptr[k + 1]
-        lv = nodes[a:b]
-        s = np.maximum.reduceat(finish[plan.pred_src[ea:eb]], seg_starts[a:b] - ea)
-        start[lv] = s
-        finish[lv] = s + duration_s[lv]
-    return start, finish
+        s = np.maximum.reduceat(finish[pred[edge_ptr[k]:edge_ptr[k + 1]]], seg_starts[a:b])
+        start[a:b] = s
+        np.add(s, dur[a:b], out=finish[a:b])
+    out_start = np.empty(n, dtype=np.float64)
+    out_finish = np.empty(n, dtype=np.float64)
+    out_start[nodes] = start
+    out_finish[nodes] = finish
+    return out_start, out_finish
 
 
 def asap(duration_s: np.ndarray, indptr: np.ndarray, indices: np.ndarray, *,
@@ -188,7 +235,7 @@ def asap(duration_s: np.ndarray, indptr: np.ndarray, indices: np.ndarray, *,
     to pay for it (``plan``, or one made here for a large graph), else by
     the plain loop. Both give the same bits."""
     if plan is None and indices.size >= SMALL_GRAPH_EDGES:
-        plan = level_plan(indptr, indices, max_levels=max(64, indices.size // MIN_EDGES_PER_LEVEL))
+        plan = level_plan(indptr, indices, min_width=MIN_NODES_PER_LEVEL)
     if plan is not None:
         return asap_levels(duration_s, plan)
     return asap_loop(duration_s, indptr, indices)
@@ -252,11 +299,15 @@ def list_schedule(users: np.ndarray, release_s: np.ndarray, duration_s: np.ndarr
     that is simply the order of the keys: a user released later can never
     go before one with a smaller key, which would have been waiting.
     """
+    if rule == "fifo" and isinstance(priority, np.ndarray) and priority.ndim == 2:  # integer tuples as columns
+        return users[np.lexsort((users, *priority.T[::-1], release_s))].tolist()
+    if isinstance(priority, np.ndarray):
+        priority = [tuple(p) for p in priority.tolist()] if priority.ndim == 2 else priority.tolist()
     rel = release_s.tolist()
     pos = users.tolist()
     if rule == "fifo":
         if all(p == () for p in priority):
-            return [pos[k] for k in np.lexsort((users, release_s)).tolist()]
+            return users[np.lexsort((users, release_s))].tolist()
         return [p for _, _, p in sorted(zip(rel, priority, pos))]
     by_release = np.argsort(release_s, kind="stable").tolist()
     dur = duration_s.tolist()

@@ -96,7 +96,7 @@ class CompiledGraph:
 
     def level_plan(self) -> _kernel.LevelPlan | None:
         """The nodes by level, for the level-at-a-time kernel (made once)."""
-        if self._plan is None:
+        if self._plan is None or self._plan is False:
             self._plan = _kernel.level_plan(self.pred_indptr, self.pred_indices)
         return self._plan
 
@@ -136,13 +136,19 @@ def compile_graph(G: nx.DiGraph | EventTable, *, weight: str = "duration_s") -> 
     return _compile(_table(G, weight))
 
 
-def _schedule_arrays(cg: CompiledGraph) -> tuple[np.ndarray, np.ndarray]:
-    plan = cg._plan
-    if plan is None and cg.num_edges >= _kernel.SMALL_GRAPH_EDGES:
-        plan = _kernel.level_plan(cg.pred_indptr, cg.pred_indices,
-                                  max_levels=max(64, cg.num_edges // _kernel.MIN_EDGES_PER_LEVEL))
-        cg._plan = plan
-    return _kernel.asap(cg.duration_s, cg.pred_indptr, cg.pred_indices, plan=plan)
+def _schedule_arrays(cg: CompiledGraph, duration_s: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Start and finish of every node (with other durations if given): by
+    level on a large, wide graph (the plan is made once per compiled graph),
+    else by the plain loop."""
+    if cg._plan is None:
+        wide = cg.num_edges >= _kernel.SMALL_GRAPH_EDGES
+        plan = _kernel.level_plan(cg.pred_indptr, cg.pred_indices, min_width=_kernel.MIN_NODES_PER_LEVEL) \
+            if wide else None
+        cg._plan = plan if plan is not None else False
+    durations = cg.duration_s if duration_s is None else duration_s
+    if cg._plan is False:
+        return _kernel.asap_loop(durations, cg.pred_indptr, cg.pred_indices)
+    return _kernel.asap_levels(durations, cg._plan)
 
 
 class Schedule:
@@ -262,32 +268,37 @@ def _resolve(table: EventTable) -> tuple[EventTable, CompiledGraph]:
             raise GraphError(f"resource_rules[{name!r}]: expected one of {', '.join(RESOURCE_RULES)}; got {rule!r}")
     priority = cg.column("priority", ())
     indptr, indices = cg.pred_indptr, cg.pred_indices
-    is_user = np.zeros(cg.num_nodes)
-    is_user[users] = 1.0
-    behind_user, _ = _kernel.asap(is_user, indptr, indices)  # > 0: a resource user upstream
-    if np.any(behind_user[users] > 0):
+    is_user = resource != None  # noqa: E711
+    if cg.num_edges >= _kernel.SMALL_GRAPH_EDGES:
+        release, _ = _schedule_arrays(cg)
+        behind = _schedule_arrays(cg, is_user.astype(np.float64))[0] > 0
+    else:
+        release, behind = _kernel.asap_loop_behind(cg.duration_s, indptr, indices, is_user)
+    if np.any(behind[users]):
         # some user waits on another's service: simulate events
         res_list = resource.tolist()
         prio_list = [p if r is not None else () for p, r in zip(priority.tolist(), res_list)]
         order = _kernel.event_list_schedule(cg.duration_s, indptr, indices, res_list, prio_list, rules)
     else:
         # every user's release time is fixed by the graph alone: serve each resource on its own
-        release, _ = _schedule_arrays(cg)
-        groups: dict[Any, list[int]] = {}
-        for i, r in zip(users.tolist(), resource[users].tolist()):
-            groups.setdefault(r, []).append(i)
+        codes, names = pd.factorize(resource[users])
+        by_code = np.argsort(codes, kind="stable")
+        bounds = np.concatenate(([0], np.cumsum(np.bincount(codes, minlength=len(names)))))
+        groups = {r: users[by_code[bounds[c]:bounds[c + 1]]] for c, r in enumerate(names.tolist())}
         order = {}
         for r in sorted(groups, key=lambda r: (float(release[groups[r]].min()), repr(r))):
-            mine = np.asarray(groups[r], dtype=np.int64)
-            order[r] = _kernel.list_schedule(mine, release[mine], cg.duration_s[mine], priority[mine].tolist(),
+            mine = groups[r]
+            order[r] = _kernel.list_schedule(mine, release[mine], cg.duration_s[mine], priority[mine],
                                              rule=rules.get(r, "fifo"))
-    edges = []
-    for users_in_order in order.values():
-        for a, b in zip(users_in_order, users_in_order[1:]):
-            u, v = cg.node(a), cg.node(b)
-            if not table.has_edge(u, v):
-                edges.append((u, v, {"kind": "resource"}))
-    return table.extend(edges=edges), cg
+    # consecutive users of each resource, in topological positions, less the edges already there
+    a = np.concatenate([np.asarray(o[:-1], dtype=np.int64) for o in order.values()])
+    b = np.concatenate([np.asarray(o[1:], dtype=np.int64) for o in order.values()])
+    n = cg.num_nodes
+    existing = np.repeat(np.arange(n, dtype=np.int64), np.diff(indptr)) * n + indices  # sorted, as the CSR is
+    wanted = b * n + a
+    at = np.minimum(np.searchsorted(existing, wanted), max(existing.size - 1, 0))
+    new = existing[at] != wanted if existing.size else np.ones(wanted.size, dtype=bool)
+    return table.extend_positions(cg.order[a[new]], cg.order[b[new]], kind="resource"), cg
 
 
 def resolve_resources(G: nx.DiGraph, *, weight: str = "duration_s") -> nx.DiGraph:

@@ -27,6 +27,17 @@ At the end ``out_dir/<scenario>.csv`` and ``out_dir/<scenario>.parquet`` are
 written the same way; :func:`read_sweep` reads either back into exactly the
 table :func:`sweep` returned.
 
+Where the points run: by default in local worker processes (one per CPU;
+``workers=1`` runs them in this process); with ``client=`` (``depgraph sweep
+--scheduler tcp://HOST:PORT``) as tasks on an existing ``dask.distributed``
+cluster, which reruns the points of a worker that dies. Either way each
+point's part is written by this process the moment its rows come back, the
+table is the same, and a stopped sweep resumes from the parts. Parts are
+JSON, not Parquet: a part holds the few rows of one point, and JSON gives
+back exactly the Python values the runner returned (integers, floats to
+the last bit, booleans, gaps), which per-point Parquet files would re-type
+column by column; the assembled table is written as Parquet and CSV.
+
 >>> from depgraph.scenario import parse_scenario
 >>> from depgraph.sweep import sweep
 >>> sc = parse_scenario('''
@@ -411,6 +422,7 @@ def sweep(
     runner: Runner | None = None,
     progress: bool = True,
     resume: bool = True,
+    client: Any = None,
 ) -> pd.DataFrame:
     """Run every point of a scenario and return the tidy table.
 
@@ -441,6 +453,13 @@ def sweep(
     resume
         Load the parts a previous run saved in ``out_dir`` instead of
         recomputing them.
+    client
+        A ``dask.distributed.Client``: run the points on its cluster
+        instead of local worker processes (``workers`` must then be left
+        out). Each point is one task; its part is saved here as soon as it
+        comes back, so an interrupted sweep resumes as above, and a point
+        whose worker dies is recomputed by Dask on another worker. The
+        table is the same as with local workers. Needs the ``dask`` extra.
 
     Returns
     -------
@@ -453,7 +472,7 @@ def sweep(
     runner's :class:`~depgraph.DepgraphError` stops the sweep the same way
     and comes back as one naming the point's key.
 
-    Workers are started with ``spawn`` (a fresh interpreter), as on macOS
+    Without ``client``, workers are local processes started with ``spawn`` (a fresh interpreter), as on macOS
     and Windows, so that results never depend on state inherited by
     ``fork``; a script that calls :func:`sweep` with several workers needs
     the usual ``if __name__ == "__main__":`` guard.
@@ -474,6 +493,11 @@ def sweep(
         raise DepgraphError(f"runner: expected a callable runner(point) -> list of dicts, got {runner!r}")
     if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
         raise DepgraphError(f"workers: expected an integer >= 1 or None, got {workers!r}")
+    if client is not None:
+        if workers is not None:
+            raise DepgraphError("workers: a sweep on a Dask client uses the cluster's workers; leave workers out")
+        if not callable(getattr(client, "submit", None)):
+            raise DepgraphError(f"client: expected a dask.distributed.Client, got {type(client).__name__}")
     out = Path(out_dir) if out_dir is not None else None
     if out is not None:
         _require_pyarrow()
@@ -488,7 +512,9 @@ def sweep(
             results[i] = _load_part(parts_dir / f"{part_id}.json", part_id)
     pending = [i for i, r in enumerate(results) if r is None]
     resumed = len(points) - len(pending)
-    if workers is None:
+    if client is not None:
+        n_workers = len(getattr(client, "scheduler_info", lambda: {})().get("workers", {})) or 1
+    elif workers is None:
         n_workers = min(_cpu_count() if _picklable(run) else 1, len(pending))
     else:
         n_workers = min(workers, len(pending))
@@ -498,7 +524,8 @@ def sweep(
 
     bar = _Progress(f"sweep {scenario.name}", len(points), resumed, enabled=progress)
     bar.say(f"{len(points)} points" + (f", {resumed} loaded from {parts_dir}" if resumed else "")
-            + (f", {n_workers} worker{'s' if n_workers != 1 else ''}" if pending else ""))
+            + (f", {n_workers} worker{'s' if n_workers != 1 else ''}" if pending else "")
+            + (" on Dask" if client is not None and pending else ""))
 
     from .report import _atomic_write_text
 
@@ -510,7 +537,10 @@ def sweep(
         bar.advance()
 
     try:
-        if n_workers <= 1:
+        if client is not None:
+            if pending:
+                _run_dask(client, run, points, pending, record)
+        elif n_workers <= 1:
             for i in pending:
                 try:
                     text = _run_point(run, points[i])
@@ -557,6 +587,29 @@ def _run_pool(run: Runner, points: list[dict], pending: list[int], n_workers: in
     pool.shutdown(wait=True)
 
 
+def _run_dask(client: Any, run: Runner, points: list[dict], pending: list[int],
+              record: Callable[[int, str], None]) -> None:
+    """Run the pending points as tasks on a Dask cluster; record each as it
+    finishes. Dask itself reruns a task whose worker died."""
+    try:
+        from distributed import as_completed as dask_as_completed
+    except ImportError:  # pragma: no cover - the client came from somewhere
+        raise DepgraphError("client: running a sweep on Dask needs dask.distributed "
+                            "(pip install 'depgraph[dask]')") from None
+    futures = {client.submit(_run_point, run, points[i], pure=False): i for i in pending}
+    try:
+        for fut in dask_as_completed(list(futures)):
+            i = futures.pop(fut)
+            if fut.status == "error":
+                raise _point_error(fut.exception(), points[i]["key"])
+            text = fut.result()
+            fut.release()
+            record(i, text)
+    except BaseException:
+        client.cancel(list(futures))
+        raise
+
+
 def _stop(pool: ProcessPoolExecutor) -> None:
     """Cancel what has not started and end the workers now."""
     if hasattr(pool, "terminate_workers"):  # Python 3.14+
@@ -588,13 +641,16 @@ def _workers_arg(text: str) -> int:
 
 
 def add_sweep_command(subparsers) -> argparse.ArgumentParser:
-    """Add ``depgraph sweep SCENARIO [-o OUT] [--workers N] [--fresh] [--quiet]``."""
+    """Add ``depgraph sweep SCENARIO [-o OUT] [--workers N | --scheduler ADDRESS] [--fresh] [--quiet]``."""
     p = subparsers.add_parser("sweep", help="run a scenario file's grid into one table (CSV and Parquet), resumably")
     p.add_argument("scenario", help="scenario TOML file, e.g. workloads/replay.toml")
     p.add_argument("-o", "--out", default="results",
                    help="output folder (default results): <name>.csv, <name>.parquet, and .parts/ to resume from")
     p.add_argument("--workers", type=_workers_arg, default=None, metavar="N",
                    help="worker processes (default: one per CPU; 1 runs in this process)")
+    p.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                   help="run the points on an existing Dask cluster, e.g. tcp://10.0.0.5:8786 "
+                        "(needs depgraph[dask]; default: local worker processes)")
     p.add_argument("--fresh", action="store_true", help="recompute every point instead of resuming")
     p.add_argument("--quiet", action="store_true", help="no progress on standard error")
     return p
@@ -604,11 +660,31 @@ def run_sweep_command(args: argparse.Namespace) -> int:
     """Run ``depgraph sweep``; 130 and one line when interrupted."""
     scenario = load_scenario(args.scenario)
     out = Path(args.out)
+    address = getattr(args, "scheduler", None)
+    client = _connect(address, args.workers) if address else None
     try:
-        table = sweep(scenario, out_dir=out, workers=args.workers, progress=not args.quiet, resume=not args.fresh)
+        table = sweep(scenario, out_dir=out, workers=args.workers, progress=not args.quiet, resume=not args.fresh,
+                      client=client)
     except SweepInterrupted as exc:
         print(f"depgraph: {exc}", file=sys.stderr)
         return 130
+    finally:
+        if client is not None:
+            client.close()
     print(f"wrote {out / (scenario.name + '.csv')} and {out / (scenario.name + '.parquet')} "
           f"({scenario.num_points} points, {len(table)} rows)")
     return 0
+
+
+def _connect(address: str, workers: int | None) -> Any:
+    """A Dask client of the cluster at ``address``, or a DepgraphError that says why not."""
+    if workers is not None:
+        raise DepgraphError("--workers: not with --scheduler (the cluster's workers run the points)")
+    try:
+        from distributed import Client
+    except ImportError:
+        raise DepgraphError("--scheduler: needs dask.distributed (pip install 'depgraph[dask]')") from None
+    try:
+        return Client(address, timeout="10s")
+    except (OSError, TimeoutError) as exc:
+        raise DepgraphError(f"--scheduler: cannot reach a Dask scheduler at {address} ({exc})") from None

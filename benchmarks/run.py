@@ -1,0 +1,277 @@
+"""depgraph's performance benchmarks (not part of the test suite).
+
+    python benchmarks/run.py --json            # everything, about 3 minutes on 2 cores
+    python benchmarks/run.py --json --quick    # small sizes, a smoke run (says so)
+
+Prints a human-readable report, then (with ``--json``) one JSON object as
+the last line. Ratios are measured within one run; times are medians of
+``--repeat`` runs. Figures:
+
+``kernel_vs_networkx``
+    ``networkx.dag_longest_path_length`` on a random event-shaped DAG of
+    about 1M edges, divided by depgraph's kernel on the same graph (the
+    compiled form, its level plan made once, as :func:`depgraph.schedule`
+    keeps it); ``schedule_vs_networkx`` divides by the whole
+    ``depgraph.schedule`` call instead (compile, plan, kernel, back-pointers).
+``kernel_vs_csr_loop``
+    depgraph's kernel divided by a plain compiled CSR loop (numba) over
+    the same arrays; ``null`` without numba.
+``e2e_1m_edges_s``, ``e2e_peak_rss_mb``
+    build + schedule + TTFT + frontier of a continuous-batching trace of
+    about 1M edges (:func:`depgraph.workloads.trace.batching_trace`), in a
+    fresh process whose peak resident memory is reported.
+``e2e_vs_networkx``
+    the same work through networkx graphs (the trace as a networkx graph,
+    the networkx-level scheduler of :mod:`depgraph._reference`), divided
+    by depgraph's.
+``reproduce_s``
+    the whole ``depgraph reproduce`` (both sweeps, tables, figures).
+``scaling``
+    e2e time against edges from 1e3 to 3e6 (plotted to
+    ``benchmarks/scaling.png``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(ROOT))
+
+import depgraph as dg  # noqa: E402
+from depgraph import _kernel  # noqa: E402
+from depgraph._compiled import EventTable  # noqa: E402
+from depgraph.workloads.trace import batching_trace, trace_ttft_s  # noqa: E402
+
+TRACE = dict(model="qwen3.6-35b-a3b", prompt_tokens=1024, link="25g", mfu=0.4, interarrival_s=0.01)
+EDGES_PER_REQUEST = 392  # of the trace above, resource edges included
+
+
+def median_time(fn, repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+# ------------------------------------------------------------------ kernel
+
+
+def random_event_dag(width: int, depth: int, seed: int = 0) -> EventTable:
+    """``width`` chains (requests) of ``depth`` events; each event follows its
+    chain and reads one random event of the previous level (another
+    request's or a shared step), so it has two predecessors. Durations are
+    uniform in (0, 1 ms]. Built level by level, so insertion order is
+    topological."""
+    rng = np.random.default_rng(seed)
+    n = width * depth
+    ids = np.arange(n, dtype=np.int64).reshape(depth, width)
+    own = ids[:-1].ravel()
+    other = ids[:-1][np.arange(depth - 1)[:, None], rng.integers(0, width, size=(depth - 1, width))].ravel()
+    dst = ids[1:].ravel()
+    keep = other != own
+    src = np.concatenate([own, other[keep]])
+    dst = np.concatenate([dst, dst[keep]])
+    duration = rng.uniform(0, 1e-3, n) + 1e-9
+    return EventTable(duration_s=duration, src=src, dst=dst, edge_kind=np.zeros(src.size, dtype=np.int8),
+                      name_of=lambda p: p, make_names=lambda: list(range(n)), columns={"kind": np.full(n, "decode")})
+
+
+def bench_kernel(edges: int, repeat: int) -> dict:
+    import networkx as nx
+
+    depth = 125
+    width = max(2, edges // (2 * depth))
+    T = random_event_dag(width, depth)
+    cg = dg.compile_graph(T)
+    plan_s = median_time(lambda: _kernel.level_plan(cg.pred_indptr, cg.pred_indices), 1)
+    plan = cg.level_plan()
+    kernel_s = median_time(lambda: _kernel.asap_levels(cg.duration_s, plan), repeat)
+    schedule_s = median_time(lambda: dg.schedule(T), max(1, repeat // 2))
+    start, finish = _kernel.asap_levels(cg.duration_s, plan)
+    loop_start, _ = _kernel.asap_loop(cg.duration_s, cg.pred_indptr, cg.pred_indices)
+    assert start.tobytes() == loop_start.tobytes()
+
+    csr_s = None
+    try:
+        import numba
+
+        @numba.njit(cache=False)
+        def csr_loop(dur, indptr, indices, start, finish):
+            for i in range(dur.size):
+                s = 0.0
+                for k in range(indptr[i], indptr[i + 1]):
+                    f = finish[indices[k]]
+                    if f > s:
+                        s = f
+                start[i] = s
+                finish[i] = s + dur[i]
+
+        s0, f0 = np.zeros(cg.num_nodes), np.zeros(cg.num_nodes)
+        csr_loop(cg.duration_s, cg.pred_indptr, cg.pred_indices, s0, f0)  # compile
+        csr_s = median_time(lambda: csr_loop(cg.duration_s, cg.pred_indptr, cg.pred_indices, s0, f0), repeat)
+        assert f0.max() == finish.max()
+    except ImportError:
+        pass
+
+    # networkx: the same DAG, each edge weighted by its source's duration, plus a sink edge per node
+    G = nx.DiGraph()
+    dur = cg.duration_s.tolist()
+    G.add_weighted_edges_from(((u, v, dur[u]) for u, v in zip(T.src.tolist(), T.dst.tolist())), weight="w")
+    G.add_weighted_edges_from(((i, ("end", i), dur[i]) for i in range(cg.num_nodes)), weight="w")
+    t = time.perf_counter()
+    nx_length = nx.dag_longest_path_length(G, weight="w")
+    nx_s = time.perf_counter() - t
+    assert abs(nx_length - finish.max()) <= 1e-9 * finish.max()
+    return {"kernel_graph": {"nodes": cg.num_nodes, "edges": cg.num_edges, "levels": plan.num_levels},
+            "kernel_s": kernel_s, "kernel_plan_s": plan_s, "schedule_s": schedule_s, "networkx_s": nx_s,
+            "csr_loop_s": csr_s, "kernel_vs_networkx": nx_s / kernel_s, "schedule_vs_networkx": nx_s / schedule_s,
+            "kernel_vs_csr_loop": kernel_s / csr_s if csr_s else None}
+
+
+# ------------------------------------------------------------------ end to end
+
+
+def e2e_once(requests: int, workers: int) -> dict:
+    t = time.perf_counter()
+    T = batching_trace(requests=requests, prefill_workers=workers, **TRACE)
+    S = dg.schedule(T)
+    ttft = trace_ttft_s(S)
+    F = S.frontier(kinds=("decode",))
+    elapsed = time.perf_counter() - t
+    return {"s": elapsed, "edges": S.compiled.num_edges, "nodes": S.compiled.num_nodes,
+            "ttft_mean_s": float(ttft.mean()), "frontier_max": int(F["width"].max())}
+
+
+def e2e_networkx(requests: int, workers: int) -> dict:
+    from depgraph import _reference as ref
+
+    T = batching_trace(requests=requests, prefill_workers=workers, **TRACE)
+    t = time.perf_counter()
+    G = T.to_networkx()
+    S = ref.schedule(G)
+    ttft = S.token_finish()
+    F = ref.frontier(S, kinds=("decode",))
+    elapsed = time.perf_counter() - t
+    return {"s": elapsed, "frontier_max": int(F["width"].max()), "tokens": len(ttft)}
+
+
+def child(args: list[str]) -> dict:
+    """Run one measurement in a fresh interpreter (for its peak memory)."""
+    out = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def requests_for(edges: int) -> int:
+    return max(1, round(edges / EDGES_PER_REQUEST))
+
+
+def workers_for(requests: int) -> int:
+    return max(1, requests // 10)  # ten requests queue on each prefill worker
+
+
+# ------------------------------------------------------------------ main
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--json", action="store_true", help="print the JSON object as the last line")
+    p.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
+    p.add_argument("--repeat", type=int, default=5, help="runs per timed figure (median)")
+    p.add_argument("--no-reproduce", action="store_true", help="skip timing depgraph reproduce")
+    p.add_argument("--child-e2e", nargs=3, type=int, metavar=("REQUESTS", "WORKERS", "REPEAT"), help=argparse.SUPPRESS)
+    p.add_argument("--child-networkx", nargs=2, type=int, metavar=("REQUESTS", "WORKERS"), help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+
+    if args.child_e2e:
+        r, w, rep = args.child_e2e
+        runs = [e2e_once(r, w) for _ in range(rep)]
+        print(json.dumps({**runs[-1], "s": statistics.median(x["s"] for x in runs),
+                          "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+        return 0
+    if args.child_networkx:
+        out = e2e_networkx(*args.child_networkx)
+        print(json.dumps({**out, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+        return 0
+
+    quick = args.quick
+    scale = 0.01 if quick else 1.0
+    result: dict = {"quick": quick, "cores": os.cpu_count(), "python": sys.version.split()[0],
+                    "numpy": np.__version__}
+    if quick:
+        print("QUICK RUN: sizes shrunk 100x; the figures are not the benchmark's", file=sys.stderr)
+
+    result.update(bench_kernel(int(1_000_000 * scale), args.repeat))
+    print(f"kernel: {result['kernel_graph']}, kernel {result['kernel_s'] * 1e3:.2f} ms, "
+          f"schedule {result['schedule_s'] * 1e3:.1f} ms, networkx {result['networkx_s']:.2f} s, "
+          f"csr loop {(result['csr_loop_s'] or 0) * 1e3:.2f} ms", file=sys.stderr)
+
+    requests = requests_for(int(1_000_000 * scale))
+    e2e = child(["--child-e2e", str(requests), str(workers_for(requests)), str(args.repeat)])
+    result.update(e2e_1m_edges_s=e2e["s"], e2e_peak_rss_mb=e2e["peak_rss_mb"], e2e_edges=e2e["edges"],
+                  e2e_requests=requests, e2e_prefill_workers=workers_for(requests))
+    nxr = child(["--child-networkx", str(requests), str(workers_for(requests))])
+    assert nxr["frontier_max"] == e2e["frontier_max"]
+    result.update(e2e_networkx_s=nxr["s"], e2e_networkx_peak_rss_mb=nxr["peak_rss_mb"],
+                  e2e_vs_networkx=nxr["s"] / e2e["s"])
+    # the same trace with a small prefill pool: deep queues, one long chain per worker
+    deep = child(["--child-e2e", str(requests), "8", str(max(1, args.repeat // 2))])
+    result.update(e2e_1m_edges_8_workers_s=deep["s"])
+    print(f"e2e: {e2e['edges']} edges {e2e['s']:.3f} s, {e2e['peak_rss_mb']:.0f} MB; networkx {nxr['s']:.1f} s; "
+          f"8 prefill workers {deep['s']:.3f} s", file=sys.stderr)
+
+    sizes = [1_000, 10_000, 100_000] if quick else [1_000, 10_000, 100_000, 300_000, 1_000_000, 3_000_000]
+    table = []
+    for edges in sizes:
+        r = requests_for(edges)
+        row = child(["--child-e2e", str(r), str(workers_for(r)), str(3 if edges < 3_000_000 else 1)])
+        table.append({"edges": row["edges"], "requests": r, "s": row["s"], "peak_rss_mb": row["peak_rss_mb"],
+                      "us_per_edge": row["s"] / row["edges"] * 1e6})
+        print(f"scaling: {row['edges']:>9} edges {row['s']:.4f} s ({table[-1]['us_per_edge']:.3f} us/edge)",
+              file=sys.stderr)
+    result["scaling"] = table
+    try:
+        from matplotlib.figure import Figure
+
+        fig = Figure(figsize=(5, 3.5), layout="constrained")
+        ax = fig.add_subplot()
+        ax.loglog([r["edges"] for r in table], [r["s"] for r in table], "o-", label="depgraph e2e")
+        e = np.array([table[0]["edges"], table[-1]["edges"]], dtype=float)
+        ax.loglog(e, e * table[-1]["s"] / table[-1]["edges"], "--", color="grey", label="linear")
+        ax.set_xlabel("edges")
+        ax.set_ylabel("build + schedule + TTFT + frontier (s)")
+        ax.legend()
+        fig.savefig(HERE / ("scaling-quick.png" if quick else "scaling.png"), dpi=110)
+    except ImportError:  # pragma: no cover
+        pass
+
+    if not args.no_reproduce and not quick:
+        with tempfile.TemporaryDirectory() as tmp:
+            t = time.perf_counter()
+            subprocess.run([sys.executable, "-m", "depgraph.cli", "reproduce", tmp, "--quiet"], check=True,
+                           cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True)
+            result["reproduce_s"] = time.perf_counter() - t
+        print(f"reproduce: {result['reproduce_s']:.1f} s", file=sys.stderr)
+    else:
+        result["reproduce_s"] = None
+    if args.json:
+        print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

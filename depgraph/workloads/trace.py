@@ -1,0 +1,132 @@
+"""A continuous-batching trace: thousands of requests, built as columns.
+
+Request ``r`` arrives at ``r * interarrival_s`` (a ``wait`` node of that
+duration in front of its prefill), is prefilled on prefill worker
+``r % prefill_workers`` (one program chain per worker: a request starts
+after the worker's previous one), streams its state over that worker's own
+link (``link-w{k}``, a shared resource in first-come order) and joins the
+running batch with request-level asynchronous admission: it decodes as soon
+as the components each operator reads have arrived, without interfering
+with the others (see :func:`~depgraph.continuous_batching`, ``async``).
+
+Every request has the same shape, so the builder makes one request with
+:func:`~depgraph.workloads.add_request` (the same code as every other
+workload) and repeats its columns ``requests`` times with numpy: no
+networkx graph is built. The result is an :class:`~depgraph.scheduler.EventTable`;
+``schedule`` runs on it directly, and ``table.to_networkx()`` gives the
+same graph as networkx (node ids ``r{r}:...``, the same attributes) for
+drawing or inspection of small traces.
+
+>>> import depgraph as dg
+>>> from depgraph.workloads.trace import batching_trace, trace_ttft_s
+>>> T = batching_trace("qwen3.6-35b-a3b", requests=4, prompt_tokens=1024, link="25g", mfu=0.4)
+>>> T.num_nodes, T.num_edges
+(1012, 1284)
+>>> S = dg.schedule(T)
+>>> [round(x * 1e3, 1) for x in trace_ttft_s(S).tolist()]
+[54.0, 54.0, 54.0, 54.0]
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._compiled import EDGE_CODES, EventTable
+from .._validate import positive_int
+from ..errors import ConfigError
+from .single import add_request, new_graph
+
+__all__ = ["batching_trace", "trace_ttft_s"]
+
+
+def batching_trace(model, *, requests: int, prompt_tokens: int, link, mfu: float | None = None,
+                   timing: str = "handoff", cost=None, interarrival_s: float = 0.05,
+                   prefill_workers: int = 8) -> EventTable:
+    """The event table of ``requests`` requests joining a running batch (see the module docstring)."""
+    requests = positive_int("requests", requests, upper=10_000_000)
+    workers = positive_int("prefill_workers", prefill_workers, upper=1_000_000)
+    if isinstance(interarrival_s, bool) or not isinstance(interarrival_s, (int, float)) \
+            or not 0.0 <= interarrival_s < float("inf"):
+        raise ConfigError(f"interarrival_s: expected a finite number of seconds >= 0, got {interarrival_s!r}")
+    G, model, prompt_tokens, link, timing, cost = new_graph(
+        "batching_trace", model, prompt_tokens=prompt_tokens, link=link, mfu=mfu, timing=timing, cost=cost,
+        requests=requests, interarrival_s=float(interarrival_s), prefill_workers=workers)
+    roles = add_request(G, model, prompt_tokens=prompt_tokens, link=link, cost=cost, timing=timing, request=0,
+                        prefill_device="prefill-w0", link_device="link-w0")
+    one = EventTable.from_networkx(G)
+    assert bool(np.all(one.src < one.dst)), "add_request inserts events in dependency order"
+    names, attrs = one.names, one.attrs
+    first_prefill = names.index(roles["prefill"][0]) + 1  # positions within a block: the wait node is 0
+    last_prefill = names.index(roles["prefill"][-1]) + 1
+    block = one.num_nodes + 1
+    n = block * requests
+    base = np.arange(requests, dtype=np.int64) * block
+
+    duration = np.empty((requests, block), dtype=np.float64)
+    duration[:, 0] = np.arange(requests, dtype=np.float64) * float(interarrival_s)
+    duration[:, 1:] = one.duration_s
+    # one request's edges, its arrival, and the worker's program chain to the request before
+    src = [np.add.outer(base, one.src + 1).ravel(), base]  # then wait -> first prefill layer
+    dst = [np.add.outer(base, one.dst + 1).ravel(), base + first_prefill]
+    kinds = [np.tile(one.edge_kind, requests), np.full(requests, EDGE_CODES["data"], dtype=np.int8)]
+    later = np.arange(workers, requests, dtype=np.int64)
+    src.append(base[later - workers] + last_prefill)
+    dst.append(base[later] + first_prefill)
+    kinds.append(np.full(later.size, EDGE_CODES["program"], dtype=np.int8))
+
+    kind_of = np.array(["wait"] + [d["kind"] for d in attrs])
+    is_send = np.array([False] + [d.get("resource") is not None for d in attrs])
+    worker = np.arange(requests) % workers
+    link_names = np.array([f"link-w{k}" for k in range(workers)], dtype=object)
+    resource = np.full((requests, block), None, dtype=object)
+    resource[:, is_send] = link_names[worker][:, None]
+    send_index = np.cumsum(is_send) - 1
+    priority = np.zeros((requests, block, 2), dtype=np.int64)
+    priority[:, :, 0] = np.arange(requests)[:, None]
+    priority[:, :, 1] = send_index
+    columns = {
+        "kind": np.tile(kind_of, requests),
+        "request": np.repeat(np.arange(requests, dtype=np.int64), block),
+        "resource": resource.ravel(),
+        "priority": priority.reshape(n, 2),
+    }
+    tail = [name.split(":", 1)[1] for name in names]  # "r0:prefill:L00" -> "prefill:L00"
+
+    def name_of(pos: int) -> str:
+        r, j = divmod(int(pos), block)
+        return f"r{r}:wait:arrival" if j == 0 else f"r{r}:{tail[j - 1]}"
+
+    def make_names() -> list:
+        return [name_of(p) for p in range(n)]
+
+    def make_attrs() -> list:
+        out = []
+        for r in range(requests):
+            k = r % workers
+            out.append({"kind": "wait", "duration_s": float(duration[r, 0]), "request": r, "layer": None,
+                        "component": None, "operator": "arrival", "device": f"prefill-w{k}"})
+            for j, d in enumerate(attrs, start=1):
+                d = dict(d, request=r)
+                if d.get("device") in ("prefill-w0", "link-w0"):
+                    d["device"] = d["device"][:-1] + str(k)
+                if d.get("resource") is not None:
+                    d["resource"] = f"link-w{k}"
+                    d["priority"] = (r, int(send_index[j]))
+                out.append(d)
+        return out
+
+    graph = dict(G.graph, target_request=0)
+    return EventTable(duration_s=duration.ravel(), src=np.concatenate(src), dst=np.concatenate(dst),
+                      edge_kind=np.concatenate(kinds), graph=graph, columns=columns, name_of=name_of,
+                      make_names=make_names, make_attrs=make_attrs)
+
+
+def trace_ttft_s(S) -> np.ndarray:
+    """Each request's time to first token in a scheduled trace: its token's
+    finish less its arrival (the ``wait`` node's duration)."""
+    cg = S.compiled
+    kinds, request = cg.column("kind"), cg.column("request")
+    tokens, arrivals = np.flatnonzero(kinds == "token"), np.flatnonzero(kinds == "wait")
+    tokens = tokens[np.argsort(request[tokens], kind="stable")]
+    arrivals = arrivals[np.argsort(request[arrivals], kind="stable")]
+    return S.finish[tokens] - cg.duration_s[arrivals]

@@ -1,0 +1,221 @@
+"""The compiled form against the networkx-level reference (:mod:`depgraph._reference`).
+
+Every comparison is exact: the same topological order, the same bits of
+every start and finish time, the same back-pointers (so the same critical
+paths), the same resource order, the same frontier, and the same networkx
+view of the scheduled graph.
+"""
+
+import networkx as nx
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import depgraph as dg
+from depgraph import _kernel
+from depgraph import _reference as ref
+from depgraph._compiled import EventTable, apply_policy
+from depgraph.policies import Policy
+from depgraph.scheduler import resolve_resources
+from depgraph.workloads.trace import batching_trace, trace_ttft_s
+
+durations = st.one_of(st.integers(0, 8).map(lambda k: k / 4), st.floats(0.0, 1e3, allow_nan=False))
+
+
+@st.composite
+def event_dags(draw, max_nodes=24):
+    """A random DAG (acyclic by rank, inserted in a random order) whose nodes
+    may use one of two resources, with random priorities and rules, and
+    whose edges are of random kinds (policy edges included)."""
+    n = draw(st.integers(1, max_nodes))
+    ranks = st.integers(0, n - 1)
+    G = nx.DiGraph()
+    rules = draw(st.fixed_dictionaries({}, optional={"a": st.sampled_from(["fifo", "priority"]),
+                                                     "b": st.sampled_from(["fifo", "priority"])}))
+    if rules:
+        G.graph["resource_rules"] = rules
+    for r in draw(st.permutations(range(n))):
+        attrs = {"duration_s": draw(durations), "kind": draw(st.sampled_from(["prefill", "send", "decode", "token"])),
+                 "request": draw(st.integers(0, 2))}
+        res = draw(st.sampled_from([None, None, "a", "b"]))
+        if res is not None:
+            attrs["resource"] = res
+            if draw(st.booleans()):
+                attrs["priority"] = (draw(st.integers(0, 3)), draw(st.integers(0, 3)))
+        G.add_node(f"v{r}", **attrs)
+    for a, b in draw(st.lists(st.tuples(ranks, ranks), max_size=3 * n)):
+        if a != b:
+            G.add_edge(f"v{min(a, b)}", f"v{max(a, b)}", kind=draw(st.sampled_from(["data", "program", "policy"])))
+    return G
+
+
+def assert_same_schedule(S, R):
+    """``S`` (compiled) and ``R`` (reference) agree bit for bit."""
+    assert S.compiled.nodes == R.compiled.nodes
+    assert S.compiled.duration_s.tobytes() == R.compiled.duration_s.tobytes()
+    assert S.compiled.pred_indptr.tobytes() == R.compiled.pred_indptr.tobytes()
+    assert S.compiled.pred_indices.tobytes() == R.compiled.pred_indices.tobytes()
+    assert S.start.tobytes() == R.start.tobytes() and S.finish.tobytes() == R.finish.tobytes()
+    assert S.via.tobytes() == R.via.tobytes()
+    for admitted in (True, False):
+        for kinds in (None, ("decode",)):
+            pd.testing.assert_frame_equal(S.frontier(admitted=admitted, kinds=kinds),
+                                          ref.frontier(R, admitted=admitted, kinds=kinds), check_exact=True)
+    H, K = S.graph, R.graph
+    assert list(H.nodes(data=True)) == list(K.nodes(data=True))
+    assert list(H.edges(data=True)) == list(K.edges(data=True))
+    assert H.graph == K.graph
+
+
+@settings(max_examples=150)
+@given(event_dags())
+def test_random_dags_with_resources_match_the_reference(G):
+    S, R = dg.schedule(G), ref.schedule(G)
+    assert_same_schedule(S, R)
+    # the list-scheduling order itself: the same resource edges, in the same order
+    assert list(resolve_resources(G).edges(data=True)) == list(ref.resolve_resources(G).edges(data=True))
+    if S.compiled.num_nodes:  # via is the same, so is the path to any node
+        target = S.compiled.nodes[-1]
+        path, i = [], R.compiled.index[target]
+        while i >= 0:
+            path.append(R.compiled.nodes[i])
+            i = int(R.via[i])
+        assert S.critical_path(target) == path[::-1]
+
+
+@settings(max_examples=60)
+@given(st.integers(1, 40), st.integers(1, 30), st.integers(0, 2**32 - 1), st.booleans())
+def test_level_kernel_equals_the_loop(width, depth, seed, zeros):
+    rng = np.random.default_rng(seed)
+    n = width * depth
+    ids = np.arange(n).reshape(depth, width)
+    src = np.concatenate([ids[:-1].ravel(), rng.integers(0, n, 2 * n)])
+    dst = np.concatenate([ids[1:].ravel(), rng.integers(0, n, 2 * n)])
+    keep = src < dst
+    src, dst = src[keep], dst[keep]
+    duration = rng.choice([0.0, 0.1, 0.25, 1 / 3], n) if zeros else rng.uniform(0, 1, n)
+    T = EventTable(duration_s=duration, src=src, dst=dst, edge_kind=np.zeros(src.size, dtype=np.int8))
+    cg = dg.compile_graph(T)
+    plan = cg.level_plan()
+    a_start, a_finish = _kernel.asap_levels(cg.duration_s, plan)
+    b_start, b_finish = _kernel.asap_loop(cg.duration_s, cg.pred_indptr, cg.pred_indices)
+    assert a_start.tobytes() == b_start.tobytes() and a_finish.tobytes() == b_finish.tobytes()
+    assert sorted(plan.nodes.tolist()) == list(range(n))
+
+
+def test_a_deep_chain_is_not_planned_by_level():
+    n = 5000
+    indptr = np.concatenate([[0], np.arange(n)])  # node i > 0 has the one predecessor i - 1
+    indices = np.arange(n - 1)
+    assert _kernel.level_plan(indptr, indices, min_width=48) is None
+    assert _kernel.level_plan(indptr, indices).num_levels == n
+
+
+WORKLOADS = {
+    "single-handoff": lambda: dg.single_request("qwen3.6-35b-a3b", prompt_tokens=1024, link="25g", mfu=0.4),
+    "single-migration": lambda: dg.single_request("nemotron-3-nano-30b-a3b", prompt_tokens=8192, link="pcie4",
+                                                  mfu=1.0, timing="migration"),
+    "speculative": lambda: dg.speculative("qwen3.6-35b-a3b", prompt_tokens=1024, link="25g", mfu=1.0, spec_k=3),
+    "pipeline-private": lambda: dg.pipeline("qwen3.6-35b-a3b", prompt_tokens=1024, link="100g", mfu=0.4, stages=4),
+    "pipeline-shared": lambda: dg.pipeline("nemotron-3-nano-30b-a3b", prompt_tokens=1024, link="25g", mfu=0.4,
+                                           stages=2, shared_link=True),
+    "interleaved-fifo": lambda: dg.interleaved("qwen3.6-35b-a3b", prompt_tokens=1024, link="25g", mfu=0.4,
+                                               requests=4),
+    "interleaved-rr-serial": lambda: dg.interleaved("nemotron-3-nano-30b-a3b", prompt_tokens=1024, link="25g",
+                                                    mfu=1.0, requests=3, rule="layer-round-robin", prefill="serial"),
+    "interleaved-request-order": lambda: dg.interleaved("qwen3.6-35b-a3b", prompt_tokens=8192, link="pcie4",
+                                                        mfu=0.4, requests=3, rule="request-order",
+                                                        timing="migration"),
+}
+
+
+@pytest.mark.parametrize("policy", [None, *dg.POLICY_NAMES])
+@pytest.mark.parametrize("workload", WORKLOADS)
+def test_every_workload_matches_the_reference(workload, policy):
+    G = WORKLOADS[workload]()
+    S, R = dg.schedule(G, policy=policy), ref.schedule(G, policy=policy)
+    assert_same_schedule(S, R)
+    assert S.breakdown() == dg.breakdown(S)
+    assert S.ttft_by_request == R.token_finish()
+
+
+@pytest.mark.parametrize("admission, scope", [("step", "request"), ("step", "batch"), ("async", "request")])
+@pytest.mark.parametrize("policy", dg.POLICY_NAMES)
+def test_continuous_batching_matches_the_reference(policy, admission, scope):
+    G = dg.continuous_batching("qwen3.6-35b-a3b", prompt_tokens=1024, link="25g", mfu=0.4, batch=8, policy=policy,
+                               admission=admission, hook_scope=scope)
+    S, R = dg.schedule(G), ref.schedule(G)
+    assert_same_schedule(S, R)
+    assert dg.stall_s(S) == dg.stall_s(dg.Schedule(R.graph, None, compiled=dg.compile_graph(R.graph),
+                                                   start=R.start, finish=R.finish, via=R.via))
+
+
+def test_a_policy_rule_beyond_the_overlay_runs_on_networkx():
+    def wait_for_everything(G):  # uses G.predecessors, which the overlay does not offer
+        H = G.copy()
+        sinks = [n for n in H.nodes if not list(H.predecessors(n))]
+        H.add_node("start", kind="barrier", duration_s=0.5)
+        for n in sinks:
+            H.add_edge("start", n, kind="policy")
+        return H
+
+    pol = Policy("custom", wait_for_everything)
+    G = WORKLOADS["single-handoff"]()
+    S, R = dg.schedule(G, policy=pol), ref.schedule(G, policy=pol)
+    assert_same_schedule(S, R)
+    assert S.graph.graph["policy"] == "custom"
+
+
+def test_policy_overlay_records_what_the_rule_adds():
+    G = WORKLOADS["interleaved-fifo"]()
+    T = EventTable.from_networkx(G)
+    for name in dg.POLICY_NAMES:
+        H = dg.get_policy(name).apply(G)
+        mine = apply_policy(T, dg.get_policy(name)).to_networkx()
+        assert list(mine.nodes(data=True)) == list(H.nodes(data=True))
+        assert list(mine.edges(data=True)) == list(H.edges(data=True)) and mine.graph == H.graph
+    plain = nx.DiGraph()
+    nx.add_path(plain, ["a", "b", "c"], kind="data")
+    nx.set_node_attributes(plain, 1.0, "duration_s")
+    assert dg.schedule(plain).graph is plain  # nothing added: the view is the graph itself
+    assert dg.schedule(G).graph is not G  # resource edges added: a copy, as resolve_resources makes
+
+
+@pytest.mark.parametrize("requests, workers, timing", [(5, 2, "handoff"), (12, 3, "migration")])
+def test_trace_table_is_its_networkx_view(requests, workers, timing):
+    T = batching_trace("nemotron-3-nano-30b-a3b", requests=requests, prompt_tokens=1024, link="25g", mfu=0.4,
+                       interarrival_s=0.004, prefill_workers=workers, timing=timing)
+    G = T.to_networkx()
+    a, b = dg.compile_graph(T), dg.compile_graph(G)
+    assert a.nodes == b.nodes == list(G.nodes)  # built in dependency order: the order is the insertion order
+    for field in ("duration_s", "pred_indptr", "pred_indices", "pred_kind"):
+        assert getattr(a, field).tobytes() == getattr(b, field).tobytes()
+    assert [T.name(i) for i in range(T.num_nodes)] == list(G.nodes)
+    S, R = dg.schedule(T), ref.schedule(G)
+    assert_same_schedule(S, R)
+    ttft = trace_ttft_s(S)
+    assert ttft.shape == (requests,) and np.all(ttft > 0)
+    assert S.ttft_by_request == R.token_finish()
+
+
+def test_a_large_trace_takes_the_level_kernel_and_agrees_with_the_loop():
+    T = batching_trace("qwen3.6-35b-a3b", requests=120, prompt_tokens=1024, link="25g", mfu=0.4,
+                       interarrival_s=0.002, prefill_workers=60)
+    assert T.num_edges > _kernel.SMALL_GRAPH_EDGES
+    S = dg.schedule(T)
+    cg = S.compiled
+    assert cg._plan is not False and cg._plan is not None  # planned by level
+    start, finish = _kernel.asap_loop(cg.duration_s, cg.pred_indptr, cg.pred_indices)
+    assert S.start.tobytes() == start.tobytes() and S.finish.tobytes() == finish.tobytes()
+    # the resource order of the fast path equals the event simulation's
+    before = dg.compile_graph(T)
+    res = before.column("resource").tolist()
+    prio = [tuple(p) if r is not None else () for p, r in zip(before.column("priority").tolist(), res)]
+    order = _kernel.event_list_schedule(before.duration_s, before.pred_indptr, before.pred_indices, res, prio, {})
+    resource_edges = {(before.node(a), before.node(b)) for users in order.values() for a, b in zip(users, users[1:])}
+    mine = {(cg.node(v), cg.node(u)) for v in range(cg.num_nodes)
+            for u, k in zip(cg.pred_indices[cg.pred_indptr[v]:cg.pred_indptr[v + 1]],
+                            cg.pred_kind[cg.pred_indptr[v]:cg.pred_indptr[v + 1]]) if k == 2}
+    assert {(u, v) for v, u in mine} == resource_edges
