@@ -42,8 +42,8 @@ from .errors import ConfigError
 from .models import load_model
 from .policies import POLICY_NAMES
 from .scheduler import Schedule, schedule
-from .workloads import (continuous_batching, expected_step_admission, interleaved, pipeline, single_request,
-                        speculative)
+from .workloads import continuous_batching, interleaved, pipeline, single_request, speculative
+from .workloads.batching import step_admission_expectation
 
 __all__ = ["run_point", "WORKLOADS", "build"]
 
@@ -120,15 +120,13 @@ def run_point(point: dict[str, Any], *, cost: CostModel | None = None) -> list[d
             rows.append({"policy": policy, "admission": "none", **_analyses(S), "stall_s": float("nan"),
                          "step_s": float("nan"), "join_step": float("nan")})
         return rows
-    common = dict(prompt_tokens=point["prompt_tokens"], link=point["link"], mfu=point["mfu"],
-                  timing=point.get("timing", "handoff"), cost=cost, batch=point.get("batch", 8))
     scope = point.get("hook_scope", "request")
     for admission in ("step", "async"):
         for policy in POLICY_NAMES:
             S = schedule(build(point, policy=policy, admission=admission, phase=0.5, cost=cost))
             row = {"policy": policy, "admission": admission, **_analyses(S)}
             if admission == "step":
-                e = expected_step_admission(_model(point["model"]), policy=policy, **common)
+                e = step_admission_expectation(S.graph)
                 row.update(ttft_s=e["ttft_request_s"] if scope == "request" else e["ttft_batch_s"],
                            ttft_last_s=e["ttft_request_s"] if scope == "request" else e["ttft_batch_s"],
                            stall_s=e["stall_batch_s"], step_s=e["step_s"], join_step=float(S.graph.graph["join_step"]))

@@ -48,7 +48,8 @@ from ..policies import get_policy
 from ..scheduler import Schedule, schedule
 from .single import add_request, new_graph
 
-__all__ = ["continuous_batching", "expected_step_admission", "stall_s", "ADMISSIONS", "HOOK_SCOPES"]
+__all__ = ["continuous_batching", "expected_step_admission", "step_admission_expectation", "stall_s", "ADMISSIONS",
+           "HOOK_SCOPES"]
 
 ADMISSIONS = ("step", "async")
 HOOK_SCOPES = ("batch", "request")
@@ -114,7 +115,8 @@ def continuous_batching(model, *, prompt_tokens: int, link, mfu: float | None = 
         add_dep(H, prev, s, "program")
         prev = s
     add_dep(H, prev, join_ops[0], "program")
-    H.graph.update(join_step=join_step, stall_probe={"before": prev, "chain": tuple(join_ops)})
+    H.graph.update(join_step=join_step, stall_probe={"before": prev, "chain": tuple(join_ops)},
+                   admit_after_s=dict(plan["admit_after_s"]), join_step_s=plan["join_step_s"])
     return H
 
 
@@ -201,18 +203,16 @@ def expected_step_admission(model, *, prompt_tokens: int, link, mfu: float | Non
     >>> round(e["ttft_request_s"] * 1e3, 1), round(e["step_s"] * 1e3, 1)
     (88.7, 22.7)
     """
-    batch = positive_int("batch", batch, upper=100_000)
-    pol = get_policy(policy)
-    G, model, prompt_tokens, link, timing, cost = new_graph(
-        "batch", model, prompt_tokens=prompt_tokens, link=link, mfu=mfu, timing=timing, cost=cost)
-    context = positive_int("context_tokens", context_tokens if context_tokens is not None else prompt_tokens,
-                           upper=10_000_000)
-    step_s = cost.decode_step_s(model, [context] * batch)
-    remainder = add_event(G, "batch:step00", kind="decode", request="batch", operator="step", device="decode",
-                          duration_s=0.0, step=0)
-    plan = _join_plan(G, model, prompt_tokens=prompt_tokens, link=link, cost=cost, timing=timing, batch=batch,
-                      context=context, policy=pol, remainder=remainder)
-    m_req, m_batch = plan["admit_after_s"]["request"], plan["admit_after_s"]["batch"]
+    G = continuous_batching(model, prompt_tokens=prompt_tokens, link=link, mfu=mfu, timing=timing, cost=cost,
+                            batch=batch, admission="step", policy=policy, context_tokens=context_tokens)
+    return step_admission_expectation(G)
+
+
+def step_admission_expectation(G: nx.DiGraph) -> dict:
+    """:func:`expected_step_admission` read off a graph that
+    :func:`continuous_batching` built with step admission (any phase)."""
+    step_s = G.graph["step_s"]
+    m_req, m_batch = G.graph["admit_after_s"]["request"], G.graph["admit_after_s"]["batch"]
     gap = m_req - m_batch
     if gap >= step_s:
         stall = gap - step_s / 2
@@ -221,11 +221,11 @@ def expected_step_admission(model, *, prompt_tokens: int, link, mfu: float | Non
     else:
         stall = 0.0
     return {
-        "ttft_request_s": m_req + step_s / 2 + plan["join_step_s"],
-        "ttft_batch_s": m_batch + step_s / 2 + plan["join_step_s"] + stall,
+        "ttft_request_s": m_req + step_s / 2 + G.graph["join_step_s"],
+        "ttft_batch_s": m_batch + step_s / 2 + G.graph["join_step_s"] + stall,
         "stall_batch_s": stall,
         "step_s": step_s,
-        "join_step_s": plan["join_step_s"],
+        "join_step_s": G.graph["join_step_s"],
     }
 
 
