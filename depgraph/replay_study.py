@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from .policies import POLICY_NAMES
+from .study import study_gains
 
 __all__ = ["replay_gains", "family_summary", "figure9_numbers", "plot_fig6", "plot_fig7", "plot_fig8",
            "plot_fig9", "FAMILY_ORDER"]
@@ -25,14 +26,7 @@ def replay_gains(table: pd.DataFrame) -> pd.DataFrame:
     continuous batching with step admission, ``async_vs_layer`` (the async
     per-layer TTFT against the step-admitted per-layer one) and
     ``async_component_vs_layer`` (both with async admission)."""
-    wide = table.pivot_table(index=_POINT + ["admission"], columns="policy", values="ttft_s", sort=False)
-    out = pd.DataFrame(index=wide.index)
-    for p in POLICY_NAMES:
-        out[f"ttft_{p.replace('-', '_')}_s"] = wide[p]
-    out["component_vs_layer"] = 1.0 - wide["component"] / wide["layer"]
-    out["layer_vs_global"] = 1.0 - wide["layer"] / wide["global"]
-    out["layer_vs_ctm"] = 1.0 - wide["layer"] / wide["compute-then-move"]
-    out = out.reset_index()
+    out = study_gains(table[table.policy.isin(POLICY_NAMES)], index=_POINT + ["admission"])
     asy = out[out.admission == "async"].set_index(_POINT)
     step = out[out.admission == "step"].set_index(_POINT)
     if len(step):

@@ -91,11 +91,13 @@ def single_request_sweep(
     return pd.DataFrame(rows)
 
 
-def study_gains(df: pd.DataFrame) -> pd.DataFrame:
+def study_gains(df: pd.DataFrame, *, index: list[str] | None = None) -> pd.DataFrame:
     """One row per configuration with the study's three gains, as fractions
     (latency drop against the named baseline): ``layer_vs_ctm``,
-    ``layer_vs_global`` and ``component_vs_layer``."""
-    wide = df.pivot_table(index=_CONFIG, columns="policy", values="ttft_s", sort=False)
+    ``layer_vs_global`` and ``component_vs_layer``, and each policy's TTFT.
+    ``index`` names the columns that identify a configuration (default: the
+    single-request grid's)."""
+    wide = df.pivot_table(index=index or _CONFIG, columns="policy", values="ttft_s", sort=False)
     out = pd.DataFrame(index=wide.index)
     for policy in POLICY_NAMES:
         out[f"ttft_{policy.replace('-', '_')}_s"] = wide[policy]
