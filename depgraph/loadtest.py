@@ -305,6 +305,10 @@ class _Simulation:
         self.held = 0
         self._prefill_s: dict[int, float] = {}
         self._transfer_s: dict[int, float] = {}
+        bw = cost.gpu.hbm_bytes_per_s * cost.hbm_efficiency
+        self._weights_s: dict[int, float] = {}
+        self._kv_token_s = model.kv_bytes_per_token / bw
+        self._state_s = sum(layer.ssm_bytes + layer.conv_bytes for layer in model.layers) / bw
 
     # -- helpers
     def push_event(self, t: float, kind: str, i: int) -> None:
@@ -324,7 +328,13 @@ class _Simulation:
         return self._transfer_s[prompt]
 
     def step_s(self, contexts: list[int]) -> float:
-        return self.p.decode_step_overhead_s + self.cost.decode_step_s(self.model, contexts) / self.p.tp
+        """The cost model's memory-bound step (CostModel.decode_step_s), split into what depends on the
+        batch size only (weights, per-layer overhead, head: cached) and what every request reads."""
+        batch = len(contexts)
+        if batch not in self._weights_s:
+            self._weights_s[batch] = self.cost.decode_step_s(self.model, [0] * batch) - batch * self._state_s
+        per_request = self._kv_token_s * sum(contexts) + batch * self._state_s
+        return self.p.decode_step_overhead_s + (self._weights_s[batch] + per_request) / self.p.tp
 
     def log_waiting(self, t: float) -> None:
         self.waiting_log.append((t, len(self.slot_queue)))

@@ -181,3 +181,18 @@ def test_loadtest_cli_json_contract(capsys):
     data = json.loads(out)
     for key in ("ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "slots_held_mean", "waiting_peak"):
         assert key in data
+
+
+@pytest.mark.parametrize("model", ["qwen3-32b", "qwen3.6-35b-a3b", "nemotron-3-nano-30b-a3b"])
+def test_simulated_step_is_the_cost_models_step(model):
+    import importlib
+
+    lt = importlib.import_module("depgraph.loadtest")
+    m, p = dg.load_model(model), LoadModel()
+    cost = dg.CostModel(gpu=p.gpu, mfu=p.prefill_mfu)
+    sim = lt._Simulation(m, cost, dg.load_link(p.link), p, "push", 8, arrivals(qps=1, num_prompts=1, prompt_tokens=8,
+                                                                              out_tokens=1))
+    for contexts in ([100], [100, 2000, 5], [7] * 9, [16384] * 8):
+        want = p.decode_step_overhead_s + cost.decode_step_s(m, contexts) / p.tp
+        # the simulation splits the same sum (batch-size part cached): equal up to float reassociation
+        assert sim.step_s(contexts) == pytest.approx(want, rel=1e-12)
