@@ -7,6 +7,7 @@
 54.0
 """
 
+from .anomalies import Anomaly, find_anomalies
 from .cost import CostModel
 from .draw import draw, gantt, plot_frontier
 from .perfetto import to_perfetto, trace_events
@@ -27,7 +28,7 @@ from .workloads import (ADMISSIONS, HOOK_SCOPES, LINK_RULES, TIMINGS, continuous
                         single_request, speculative, stall_s, expected_step_admission)
 
 __all__ = [
-    "COMPONENTS", "CompiledGraph", "ConfigError", "CostModel", "CycleError", "DepgraphError", "EDGE_KINDS", "GPU",
+    "Anomaly", "find_anomalies", "COMPONENTS", "CompiledGraph", "ConfigError", "CostModel", "CycleError", "DepgraphError", "EDGE_KINDS", "GPU",
     "GraphError", "LayerSpec", "Link", "ModelSpec", "NODE_KINDS", "POLICIES", "POLICY_NAMES", "Policy", "Schedule",
     "TIMINGS", "ADMISSIONS", "HOOK_SCOPES", "LINK_RULES", "continuous_batching", "expected_step_admission", "interleaved", "pipeline",
     "speculative", "stall_s", "breakdown", "catalog", "compile_graph", "critical_path", "draw", "gantt", "plot_frontier", "to_perfetto", "trace_events", "plot_loadtest", "plot_pushpull_sweep", "frontier", "get_policy", "handoff_bytes",

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
+from .anomalies import add_anomalies_command, run_anomalies_command
 from .capacity import add_capacity_command, run_capacity_command
 from .errors import DepgraphError
 
@@ -91,6 +92,7 @@ def _build_parser() -> argparse.ArgumentParser:
 
     add_sweep_command(sub)
     add_capacity_command(sub)
+    add_anomalies_command(sub)
 
     p = sub.add_parser("schedule", help="schedule an event graph read from GraphML or node-link JSON")
     p.add_argument("graph", help="a .graphml or node-link .json file")
@@ -362,7 +364,7 @@ def _cmd_sweep(args) -> int:
 _COMMANDS = {"models": _cmd_models, "bytes": _cmd_bytes, "ttft": _cmd_ttft, "draw": _cmd_draw,
              "trace": _cmd_trace, "sweep": _cmd_sweep, "loadtest": _cmd_loadtest,
              "schedule": _cmd_schedule, "reproduce": _cmd_reproduce,
-             "capacity": run_capacity_command}
+             "capacity": run_capacity_command, "anomalies": run_anomalies_command}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
