@@ -1,7 +1,9 @@
 """Test-suite settings shared by every test module.
 
 Hypothesis runs deterministically (``derandomize=True``: the examples are a
-function of the test, so a failure reproduces on every machine and every run)
+function of the test and of the code it imports (hypothesis also draws constants
+from local modules), so the same suite gives the same examples on every machine
+and every run; running one file alone may draw different ones)
 and without a deadline (the first call of a test pays for imports and graph
 construction, which would trip a per-example deadline on a slow CI box).
 ``max_examples`` is kept modest so that the whole suite stays fast on two
