@@ -288,7 +288,7 @@ def plan(model: str | ModelSpec, *, qps: float, prompt_tokens: int, out_tokens: 
         Store the KV cache in this dtype (e.g. ``"fp8"``).
     gpu
         Decode GPU, for the memory check (default ``"h200"``, 141 GB: the
-        push vs pull study's servers, as in :class:`~depgraph.loadtest.LoadModel`).
+        push vs pull study's servers, as in :class:`~depgraph.load.LoadModel`).
     gpu_memory_utilization
         Share of HBM the engine may use for weights and KV, in (0, 1]
         (default 0.9, vLLM's default). Activations are not counted otherwise.
@@ -310,7 +310,7 @@ def plan(model: str | ModelSpec, *, qps: float, prompt_tokens: int, out_tokens: 
     >>> round(pull.transfer_s * 1e3, 1), round(pull.total_bytes / 1e9, 1)
     (10.5, 4.2)
     """
-    from .loadtest import LoadModel
+    from .load import LoadModel
 
     DEFAULT_GPU = LoadModel().gpu
 

@@ -88,7 +88,7 @@ def _build_parser() -> argparse.ArgumentParser:
     _add_request_args(p)
     p.add_argument("-o", "--output", required=True, help="output .json file")
 
-    from .sweep import add_sweep_command
+    from .sweeps import add_sweep_command
 
     add_sweep_command(sub)
     add_capacity_command(sub)
@@ -281,7 +281,7 @@ def _cmd_trace(args) -> int:
 def _cmd_reproduce(args) -> int:
     from .report import write_reproduction
 
-    from .sweep import SweepInterrupted
+    from .sweeps import SweepInterrupted
 
     try:
         path = write_reproduction(args.out, scenarios=args.scenarios, workers=args.workers, show_bars=not args.quiet,
@@ -294,7 +294,7 @@ def _cmd_reproduce(args) -> int:
 
 
 def _cmd_loadtest(args) -> int:
-    from .loadtest import loadtest
+    from .load import loadtest
     from .report import _atomic_write_text, _save_figure
 
     for flag, value, suffixes in (("--plot", args.plot, (".png", ".svg", ".pdf")), ("--perfetto", args.perfetto, (".json",)),
@@ -356,7 +356,7 @@ def _cmd_schedule(args) -> int:
 
 
 def _cmd_sweep(args) -> int:
-    from .sweep import run_sweep_command
+    from .sweeps import run_sweep_command
 
     return run_sweep_command(args)
 

@@ -1,6 +1,6 @@
 """Figures of the push vs pull load model: one load test, and a sweep.
 
-:func:`plot_loadtest` shows one run of :func:`depgraph.loadtest.loadtest`
+:func:`plot_loadtest` shows one run of :func:`depgraph.load.loadtest`
 over time: each request's time to first token (TTFT) at its arrival,
 coloured by the part of it that dominates, above the decode slots held and
 the requests waiting for one (vLLM's ``num_requests_waiting``). It is the
@@ -98,16 +98,16 @@ def _fmt(x: float) -> str:
 
 
 def _check_result(result: Any):
-    from .loadtest import LoadResult
+    from .load import LoadResult
 
     if not isinstance(result, LoadResult):
-        raise ConfigError(f"result: expected a depgraph LoadResult (from depgraph.loadtest), "
+        raise ConfigError(f"result: expected a depgraph LoadResult (from depgraph.load), "
                           f"got {type(result).__name__}")
     missing = [c for cols in TTFT_PARTS.values() for c in cols if c not in result.requests.columns]
     missing += [c for c in ("arrival_s", "ttft_s") if c not in result.requests.columns]
     missing += [f"timeline.{c}" for c in ("time_s", "slots_held", "waiting") if c not in result.timeline.columns]
     if missing:
-        raise ConfigError(f"result: lacks {', '.join(missing)}; expected a LoadResult from depgraph.loadtest")
+        raise ConfigError(f"result: lacks {', '.join(missing)}; expected a LoadResult from depgraph.load")
     return result
 
 
@@ -140,8 +140,8 @@ def plot_loadtest(result: Any, *, unit: str = "ms"):
     Parameters
     ----------
     result
-        A :class:`~depgraph.loadtest.LoadResult` from
-        :func:`depgraph.loadtest.loadtest`.
+        A :class:`~depgraph.load.LoadResult` from
+        :func:`depgraph.load.loadtest`.
     unit
         Unit of TTFT and TPOT: ``"s"``, ``"ms"`` or ``"us"``. The shared time
         axis is always in seconds (a run lasts seconds to minutes).
@@ -280,7 +280,7 @@ def plot_pushpull_sweep(table: Any, *, unit: str = "ms", study: bool = True):
     ----------
     table
         The sweep table of ``workloads/pushpull.toml`` (from
-        :func:`depgraph.sweep.sweep` or :func:`depgraph.sweep.read_sweep`;
+        :func:`depgraph.sweeps.sweep` or :func:`depgraph.sweeps.read_sweep`;
         rows of other workloads are ignored), or any table with the columns
         ``handoff``, ``prompt_tokens``, ``qps``, ``ttft_p50_s``,
         ``ttft_p99_s``, ``tpot_p50_s``, ``slots_held_mean`` and

@@ -21,7 +21,7 @@
     the last request's.
 ``loadtest``
     one row (policy ``-``) with the push/pull load test's summary; ``ttft_s``
-    is the mean over requests (:func:`depgraph.loadtest.loadtest`).
+    is the mean over requests (:func:`depgraph.load.loadtest`).
 
 >>> from depgraph.replay import run_point
 >>> rows = run_point({"model": "qwen3.6-35b-a3b", "prompt_tokens": 1024, "link": "25g", "mfu": 1.0,
@@ -92,7 +92,7 @@ def _analyses(S: Schedule) -> dict[str, float]:
 def _loadtest_row(point: dict[str, Any]) -> dict[str, Any]:
     """One row for a push/pull load-test point: its summary (``frontier_max``
     is the largest decode batch the loop ran)."""
-    from .loadtest import loadtest
+    from .load import loadtest
 
     r = loadtest(point["model"], handoff=point["handoff"], qps=point["qps"], prompt_tokens=point["prompt_tokens"],
                  out_tokens=point["out_tokens"], num_prompts=point["num_prompts"],

@@ -357,7 +357,7 @@ def _scenarios_dir() -> Path:
 def _posting_context() -> dict:
     """The posting figures the push/pull claims read: posting time at 2,000
     tokens, and pull-thread over pull time per token at 2k, 8 req/s."""
-    from .loadtest import LoadModel, loadtest
+    from .load import LoadModel, loadtest
 
     kw = dict(qps=8, prompt_tokens=2000, out_tokens=128, num_prompts=300, max_num_seqs=64, seed=0)
     pull = loadtest("qwen3-32b", handoff="pull", **kw).summary["tpot_p50_s"]
@@ -388,7 +388,7 @@ def write_reproduction(out: str | Path, *, scenarios: str | Path | None = None, 
     ``out/.parts``. Returns the report's path."""
     from .replay_study import (family_summary, figure9_numbers, plot_fig6, plot_fig7, plot_fig8, plot_fig9,
                                replay_gains)
-    from .sweep import sweep
+    from .sweeps import sweep
 
     say = progress or (lambda msg: None)
     out = Path(out)

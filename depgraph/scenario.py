@@ -147,7 +147,7 @@ WORKLOADS: dict[str, tuple[_Param, ...]] = {
     "interleaved": (_Param("interleave", "int", _REQUIRED, 1, 4096),
                     _Param("rule", "choice", "fifo", choices=("fifo", "request-order", "layer-round-robin"))),
     "pipeline": (_Param("stages", "int", _REQUIRED, 2, 1024), _Param("shared_link", "bool", False)),
-    # the push/pull load test (depgraph.loadtest): prompt_tokens and links come from the grid (the link is
+    # the push/pull load test (depgraph.load): prompt_tokens and links come from the grid (the link is
     # per GPU), the grid's MFU is the prefill MFU; timings do not apply (give ["handoff"])
     "loadtest": (_Param("handoff", "choice", _REQUIRED, choices=("push", "pull", "pull-thread")),
                  _Param("qps", "float", _REQUIRED, 0, 1e6), _Param("out_tokens", "int", 128, 1, 1_000_000),

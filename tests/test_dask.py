@@ -14,7 +14,7 @@ distributed = pytest.importorskip("distributed", reason="dask.distributed is not
 
 import depgraph as dg  # noqa: E402
 from depgraph.scenario import parse_scenario  # noqa: E402
-from depgraph.sweep import add_sweep_command, read_sweep, run_sweep_command, sweep  # noqa: E402
+from depgraph.sweeps import add_sweep_command, read_sweep, run_sweep_command, sweep  # noqa: E402
 
 SCENARIO = """
 name = "dask"

@@ -1,8 +1,6 @@
 """Fuzzing every loader and the CLI: only depgraph's own errors may escape, and the
 CLI answers bad input with one line and no traceback."""
 
-import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -12,7 +10,7 @@ from hypothesis import strategies as st
 import depgraph as dg
 from depgraph.cli import main
 from depgraph.io import read_graph, write_graph
-from depgraph.loadtest import read_trace
+from depgraph.load import read_trace
 from depgraph.scenario import load_scenario
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 import depgraph as dg
-from depgraph.loadtest import HANDOFFS, LoadModel, arrivals, read_trace
+from depgraph.load import HANDOFFS, LoadModel, arrivals, read_trace
 
 STUDY = dict(prompt_tokens=16384, out_tokens=128, num_prompts=400, max_num_seqs=8, seed=0)
 
@@ -187,7 +187,7 @@ def test_loadtest_cli_json_contract(capsys):
 def test_simulated_step_is_the_cost_models_step(model):
     import importlib
 
-    lt = importlib.import_module("depgraph.loadtest")
+    lt = importlib.import_module("depgraph.load")
     m, p = dg.load_model(model), LoadModel()
     cost = dg.CostModel(gpu=p.gpu, mfu=p.prefill_mfu)
     sim = lt._Simulation(m, cost, dg.load_link(p.link), p, "push", 8, arrivals(qps=1, num_prompts=1, prompt_tokens=8,

@@ -23,10 +23,10 @@ import pytest
 import depgraph as dg
 from depgraph.scenario import expand_scenario, parse_scenario
 from depgraph.study import single_request_sweep
-from depgraph.sweep import (LEAD_COLUMNS, ROW_COLUMNS, SweepInterrupted, add_sweep_command, read_sweep,
+from depgraph.sweeps import (LEAD_COLUMNS, ROW_COLUMNS, SweepInterrupted, add_sweep_command, read_sweep,
                             run_sweep_command, sweep)
 
-sweep_module = importlib.import_module("depgraph.sweep")
+sweep_module = importlib.import_module("depgraph.sweeps")
 
 # ------------------------------------------------------------ fake runners
 

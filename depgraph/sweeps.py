@@ -39,7 +39,7 @@ the last bit, booleans, gaps), which per-point Parquet files would re-type
 column by column; the assembled table is written as Parquet and CSV.
 
 >>> from depgraph.scenario import parse_scenario
->>> from depgraph.sweep import sweep
+>>> from depgraph.sweeps import sweep
 >>> sc = parse_scenario('''
 ... name = "doc"
 ... [grid]
