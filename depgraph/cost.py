@@ -120,8 +120,9 @@ class CostModel:
         bw = self.gpu.hbm_bytes_per_s * self.hbm_efficiency
         return self.decode_layer_overhead_s + self.decode_layer_bytes(model, layer, context_tokens) / bw
 
-    def decode_head_s(self, model: ModelSpec, batch: int = 1) -> float:
-        """Seconds to read the LM head (final norm and vocabulary projection)."""
+    def decode_head_s(self, model: ModelSpec) -> float:
+        """Seconds to read the LM head (final norm and vocabulary projection), once per
+        step whatever the batch: its weights dominate the logits' own traffic."""
         bw = self.gpu.hbm_bytes_per_s * self.hbm_efficiency
         return model.lm_head_params * model.dtype_bytes / bw
 
@@ -129,8 +130,8 @@ class CostModel:
         """Seconds of one whole decode step (every layer plus the head)."""
         if isinstance(context_tokens, int):
             context_tokens = (context_tokens,)
-        batch = positive_int("batch", len(context_tokens), upper=1_000_000)
-        return sum(self.decode_layer_s(model, layer, context_tokens) for layer in model.layers) + self.decode_head_s(model, batch)
+        positive_int("batch", len(context_tokens), upper=1_000_000)
+        return sum(self.decode_layer_s(model, layer, context_tokens) for layer in model.layers) + self.decode_head_s(model)
 
     def decode_operators(self, model: ModelSpec, layer: LayerSpec, context_tokens: Sequence[int] | int) -> list[tuple[str, tuple[str, ...], float]]:
         """The decode operators of one layer, in program order.

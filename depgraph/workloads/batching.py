@@ -146,7 +146,7 @@ def _join_plan(G, model, *, prompt_tokens, link, cost, timing, batch, context, p
                 add_dep(G, arrivals[(layer.index, c)], d, "data")
             join_ops.append(d)
     head = add_event(G, "batch:join:head", kind="decode", request=0, operator="head", device="decode",
-                     duration_s=cost.decode_head_s(model, batch + 1), reads=(), seq=seq, batched=True)
+                     duration_s=cost.decode_head_s(model), reads=(), seq=seq, batched=True)
     join_ops.append(head)
     chain(G, join_ops, "program")
     token = add_event(G, "r0:token", kind="token", request=0, device="decode")
