@@ -127,18 +127,34 @@ def asap_loop_behind(duration_s: np.ndarray, indptr: np.ndarray, indices: np.nda
     return np.asarray(start, dtype=np.float64), np.asarray(behind, dtype=bool)
 
 
+#: Predecessor entries a level sweep gathers as rows (see :class:`LevelPlan`);
+#: entries beyond these, of nodes with more predecessors, go to one ``reduceat``.
+PLAN_ROWS = 4
+
+
 class LevelPlan:
-    """Nodes grouped by level (longest unit-length path from a source):
-    ``nodes`` in level order, level ``k`` being ``nodes[node_ptr[k]:node_ptr[k + 1]]``;
-    its predecessor entries ``pred_src[edge_ptr[k]:edge_ptr[k + 1]]`` (as
-    positions in that level order) with each node's first entry at
-    ``seg_starts``, for one ``maximum.reduceat`` per level."""
+    """Nodes grouped by level (longest unit path from a source): ``nodes``
+    in level order, level ``k`` being ``nodes[node_ptr[k]:node_ptr[k + 1]]``
+    (sorted by position; ``identity`` when that is simply ``0..n-1``).
 
-    __slots__ = ("nodes", "node_ptr", "pred_src", "edge_ptr", "seg_starts")
+    For the sweep, ``gather`` has one row per predecessor rank, in level
+    order: ``gather[j, i]`` is the ``j``-th predecessor (as a position in
+    level order) of the ``i``-th node, or its last one when it has fewer (a
+    maximum is unchanged by a repeat). Level ``k`` uses its first ``rows[k]``
+    rows (its largest in-degree, at most ``PLAN_ROWS``), so a level is one
+    ``take`` per row into contiguous memory, elementwise maxima and one
+    addition. Nodes with more than ``PLAN_ROWS`` predecessors keep the rest
+    in ``extra`` (``extra_ptr`` per level), reduced per node (``extra_seg``,
+    offsets within the level's slice; ``extra_node_ptr`` per level) and
+    merged into their level slots ``extra_at``.
+    """
 
-    def __init__(self, nodes, node_ptr, pred_src, edge_ptr, seg_starts):
-        self.nodes, self.node_ptr, self.pred_src = nodes, node_ptr, pred_src
-        self.edge_ptr, self.seg_starts = edge_ptr, seg_starts
+    __slots__ = ("nodes", "node_ptr", "identity", "gather", "rows", "extra", "extra_ptr",
+                 "extra_seg", "extra_at", "extra_node_ptr")
+
+    def __init__(self, **fields):
+        for k, v in fields.items():
+            setattr(self, k, v)
 
     @property
     def num_levels(self) -> int:
@@ -147,16 +163,13 @@ class LevelPlan:
 
 def _ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
     """Concatenated ``arange(s, s + c)`` for each pair, without a loop."""
-    total = int(counts.sum())
+    ends = np.cumsum(counts)
+    total = int(ends[-1]) if ends.size else 0
     if total == 0:
         return np.zeros(0, dtype=np.int64)
-    ends = np.cumsum(counts)
-    steps = np.ones(total, dtype=np.int64)
-    nz = counts > 0
-    firsts = ends[nz] - counts[nz]
-    steps[firsts[0]] = starts[nz][0]
-    steps[firsts[1:]] = starts[nz][1:] - (starts[nz][:-1] + counts[nz][:-1] - 1)
-    return np.cumsum(steps)
+    out = np.repeat(starts - (ends - counts), counts)
+    out += np.arange(total, dtype=out.dtype)
+    return out
 
 
 def level_plan(indptr: np.ndarray, indices: np.ndarray, *, min_width: int = 0) -> LevelPlan | None:
@@ -168,10 +181,11 @@ def level_plan(indptr: np.ndarray, indices: np.ndarray, *, min_width: int = 0) -
     counts = np.diff(indptr)
     src = indices
     by_src = np.argsort(src, kind="stable")
+    succ_cnt = np.bincount(src, minlength=n)
     succ_ptr = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.bincount(src, minlength=n), out=succ_ptr[1:])
-    dst_of_entry = np.repeat(np.arange(n, dtype=np.int64), counts)
-    succ = dst_of_entry[by_src]
+    np.cumsum(succ_cnt, out=succ_ptr[1:])
+    succ = np.repeat(np.arange(n, dtype=np.int64), counts)[by_src]
+    del by_src
     remaining = counts.copy()
     frontier = np.flatnonzero(remaining == 0)
     levels = []
@@ -181,51 +195,106 @@ def level_plan(indptr: np.ndarray, indices: np.ndarray, *, min_width: int = 0) -
         covered += frontier.size
         if min_width and len(levels) >= 32 and covered < min_width * len(levels):
             return None
-        targets = succ[_ranges(succ_ptr[frontier], succ_ptr[frontier + 1] - succ_ptr[frontier])]
+        targets = succ[_ranges(succ_ptr[frontier], succ_cnt[frontier])]
         if targets.size == 0:
             break
         np.subtract.at(remaining, targets, 1)
-        done = targets[remaining[targets] == 0]
-        remaining[done] = -1  # taken: a node with several predecessors here appears once
-        frontier = np.sort(done[remaining[done] == -1]) if done.size else done
-        frontier = frontier[np.concatenate(([True], frontier[1:] != frontier[:-1]))] if frontier.size else frontier
+        # a node whose last predecessors are all here appears once per such predecessor
+        done = np.sort(targets[remaining[targets] == 0])
+        frontier = done[np.concatenate(([True], done[1:] != done[:-1]))] if done.size > 1 else done
+    del succ, remaining
     nodes = np.concatenate(levels) if levels else np.zeros(0, dtype=np.int64)
+    sizes = np.fromiter((lv.size for lv in levels), dtype=np.int64, count=len(levels))
     node_ptr = np.zeros(len(levels) + 1, dtype=np.int64)
-    np.cumsum([lv.size for lv in levels], out=node_ptr[1:])
-    node_counts = counts[nodes]
-    entries = _ranges(indptr[nodes], node_counts)
-    edge_ptr = np.zeros(len(levels) + 1, dtype=np.int64)
-    edge_ptr[1:] = np.cumsum(node_counts)[node_ptr[1:] - 1] if nodes.size else 0
-    # work in level order: each level's nodes are a slice, its predecessors' entries another
-    rank = np.empty(n, dtype=np.int64)
-    rank[nodes] = np.arange(nodes.size, dtype=np.int64)
-    # reduceat offsets within each level's slice of entries (levels >= 1 have no empty segment)
-    seg_starts = np.cumsum(node_counts) - node_counts
-    seg_starts -= np.repeat(edge_ptr[:-1], np.diff(node_ptr))
-    return LevelPlan(nodes, node_ptr, rank[src[entries]], edge_ptr, seg_starts)
+    np.cumsum(sizes, out=node_ptr[1:])
+    identity = bool(np.array_equal(nodes, np.arange(n)))
+    L = len(levels)
+    # each node's in-degree and first predecessor entry, in level order
+    if identity:
+        rank = None
+        deg, first = counts, indptr[:-1]
+    else:
+        rank = np.empty(n, dtype=np.int64)
+        rank[nodes] = np.arange(n, dtype=np.int64)
+        deg, first = counts[nodes], indptr[nodes]
+    # rows per level: its largest in-degree, at most PLAN_ROWS (level 0: sources, none)
+    max_deg = np.maximum.reduceat(deg, node_ptr[:-1]) if L else np.zeros(0, dtype=np.int64)
+    rows = np.minimum(max_deg, PLAN_ROWS)
+    gather = np.empty((int(rows.max()) if L else 0, n), dtype=np.int64)
+    last = deg - 1  # -1 for a source: its (unused) entry is then first - 1, still a valid index
+    for j in range(gather.shape[0]):
+        entry = np.minimum(last, j)
+        entry += first
+        pred = indices[entry]
+        if rank is None:
+            gather[j] = pred
+        else:
+            np.take(rank, pred, out=gather[j])
+    del last
+    big = np.flatnonzero(deg > PLAN_ROWS)  # in level order
+    if big.size:
+        ex_cnt = deg[big] - PLAN_ROWS
+        extra = indices[_ranges(first[big] + PLAN_ROWS, ex_cnt)]
+        if rank is not None:
+            extra = rank[extra]
+        big_level = np.searchsorted(node_ptr, big, side="right") - 1
+        extra_ptr = np.zeros(L + 1, dtype=np.int64)
+        np.cumsum(np.bincount(big_level, weights=ex_cnt, minlength=L).astype(np.int64), out=extra_ptr[1:])
+        extra_node_ptr = np.zeros(L + 1, dtype=np.int64)
+        np.cumsum(np.bincount(big_level, minlength=L), out=extra_node_ptr[1:])
+        extra_seg = np.cumsum(ex_cnt) - ex_cnt
+        extra_seg -= extra_ptr[big_level]
+        extra_at = big - node_ptr[big_level]  # position within its level
+    else:
+        extra = extra_seg = extra_at = np.zeros(0, dtype=np.int64)
+        extra_ptr = extra_node_ptr = np.zeros(L + 1, dtype=np.int64)
+    return LevelPlan(nodes=nodes, node_ptr=node_ptr, identity=identity, gather=gather,
+                     rows=rows, extra=extra, extra_ptr=extra_ptr, extra_seg=extra_seg, extra_at=extra_at,
+                     extra_node_ptr=extra_node_ptr)
 
 
 def asap_levels(duration_s: np.ndarray, plan: LevelPlan) -> tuple[np.ndarray, np.ndarray]:
-    """Start and finish times one level at a time: every level is a gather,
-    one ``maximum.reduceat`` over its predecessors and one addition, on
-    arrays laid out in level order (then put back in topological order)."""
+    """Start and finish times one level at a time, on arrays laid out in
+    level order (then put back in topological order): per level one
+    ``take`` per predecessor row into the start times, elementwise maxima,
+    a ``maximum.reduceat`` only for nodes with many predecessors, and one
+    addition."""
     n = duration_s.size
-    nodes, node_ptr, edge_ptr, seg_starts = plan.nodes, plan.node_ptr, plan.edge_ptr, plan.seg_starts
-    pred = plan.pred_src
-    dur = duration_s[nodes]
+    dur = duration_s if plan.identity else duration_s[plan.nodes]
     start = np.zeros(n, dtype=np.float64)
     finish = np.empty(n, dtype=np.float64)
+    node_ptr = plan.node_ptr.tolist()
+    rows = plan.rows.tolist()
+    extra_ptr = plan.extra_ptr.tolist()
+    extra_node_ptr = plan.extra_node_ptr.tolist()
+    gather, extra, extra_seg, extra_at = plan.gather, plan.extra, plan.extra_seg, plan.extra_at
+    tmp = np.empty(max((b - a for a, b in zip(node_ptr[:-1], node_ptr[1:])), default=0), dtype=np.float64)
+    take, maximum, add = np.take, np.maximum, np.add
     if plan.num_levels:
-        finish[:node_ptr[1]] = dur[:node_ptr[1]]  # sources start at 0.0, and 0.0 + d == d
+        b = node_ptr[1]
+        add(start[:b], dur[:b], out=finish[:b])  # sources start at 0.0
     for k in range(1, plan.num_levels):
         a, b = node_ptr[k], node_ptr[k + 1]
-        s = np.maximum.reduceat(finish[pred[edge_ptr[k]:edge_ptr[k + 1]]], seg_starts[a:b])
-        start[a:b] = s
-        np.add(s, dur[a:b], out=finish[a:b])
+        m = b - a
+        s = start[a:b]
+        take(finish, gather[0, a:b], out=s)
+        t = tmp[:m]
+        for j in range(1, rows[k]):
+            take(finish, gather[j, a:b], out=t)
+            maximum(s, t, out=s)
+        e0, e1 = extra_ptr[k], extra_ptr[k + 1]
+        if e1 > e0:
+            x0, x1 = extra_node_ptr[k], extra_node_ptr[k + 1]
+            red = maximum.reduceat(finish[extra[e0:e1]], extra_seg[x0:x1])
+            at = extra_at[x0:x1]
+            s[at] = maximum(s[at], red)
+        add(s, dur[a:b], out=finish[a:b])
+    if plan.identity:
+        return start, finish
     out_start = np.empty(n, dtype=np.float64)
     out_finish = np.empty(n, dtype=np.float64)
-    out_start[nodes] = start
-    out_finish[nodes] = finish
+    out_start[plan.nodes] = start
+    out_finish[plan.nodes] = finish
     return out_start, out_finish
 
 
@@ -241,6 +310,15 @@ def asap(duration_s: np.ndarray, indptr: np.ndarray, indices: np.ndarray, *,
     return asap_loop(duration_s, indptr, indices)
 
 
+def _run_starts(values: np.ndarray) -> np.ndarray:
+    """Where each run of equal values begins, in a sorted array (a mask)."""
+    mask = np.empty(values.size, dtype=bool)
+    if values.size:
+        mask[0] = True
+        np.not_equal(values[1:], values[:-1], out=mask[1:])
+    return mask
+
+
 def back_pointers(start: np.ndarray, finish: np.ndarray, indptr: np.ndarray, indices: np.ndarray) -> np.ndarray:
     """For each node, the predecessor whose finish set its start (-1 for a
     source); among equals the one earliest in topological order."""
@@ -248,10 +326,11 @@ def back_pointers(start: np.ndarray, finish: np.ndarray, indptr: np.ndarray, ind
     via = np.full(n, -1, dtype=np.int64)
     if indices.size == 0:
         return via
-    owner = np.repeat(np.arange(n, dtype=np.int64), np.diff(indptr))
-    hits = np.flatnonzero(finish[indices] == start[owner])
-    nodes, first = np.unique(owner[hits], return_index=True)
-    via[nodes] = indices[hits[first]]
+    counts = np.diff(indptr)
+    hits = np.flatnonzero(finish[indices] == np.repeat(start, counts))
+    owner = np.repeat(np.arange(n, dtype=np.int64), counts)[hits]  # sorted
+    first = _run_starts(owner)
+    via[owner[first]] = indices[hits[first]]
     return via
 
 
@@ -263,13 +342,16 @@ def ready_times(finish: np.ndarray, indptr: np.ndarray, indices: np.ndarray,
     """When each node's (kept) predecessors have all finished; 0.0 with none."""
     n = finish.size
     ready = np.zeros(n, dtype=np.float64)
-    owner = np.repeat(np.arange(n, dtype=np.int64), np.diff(indptr))
-    preds = indices
-    if keep is not None:
-        owner, preds = owner[keep], preds[keep]
+    counts = np.diff(indptr)
+    if keep is None:
+        preds, firsts = indices, indptr[:-1]
+    else:
+        preds = indices[keep]
+        counts = np.bincount(np.repeat(np.arange(n, dtype=np.int64), counts)[keep], minlength=n)
+        firsts = np.cumsum(counts) - counts
     if preds.size:
-        nodes, first = np.unique(owner, return_index=True)
-        ready[nodes] = np.maximum.reduceat(finish[preds], first)
+        has = counts > 0
+        ready[has] = np.maximum.reduceat(finish[preds], firsts[has])
     return ready
 
 
@@ -277,12 +359,12 @@ def frontier_steps(ready: np.ndarray, finish: np.ndarray, keep: np.ndarray) -> t
     """The number of kept nodes that are ready and unfinished, as a step
     function: sorted event times and the width from each time on."""
     times = np.concatenate([ready[keep], finish[keep]])
-    m = int(keep.sum())
-    deltas = np.concatenate([np.ones(m, dtype=np.int64), -np.ones(m, dtype=np.int64)])
+    m = times.size // 2
     order = np.argsort(times, kind="stable")
-    times, deltas = times[order], deltas[order]
-    uniq, first = np.unique(times, return_index=True)
-    return uniq, np.cumsum(np.add.reduceat(deltas, first)) if uniq.size else np.zeros(0, dtype=np.int64)
+    times = times[order]
+    deltas = np.where(order < m, np.int64(1), np.int64(-1))  # an entry (ready) or an exit (finish)
+    first = np.flatnonzero(_run_starts(times))
+    return times[first], np.cumsum(np.add.reduceat(deltas, first)) if first.size else np.zeros(0, dtype=np.int64)
 
 
 # ------------------------------------------------------------------ shared resources
