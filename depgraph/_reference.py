@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from .errors import CycleError, GraphError
+from . import _kernel
 from .graph import _check_duration
 
 __all__ = ["compile_graph", "resolve_resources", "schedule", "frontier", "RefSchedule"]
@@ -165,55 +166,10 @@ def resolve_resources(G: nx.DiGraph, *, weight: str = "duration_s") -> nx.DiGrap
         if rule not in RESOURCE_RULES:
             raise GraphError(f"resource_rules[{name!r}]: expected one of {', '.join(RESOURCE_RULES)}; got {rule!r}")
     prio = [attrs[v].get("priority", ()) if r is not None else () for v, r in zip(cg.nodes, res)]
-    n = cg.num_nodes
-    dur = cg.duration_s.tolist()
-    indptr = cg.pred_indptr.tolist()
-    indices = cg.pred_indices.tolist()
-    succs: list[list[int]] = [[] for _ in range(n)]
-    for i in range(n):
-        for k in range(indptr[i], indptr[i + 1]):
-            succs[indices[k]].append(i)
-    waiting = [indptr[i + 1] - indptr[i] for i in range(n)]
-    events: list[tuple[float, int]] = []
-    queues: dict[Any, list] = {}
-    busy: dict[Any, bool] = {}
-    order: dict[Any, list[int]] = {}
-
-    def ready(i: int, t: float) -> None:
-        r = res[i]
-        if r is None:
-            heapq.heappush(events, (t + dur[i], i))
-            return
-        key = (prio[i], t, i) if rules.get(r, "fifo") == "priority" else (t, prio[i], i)
-        heapq.heappush(queues.setdefault(r, []), (key, i))
-        busy.setdefault(r, False)
-
-    for i in range(n):
-        if waiting[i] == 0:
-            ready(i, 0.0)
-    now = 0.0
-    while True:
-        while events and events[0][0] <= now:
-            _, i = heapq.heappop(events)
-            if res[i] is not None:
-                busy[res[i]] = False
-            for j in succs[i]:
-                waiting[j] -= 1
-                if waiting[j] == 0:
-                    ready(j, now)
-        started = False
-        for r in sorted(queues, key=repr):
-            if not busy[r] and queues[r]:
-                _, i = heapq.heappop(queues[r])
-                busy[r] = True
-                order.setdefault(r, []).append(i)
-                heapq.heappush(events, (now + dur[i], i))
-                started = True
-        if started:
-            continue
-        if not events:
-            break
-        now = events[0][0]
+    # The general discrete-event list scheduler is shared with the kernel (its fallback); what this
+    # reference checks is everything around it: networkx-level policies, compilation, the kernel's
+    # per-resource shortcut, and the plain loop.
+    order = _kernel.event_list_schedule(cg.duration_s, cg.pred_indptr, cg.pred_indices, res, prio, rules)
     H = G.copy()
     for r, users in order.items():
         for a, b in zip(users, users[1:]):
