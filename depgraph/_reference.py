@@ -20,6 +20,7 @@ import pandas as pd
 from .errors import CycleError, GraphError
 from . import _kernel
 from .graph import _check_duration
+from .scheduler import RESOURCE_RULES
 
 __all__ = ["compile_graph", "resolve_resources", "schedule", "frontier", "RefSchedule"]
 
@@ -133,29 +134,9 @@ class RefSchedule:
         return out
 
 
-RESOURCE_RULES = ("fifo", "priority")
-
-
 def resolve_resources(G: nx.DiGraph, *, weight: str = "duration_s") -> nx.DiGraph:
-    """Order the users of every shared resource and return the realised DAG.
-
-    A node with a ``resource`` attribute (for example ``"link"``) needs that
-    resource exclusively while it runs. The order is found by list
-    scheduling: whenever a resource is free, it takes the best of the nodes
-    that are ready for it, by the resource's rule in
-    ``G.graph["resource_rules"]`` (default ``"fifo"``):
-
-    ``fifo``
-        earliest ready time first, then the node's ``priority`` (any
-        comparable value, default ``()``), then graph order;
-    ``priority``
-        lowest ``priority`` first among the ready nodes, then ready time.
-
-    The result is a copy of ``G`` with ``resource`` edges between
-    consecutive users of each resource: a plain DAG whose as-soon-as-possible
-    schedule is exactly the list schedule. A graph without resource nodes is
-    returned unchanged.
-    """
+    """:func:`depgraph.scheduler.resolve_resources` (same contract and rules),
+    on a networkx copy of ``G``."""
     cg = compile_graph(G, weight=weight)
     attrs = G.nodes
     res = [attrs[v].get("resource") for v in cg.nodes]
