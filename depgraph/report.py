@@ -137,6 +137,7 @@ def _f9(ctx, col, variant, tokens=1024):
 
 _PHASE = ("ours is the exact expectation over a uniform arrival phase, which spreads a one-step jump "
           "over the phases that cross the boundary; the study's figure sits on one such threshold")
+_CONV = "the conv tail's head start is bounded by the convolution operator, about 0.05% of TTFT here"
 _DECODE = ("our batched step at c = 32 is 57 ms, not the study's ~38 ms: the expected number of distinct "
            "experts 32 tokens touch (161 of 256) sets it; see docs/calibration.md")
 _GLOBAL = ("in this model a global wait costs the decode pass after the last arrival (a few ms), so layer vs "
@@ -159,22 +160,22 @@ REPLAY_CLAIMS: tuple[Claim, ...] = (
           lambda c: _rg(c, "component_vs_layer", variant="c=32"), 0.5, _PHASE),
     Claim("replay.component_vs_layer.K4", "interleaved K = 4: at most 0.26%", 0.26, "%",
           lambda c: _rg(c, "component_vs_layer", variant="K=4"), 0.1,
-          "the conv tail's head start is bounded by the convolution operator, about 0.05% of TTFT here"),
+          _CONV),
     Claim("replay.component_vs_layer.K16", "interleaved K = 16: at most 0.20%", 0.20, "%",
           lambda c: _rg(c, "component_vs_layer", variant="K=16"), 0.1,
-          "the conv tail's head start is bounded by the convolution operator, about 0.05% of TTFT here"),
+          _CONV),
     Claim("replay.component_vs_layer.pp2_private", "PP2 private link: at most 0.27%", 0.27, "%",
           lambda c: _rg(c, "component_vs_layer", variant="pp2-private"), 0.1,
-          "as for interleaving: bounded by the convolution operator"),
+          _CONV),
     Claim("replay.component_vs_layer.pp2_shared", "PP2 shared link: at most 0.85%", 0.85, "%",
           lambda c: _rg(c, "component_vs_layer", variant="pp2-shared"), 0.3,
-          "as for interleaving: bounded by the convolution operator"),
+          _CONV),
     Claim("replay.component_vs_layer.pp4_private", "PP4 private link: at most 0.23%", 0.23, "%",
           lambda c: _rg(c, "component_vs_layer", variant="pp4-private"), 0.1,
-          "as for interleaving: bounded by the convolution operator"),
+          _CONV),
     Claim("replay.component_vs_layer.pp4_shared", "PP4 shared link: at most 0.70%", 0.70, "%",
           lambda c: _rg(c, "component_vs_layer", variant="pp4-shared"), 0.3,
-          "as for interleaving: bounded by the convolution operator"),
+          _CONV),
     Claim("replay.async_component_vs_layer.max", "with request-level async on both, at most 0.34%", 0.34, "%",
           lambda c: _rg(c, "async_component_vs_layer"), 0.34, "an upper bound: ours must stay below it"),
     Claim("replay.layer_vs_global.speculative", "layer vs global, speculative: up to 47.5%", 47.5, "%",
