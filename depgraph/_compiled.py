@@ -26,7 +26,7 @@ import numpy as np
 
 from .graph import EDGE_KINDS, _check_duration
 
-__all__ = ["EventTable", "PolicyOverlay", "apply_policy", "EDGE_CODES"]
+__all__ = ["EventTable", "PolicyOverlay", "apply_policy", "apply_policy_in_place", "EDGE_CODES"]
 
 #: Edge kind codes: the index in EDGE_KINDS, or OTHER for any other value.
 EDGE_CODES = {k: i for i, k in enumerate(EDGE_KINDS)}
@@ -315,6 +315,25 @@ class PolicyOverlay:
         raise NeedsGraph(f"a policy rule used {name!r}")
 
 
+def _overlay_additions(table: EventTable, policy) -> PolicyOverlay:
+    """The rule run on an overlay of ``table``; raises :class:`NeedsGraph`
+    when it needs a real graph. Any error on the overlay counts as that (a
+    rule may hand the graph to networkx functions that build another of its
+    class): on the real graph the rule then works, or raises its own error."""
+    try:
+        H = policy.apply(PolicyOverlay(table))
+    except NeedsGraph:
+        raise
+    except Exception as exc:
+        raise NeedsGraph(f"the rule failed on the overlay ({exc.__class__.__name__})") from None
+    if not isinstance(H, PolicyOverlay) or H.table is not table:
+        raise NeedsGraph("the rule returned another graph")
+    for _, _, d in H.added_edges:
+        if set(d) - {"kind"}:
+            raise NeedsGraph("an added edge carries more than its kind")
+    return H
+
+
 def apply_policy(table: EventTable, policy) -> EventTable:
     """``policy.apply`` on the graph ``table`` stands for, as a table.
 
@@ -322,12 +341,23 @@ def apply_policy(table: EventTable, policy) -> EventTable:
     to ``table``; a rule that needs a real graph gets the networkx view.
     """
     try:
-        H = policy.apply(PolicyOverlay(table))
-        if not isinstance(H, PolicyOverlay) or H.table is not table:
-            raise NeedsGraph("the rule returned another graph")
-        for _, _, d in H.added_edges:
-            if set(d) - {"kind"}:
-                raise NeedsGraph("an added edge carries more than its kind")
+        H = _overlay_additions(table, policy)
     except NeedsGraph:
         return EventTable.from_networkx(policy.apply(table.to_networkx()), weight=table.weight)
     return table.extend(nodes=H.added_nodes, edges=H.added_edges, graph=H.graph)
+
+
+def apply_policy_in_place(G: nx.DiGraph, policy) -> nx.DiGraph:
+    """``policy.apply(G)`` for a builder that owns ``G`` and needs no copy:
+    the rule's additions are made to ``G`` itself, which is returned (the same
+    nodes, edges, attributes and insertion order as the copy would have). A
+    rule that needs a real graph gets one, and its copy is returned."""
+    try:
+        H = _overlay_additions(EventTable.from_networkx(G), policy)
+    except NeedsGraph:
+        return policy.apply(G)
+    G.add_nodes_from(H.added_nodes)
+    G.add_edges_from(H.added_edges)
+    G.graph.clear()
+    G.graph.update(H.graph)
+    return G

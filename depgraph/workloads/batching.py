@@ -41,6 +41,7 @@ import math
 
 import networkx as nx
 
+from .._compiled import apply_policy_in_place
 from .._validate import one_of, positive_int
 from ..errors import ConfigError
 from ..graph import add_dep, add_event, chain
@@ -93,7 +94,7 @@ def continuous_batching(model, *, prompt_tokens: int, link, mfu: float | None = 
         step = add_event(G, "batch:step01", kind="decode", request="batch", operator="step", device="decode",
                          duration_s=step_s, step=1)
         add_dep(G, remainder, step, "program")
-        H = pol.apply(G)
+        H = apply_policy_in_place(G, pol)
         H.graph.update(join_step=None, stall_probe=None)
         return H
 
@@ -152,7 +153,7 @@ def _join_plan(G, model, *, prompt_tokens, link, cost, timing, batch, context, p
     token = add_event(G, "r0:token", kind="token", request=0, device="decode")
     add_dep(G, head, token, "program")
     add_dep(G, remainder, join_ops[0], "program")
-    H = policy.apply(G)
+    H = apply_policy_in_place(G, policy)  # G is this builder's own: no copy needed
     probe = schedule(H).finish_s
     need, offsets, offset = [], [], 0.0
     for d in join_ops:
@@ -208,11 +209,13 @@ def expected_step_admission(model, *, prompt_tokens: int, link, mfu: float | Non
     return step_admission_expectation(G)
 
 
-def step_admission_expectation(G: nx.DiGraph) -> dict:
+def step_admission_expectation(G: nx.DiGraph | dict) -> dict:
     """:func:`expected_step_admission` read off a graph that
-    :func:`continuous_batching` built with step admission (any phase)."""
-    step_s = G.graph["step_s"]
-    m_req, m_batch = G.graph["admit_after_s"]["request"], G.graph["admit_after_s"]["batch"]
+    :func:`continuous_batching` built with step admission (any phase), or
+    off its graph attributes (``G.graph``, ``Schedule.graph_attrs``)."""
+    attrs = G if isinstance(G, dict) else G.graph
+    step_s = attrs["step_s"]
+    m_req, m_batch = attrs["admit_after_s"]["request"], attrs["admit_after_s"]["batch"]
     gap = m_req - m_batch
     if gap >= step_s:
         stall = gap - step_s / 2
@@ -221,11 +224,11 @@ def step_admission_expectation(G: nx.DiGraph) -> dict:
     else:
         stall = 0.0
     return {
-        "ttft_request_s": m_req + step_s / 2 + G.graph["join_step_s"],
-        "ttft_batch_s": m_batch + step_s / 2 + G.graph["join_step_s"] + stall,
+        "ttft_request_s": m_req + step_s / 2 + attrs["join_step_s"],
+        "ttft_batch_s": m_batch + step_s / 2 + attrs["join_step_s"] + stall,
         "stall_batch_s": stall,
         "step_s": step_s,
-        "join_step_s": G.graph["join_step_s"],
+        "join_step_s": attrs["join_step_s"],
     }
 
 
