@@ -21,7 +21,7 @@ from .policies import POLICIES, POLICY_NAMES, Policy, get_policy
 from .pushpull_plots import plot_loadtest, plot_pushpull_sweep
 from .scenario import Scenario, expand_scenario, load_scenario
 from .scheduler import (CompiledGraph, EventTable, Schedule, breakdown, compile_graph, critical_path, frontier,
-                        schedule)
+                        frontier_width_max, schedule)
 from .sweeps import read_sweep, sweep
 from .workloads import (ADMISSIONS, HOOK_SCOPES, LINK_RULES, TIMINGS, continuous_batching, expected_step_admission,
                         interleaved, pipeline, single_request, speculative, stall_s)
@@ -33,7 +33,7 @@ __all__ = [
     "load_link", "load_model", "model_from_config",
     # the event graph, policies, the scheduler and its analyses
     "CompiledGraph", "EDGE_KINDS", "EventTable", "NODE_KINDS", "POLICIES", "POLICY_NAMES", "Policy", "Schedule",
-    "breakdown", "compile_graph", "critical_path", "frontier", "get_policy", "read_graph", "schedule",
+    "breakdown", "compile_graph", "critical_path", "frontier", "frontier_width_max", "get_policy", "read_graph", "schedule",
     "validate_graph", "write_graph",
     # workloads
     "ADMISSIONS", "HOOK_SCOPES", "LINK_RULES", "TIMINGS", "batching_trace", "continuous_batching",

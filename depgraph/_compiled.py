@@ -50,8 +50,8 @@ class EventTable:
     """
 
     __slots__ = ("_names", "_attrs", "_make_names", "_make_attrs", "duration_s", "src", "dst", "edge_kind",
-                 "graph", "base", "base_nodes", "base_edges", "_positions", "_edge_set", "_columns", "weight",
-                 "_name_of")
+                 "graph", "base", "base_nodes", "base_edges", "_positions", "_edge_set", "_columns", "_cache",
+                 "weight", "_name_of")
 
     def __init__(self, *, names=None, attrs=None, duration_s, src, dst, edge_kind, graph=None, base=None,
                  base_nodes=0, base_edges=0, make_names: Callable[[], list] | None = None,
@@ -65,7 +65,8 @@ class EventTable:
         self.base, self.base_nodes, self.base_edges = base, base_nodes, base_edges
         self._positions = None
         self._edge_set = None
-        self._columns = dict(columns or {})
+        self._columns = dict(columns or {})  # given by a builder: authoritative
+        self._cache: dict = {}  # (name, default) -> list, read off the attribute dicts
         self.weight = weight
         self._name_of = name_of
 
@@ -127,6 +128,9 @@ class EventTable:
             graph=self.graph if graph is None else graph, base=self.base, base_nodes=self.base_nodes,
             base_edges=self.base_edges, weight=self.weight)
         table._positions = position
+        # attribute columns already read stay read: only the new nodes' values are looked up
+        table._cache = {(name, default): values + [d.get(name, default) for _, d in nodes]
+                        for (name, default), values in self._cache.items()}
         return table
 
     def extend_positions(self, src: np.ndarray, dst: np.ndarray, *, kind: str) -> "EventTable":
@@ -142,6 +146,7 @@ class EventTable:
             graph=self.graph, base=self.base, base_nodes=self.base_nodes, base_edges=self.base_edges,
             weight=self.weight)
         table._positions = self._positions
+        table._cache = self._cache  # the same nodes
         return table
 
     # ---------------------------------------------------------------- reading
@@ -188,12 +193,17 @@ class EventTable:
         return u in pos and v in pos and (pos[u], pos[v]) in self._edge_set
 
     def column(self, name: str, default: Any = None) -> list:
-        """One node attribute for every node, in insertion order."""
-        if name not in self._columns:
-            if self._attrs is None and self._make_attrs is None:  # built as columns: the attribute is absent
-                return [default] * self.num_nodes
-            self._columns[name] = [d.get(name, default) for d in self.attrs]
-        return self._columns[name]
+        """One node attribute for every node, in insertion order (``default``
+        where a node lacks it)."""
+        if name in self._columns:
+            return self._columns[name]
+        if self._attrs is None and self._make_attrs is None:  # built as columns: the attribute is absent
+            return [default] * self.num_nodes
+        key = (name, default)
+        values = self._cache.get(key)
+        if values is None:
+            values = self._cache[key] = [d.get(name, default) for d in self.attrs]
+        return values
 
     # ---------------------------------------------------------------- the view
 

@@ -42,7 +42,7 @@ from .cost import CostModel
 from .errors import ConfigError
 from .models import load_model
 from .policies import POLICY_NAMES
-from .scheduler import Schedule, schedule
+from .scheduler import Schedule, frontier_width_max, schedule
 from .workloads import continuous_batching, interleaved, pipeline, single_request, speculative
 from .workloads.batching import step_admission_expectation
 
@@ -85,8 +85,8 @@ def _analyses(S: Schedule) -> dict[str, float]:
     return {
         "ttft_s": float(np.mean(values)),
         "ttft_last_s": float(max(values)),
-        "frontier_max": int(S.frontier(kinds=("decode",))["width"].max()),
-        "frontier_max_data": int(S.frontier(admitted=False, kinds=("decode",))["width"].max()),
+        "frontier_max": frontier_width_max(S, kinds=("decode",)),
+        "frontier_max_data": frontier_width_max(S, admitted=False, kinds=("decode",)),
     }
 
 

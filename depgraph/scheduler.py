@@ -21,6 +21,7 @@ topological order and CSR predecessor arrays; the kernel runs on those.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from typing import Any, Hashable
 
 import networkx as nx
@@ -32,7 +33,7 @@ from ._compiled import POLICY, EventTable, apply_policy
 from .errors import CycleError, GraphError
 
 __all__ = ["CompiledGraph", "EventTable", "compile_graph", "resolve_resources", "Schedule", "schedule",
-           "critical_path", "breakdown", "frontier"]
+           "critical_path", "breakdown", "frontier", "frontier_width_max"]
 
 
 class CompiledGraph:
@@ -46,13 +47,14 @@ class CompiledGraph:
     """
 
     __slots__ = ("table", "order", "duration_s", "pred_indptr", "pred_indices", "pred_kind", "_nodes", "_index",
-                 "_plan")
+                 "_plan", "_columns")
 
     def __init__(self, table: EventTable, order: np.ndarray, duration_s: np.ndarray, pred_indptr: np.ndarray,
                  pred_indices: np.ndarray, pred_kind: np.ndarray) -> None:
         self.table, self.order, self.duration_s = table, order, duration_s
         self.pred_indptr, self.pred_indices, self.pred_kind = pred_indptr, pred_indices, pred_kind
         self._nodes = self._index = self._plan = None
+        self._columns: dict = {}
 
     def __repr__(self) -> str:
         return f"CompiledGraph({self.num_nodes} nodes, {self.num_edges} edges)"
@@ -88,11 +90,16 @@ class CompiledGraph:
         return self.table.name(int(self.order[i]))
 
     def column(self, name: str, default: Any = None) -> np.ndarray:
-        """A node attribute for every node, in topological order (an object array)."""
-        values = self.table.column(name, default)
-        if not isinstance(values, np.ndarray):  # fromiter keeps tuples as elements
-            values = np.fromiter(values, dtype=object, count=len(values))
-        return values if self.identity_order else values[self.order]
+        """A node attribute for every node, in topological order (an object
+        array, made once per name; treat it as read-only)."""
+        key = (name, default)
+        out = self._columns.get(key)
+        if out is None:
+            values = self.table.column(name, default)
+            if not isinstance(values, np.ndarray):  # fromiter keeps tuples as elements
+                values = np.fromiter(values, dtype=object, count=len(values))
+            out = self._columns[key] = values if self.identity_order else values[self.order]
+        return out
 
     def level_plan(self) -> _kernel.LevelPlan | None:
         """The nodes by level, for the level-at-a-time kernel (made once)."""
@@ -101,8 +108,26 @@ class CompiledGraph:
         return self._plan
 
 
-def _compile(table: EventTable) -> CompiledGraph:
+#: Structures (topological order and predecessor CSR) of recently compiled
+#: graphs, keyed by their node count and edge arrays: a sweep schedules the
+#: same shapes again and again with other durations (every configuration of a
+#: workload, each policy's graph). Only graphs up to STRUCTURE_CACHE_EDGES
+#: edges are kept, at most STRUCTURE_CACHE_SIZE of them.
+_STRUCTURES: OrderedDict = OrderedDict()
+STRUCTURE_CACHE_SIZE = 64
+STRUCTURE_CACHE_EDGES = 100_000
+
+
+def _structure(table: EventTable) -> tuple[np.ndarray, bool, np.ndarray, np.ndarray, np.ndarray]:
+    """``(order, identity, indptr, indices, edge_of)`` of the table's edges:
+    a pure function of ``(num_nodes, src, dst)``, so a cached copy is exact."""
     n = table.num_nodes
+    small = table.num_edges <= STRUCTURE_CACHE_EDGES
+    key = (n, table.src.tobytes(), table.dst.tobytes()) if small else None
+    hit = _STRUCTURES.get(key) if small else None
+    if hit is not None:
+        _STRUCTURES.move_to_end(key)
+        return hit
     order = _kernel.topological_order(n, table.src, table.dst)
     if order is None:
         G = table.to_networkx()
@@ -112,13 +137,26 @@ def _compile(table: EventTable) -> CompiledGraph:
             cycle = []
         shown = " -> ".join(repr(n) for n in cycle[:8]) + (" -> ..." if len(cycle) > 8 else "")
         raise CycleError(f"graph: has a cycle through {shown}; an event graph must be acyclic", cycle)
-    if order.size and order[-1] == n - 1 and np.all(np.diff(order) == 1):
-        rank_src, rank_dst, duration = table.src, table.dst, table.duration_s
+    identity = bool(order.size and order[-1] == n - 1 and np.all(np.diff(order) == 1))
+    if identity:
+        rank_src, rank_dst = table.src, table.dst
     else:
         rank = np.empty(n, dtype=np.int64)
         rank[order] = np.arange(n, dtype=np.int64)
-        rank_src, rank_dst, duration = rank[table.src], rank[table.dst], table.duration_s[order]
-    indptr, indices, edge_of = _kernel.predecessor_csr(n, rank_src, rank_dst)
+        rank_src, rank_dst = rank[table.src], rank[table.dst]
+    out = (order, identity, *_kernel.predecessor_csr(n, rank_src, rank_dst))
+    for a in out[::2] + out[3:4]:
+        a.flags.writeable = False  # shared by every graph of this shape
+    if small:
+        _STRUCTURES[key] = out
+        if len(_STRUCTURES) > STRUCTURE_CACHE_SIZE:
+            _STRUCTURES.popitem(last=False)
+    return out
+
+
+def _compile(table: EventTable) -> CompiledGraph:
+    order, identity, indptr, indices, edge_of = _structure(table)
+    duration = table.duration_s if identity else table.duration_s[order]
     return CompiledGraph(table, order, duration, indptr, indices, table.edge_kind[edge_of])
 
 
@@ -449,6 +487,18 @@ def frontier(S: Schedule, *, admitted: bool = True, kinds: tuple[str, ...] | Non
     ready times by one ``maximum.reduceat`` over the predecessor lists, then
     the sorted entry and exit times and a cumulative sum.
     """
+    times, width = _frontier_steps(S, admitted, kinds)
+    return pd.DataFrame({"time_s": times, "width": width})
+
+
+def frontier_width_max(S: Schedule, *, admitted: bool = True, kinds: tuple[str, ...] | None = None) -> int:
+    """The largest ready frontier: ``frontier(S, ...)["width"].max()``
+    without building the table."""
+    return int(_frontier_steps(S, admitted, kinds)[1].max())
+
+
+def _frontier_steps(S: Schedule, admitted: bool, kinds: tuple[str, ...] | None) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`frontier`'s two columns as arrays, starting at time 0."""
     cg = S.compiled
     keep_edges = None if admitted else cg.pred_kind != POLICY
     ready = _kernel.ready_times(S.finish, cg.pred_indptr, cg.pred_indices, keep_edges)
@@ -456,9 +506,9 @@ def frontier(S: Schedule, *, admitted: bool = True, kinds: tuple[str, ...] | Non
     if kinds is not None:
         keep &= _isin(cg.column("kind"), tuple(kinds))
     if not keep.any():
-        return pd.DataFrame({"time_s": [0.0], "width": [0]})
+        return np.zeros(1, dtype=np.float64), np.zeros(1, dtype=np.int64)
     times, width = _kernel.frontier_steps(ready, S.finish, keep)
-    out = pd.DataFrame({"time_s": times, "width": width.astype(np.int64)})
+    width = width.astype(np.int64, copy=False)
     if times[0] > 0:
-        out = pd.concat([pd.DataFrame({"time_s": [0.0], "width": [0]}), out], ignore_index=True)
-    return out
+        times, width = np.concatenate(([0.0], times)), np.concatenate(([0], width))
+    return times, width

@@ -413,6 +413,11 @@ def test_data_only_frontier_dominates_the_admitted_one(model, policy, timing):
     pd.testing.assert_frame_equal(data_only, timed)
     if policy == "component":  # the finest policy adds no edge
         pd.testing.assert_frame_equal(data_only, admitted)
+    for admit, F in ((True, admitted), (False, data_only)):
+        assert dg.frontier_width_max(S, admitted=admit) == F["width"].max()
+        assert dg.frontier_width_max(S, admitted=admit, kinds=("decode",)) == \
+            S.frontier(admitted=admit, kinds=("decode",))["width"].max()
+    assert dg.frontier_width_max(S, kinds=("no-such-kind",)) == 0
 
 
 def test_data_only_frontier_is_wider_under_compute_then_move():
