@@ -468,6 +468,14 @@ def breakdown(S: Schedule, *, target: Hashable | None = None) -> dict[str, float
 def _isin(values: np.ndarray, wanted: tuple) -> np.ndarray:
     if values.dtype != object:
         return np.isin(values, list(wanted))
+    if all(type(w) is str for w in wanted):  # elementwise comparisons, in C
+        out = np.zeros(values.size, dtype=bool)
+        try:
+            for w in wanted:
+                out |= values == w
+            return out
+        except (TypeError, ValueError):  # an unusual attribute value: compare one by one below
+            pass
     lookup = {v: v in wanted for v in set(values.tolist())}
     return np.fromiter((lookup[v] for v in values.tolist()), dtype=bool, count=values.size)
 
