@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import io
 import os
+import sys
 import tempfile
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -389,80 +391,123 @@ def write_reproduction(out: str | Path, *, scenarios: str | Path | None = None, 
     """Reproduce both scenario sweeps into ``out``: ``single.csv`` and
     ``replay.csv`` (and Parquet), tables, figures (PNG, Figure 5 as SVG) and
     ``report.md``. Interrupted, it resumes from the sweep parts saved in
-    ``out/.parts``. Returns the report's path."""
+    ``out/.parts``. Returns the report's path.
+
+    One pool of ``workers`` processes (default one per CPU; ``1`` runs
+    everything here) serves the three sweeps and renders the figures, the
+    ones that need no sweep while the sweeps run."""
+    from .sweeps import _cpu_count, _stop, worker_pool
+
+    n = workers if workers is not None else _cpu_count()
+    pool = worker_pool(n) if n > 1 else None
+    try:
+        path = _reproduce(Path(out), Path(scenarios) if scenarios is not None else _scenarios_dir(), pool,
+                          progress or (lambda msg: None), show_bars)
+    except BaseException:
+        if pool is not None:
+            _stop(pool)
+        raise
+    if pool is not None:
+        pool.shutdown(wait=True)
+    return path
+
+
+def _submit(pool, fn: Callable, *args) -> Future:
+    """``fn(*args)`` on the pool, or here and now without one."""
+    if pool is not None:
+        return pool.submit(fn, *args)
+    fut: Future = Future()
+    fut.set_result(fn(*args))
+    return fut
+
+
+def _figure_bytes(make: Callable, *args) -> bytes:
+    """``make(*args)`` rendered as PNG (in a worker: only bytes travel back)."""
+    buf = io.BytesIO()
+    make(*args).savefig(buf, format="png", dpi=130, metadata={"Software": None})
+    return buf.getvalue()
+
+
+def _reproduce(out: Path, folder: Path, pool, say: Callable[[str], None], show_bars: bool) -> Path:
+    from .pushpull_plots import plot_pushpull_sweep
     from .replay_study import (family_summary, figure9_numbers, plot_fig6, plot_fig7, plot_fig8, plot_fig9,
                                replay_gains)
     from .sweeps import sweep
 
-    say = progress or (lambda msg: None)
-    out = Path(out)
-    folder = Path(scenarios) if scenarios is not None else _scenarios_dir()
     say(f"scenarios from {folder}")
-    single = sweep(folder / "single.toml", out_dir=out, workers=workers, progress=show_bars)
-    replay = sweep(folder / "replay.toml", out_dir=out, workers=workers, progress=show_bars)
-    pushpull = sweep(folder / "pushpull.toml", out_dir=out, workers=workers, progress=show_bars) \
+    byte_table = bytes_table()
+    # what needs no sweep starts first, on the same workers
+    early = {"fig3_bytes.png": _submit(pool, _figure_bytes, plot_bytes, byte_table[byte_table.model != _D]),
+             "curve": _submit(pool, phase_curve), "views": _submit(pool, _example_views)}
+    where = {"executor": pool} if pool is not None else {"workers": 1}
+    single = sweep(folder / "single.toml", out_dir=out, progress=show_bars, **where)
+    replay = sweep(folder / "replay.toml", out_dir=out, progress=show_bars, **where)
+    pushpull = sweep(folder / "pushpull.toml", out_dir=out, progress=show_bars, **where) \
         if (folder / "pushpull.toml").is_file() else None
     say("tables and claims")
     gains = study_gains(single)
     rgains = replay_gains(replay)
-    ctx = {"gains": gains, "bytes": bytes_table(), "head_start": conv_head_start(), "single": single,
+    ctx = {"gains": gains, "bytes": byte_table, "head_start": conv_head_start(), "single": single,
            "replay": replay, "replay_gains": rgains, "replay_summary": family_summary(rgains),
            "fig9": figure9_numbers(replay)}
+    figures_out = {"fig3_bytes.png": early["fig3_bytes.png"]}
+    for name, make, data in [("fig4_gains.png", plot_gains, gains), ("fig6_max_gains.png", plot_fig6, rgains),
+                             ("fig7_mfu04_distributions.png", plot_fig7, rgains),
+                             ("fig8_component_gain.png", plot_fig8, rgains)]:
+        figures_out[name] = _submit(pool, _figure_bytes, make, data)
+    figures_out["fig9_step_boundary.png"] = _submit(pool, _figure_bytes, plot_fig9, ctx["fig9"],
+                                                    early["curve"].result())
     if pushpull is not None:
         ctx.update(pushpull=pushpull, **_posting_context())
+        figures_out["pushpull_sweep.png"] = _submit(pool, _figure_bytes, plot_pushpull_sweep, pushpull)
     claims = evaluate_claims(ctx)
     tables = out / "tables"
-    figures = out / "figures"
     for name, df in [("bytes", ctx["bytes"]), ("single_request_gains", gains), ("replay_gains", rgains),
                      ("replay_summary", ctx["replay_summary"].reset_index()), ("figure9", ctx["fig9"]),
                      ("claims", claims)]:
         _atomic_write_text(tables / f"{name}.csv", df.to_csv(index=False, float_format="%.9g"))
-    say("figures")
-    curve = phase_curve()
-    for stem, fig in [("fig3_bytes", plot_bytes(ctx["bytes"][ctx["bytes"].model != _D])),
-                      ("fig4_gains", plot_gains(gains)), ("fig6_max_gains", plot_fig6(rgains)),
-                      ("fig7_mfu04_distributions", plot_fig7(rgains)), ("fig8_component_gain", plot_fig8(rgains)),
-                      ("fig9_step_boundary", plot_fig9(ctx["fig9"], curve))]:
-        _save_figure(fig, figures / f"{stem}.png")
-    if pushpull is not None:
-        from .pushpull_plots import plot_pushpull_sweep
-
-        _save_figure(plot_pushpull_sweep(pushpull), figures / "pushpull_sweep.png")
-    _write_example_views(figures)
     report = _report_text(ctx, claims)
+    say("figures")
+    figures = out / "figures"
+    for name, fut in figures_out.items():
+        _atomic_write_bytes(figures / name, fut.result())
+    views, warning = early["views"].result()
+    for name, data in views.items():
+        _atomic_write_bytes(figures / name, data)
+    if warning:
+        print(f"depgraph reproduce: {warning}", file=sys.stderr)
     path = out / "report.md"
     _atomic_write_text(path, report)
     return path
 
 
-def _write_example_views(figures: Path, cost: CostModel | None = None) -> None:
-    """The graph, timeline and frontier of the study's Figure 4 point."""
-    try:
-        from .draw import draw, gantt, plot_frontier
-    except ImportError:  # pragma: no cover - draw ships with the package
-        return
+def _example_views(cost: CostModel | None = None) -> tuple[dict[str, bytes], str | None]:
+    """The graph, timeline and frontier of the study's Figure 4 point, and the
+    Figure 5 drawings: ``({file name: bytes}, warning or None)``; without
+    graphviz's ``dot`` the SVGs are left out (the ``.dot`` source is kept)."""
+    from .draw import draw, gantt, plot_frontier
     from .scheduler import schedule
     from .workloads.single import single_request
 
+    files: dict[str, bytes] = {}
     G = single_request(_Q, prompt_tokens=1024, link="25g", mfu=1.0, cost=cost)
     for policy in ("global", "layer"):
         S = schedule(G, policy=policy)
-        _save_figure(gantt(S), figures / f"timeline_{policy}.png")
-        _save_figure(plot_frontier(S, kinds=("decode",)), figures / f"frontier_{policy}.png")
+        files[f"timeline_{policy}.png"] = _figure_bytes(gantt, S)
+        files[f"frontier_{policy}.png"] = _figure_bytes(lambda S: plot_frontier(S, kinds=("decode",)), S)
     small = _small_model()
     Gs = single_request(small, prompt_tokens=1024, link="25g", mfu=1.0, cost=cost)
     dot = draw(Gs, schedule=schedule(Gs, policy="layer"))
-    _atomic_write_text(figures / "graph_small_layer.dot", dot.source)
+    files["graph_small_layer.dot"] = dot.source.encode("utf-8")
     try:
-        _atomic_write_bytes(figures / "graph_small_layer.svg", dot.pipe(format="svg"))
+        files["graph_small_layer.svg"] = dot.pipe(format="svg")
         from .gallery import figure5
 
         for family, drawing in figure5().items():
-            _atomic_write_bytes(figures / f"fig5_{family}.svg", drawing.pipe(format="svg"))
+            files[f"fig5_{family}.svg"] = drawing.pipe(format="svg")
     except Exception as exc:  # graphviz's dot missing: the .dot files are still there
-        import sys
-
-        print(f"depgraph reproduce: SVG drawings skipped ({exc.__class__.__name__}: {exc})", file=sys.stderr)
+        return files, f"SVG drawings skipped ({exc.__class__.__name__}: {exc})"
+    return files, None
 
 
 def _small_model():

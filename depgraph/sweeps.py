@@ -73,7 +73,7 @@ import re
 import signal
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any, Callable, TextIO
 
@@ -83,8 +83,8 @@ import pandas as pd
 from .errors import DepgraphError
 from .scenario import WORKLOADS, Scenario, expand_scenario, load_scenario
 
-__all__ = ["sweep", "read_sweep", "SweepInterrupted", "LEAD_COLUMNS", "ROW_COLUMNS", "add_sweep_command",
-           "run_sweep_command"]
+__all__ = ["sweep", "read_sweep", "worker_pool", "SweepInterrupted", "LEAD_COLUMNS", "ROW_COLUMNS",
+           "add_sweep_command", "run_sweep_command"]
 
 #: The point's fields, first in every table.
 LEAD_COLUMNS: tuple[str, ...] = ("key", "model", "prompt_tokens", "link", "mfu", "timing", "workload", "variant")
@@ -204,6 +204,17 @@ def _run_point(runner: Runner, point: dict) -> str:
 def _ignore_sigint() -> None:
     # Ctrl-C reaches the whole process group; only the parent acts on it.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def worker_pool(workers: int | None = None) -> ProcessPoolExecutor:
+    """Local worker processes as :func:`sweep` starts them (``spawn``, Ctrl-C
+    left to this process), to share between several sweeps and other tasks:
+    ``with worker_pool() as pool: sweep(a, executor=pool); sweep(b, executor=pool)``
+    starts the interpreters once. ``workers`` defaults to one per available CPU."""
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
+        raise DepgraphError(f"workers: expected an integer >= 1 or None, got {workers!r}")
+    return ProcessPoolExecutor(max_workers=workers or _cpu_count(), mp_context=multiprocessing.get_context("spawn"),
+                               initializer=_ignore_sigint)
 
 
 # ------------------------------------------------------------------ parts
@@ -423,6 +434,7 @@ def sweep(
     progress: bool = True,
     resume: bool = True,
     client: Any = None,
+    executor: Executor | None = None,
 ) -> pd.DataFrame:
     """Run every point of a scenario and return the tidy table.
 
@@ -460,6 +472,11 @@ def sweep(
         comes back, so an interrupted sweep resumes as above, and a point
         whose worker dies is recomputed by Dask on another worker. The
         table is the same as with local workers. Needs the ``dask`` extra.
+    executor
+        A ``concurrent.futures`` executor to run the points on, left open
+        afterwards (for example a :func:`worker_pool` shared by several
+        sweeps, so their workers start once); ``workers`` and ``client`` must
+        then be left out. The table is the same.
 
     Returns
     -------
@@ -493,6 +510,14 @@ def sweep(
         raise DepgraphError(f"runner: expected a callable runner(point) -> list of dicts, got {runner!r}")
     if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
         raise DepgraphError(f"workers: expected an integer >= 1 or None, got {workers!r}")
+    if executor is not None:
+        if workers is not None or client is not None:
+            raise DepgraphError("executor: runs the points itself; leave workers and client out")
+        if not callable(getattr(executor, "submit", None)):
+            raise DepgraphError(f"executor: expected a concurrent.futures executor, got {type(executor).__name__}")
+        if not _picklable(run):
+            raise DepgraphError(f"runner: {_runner_id(run)} cannot be sent to worker processes; define it at "
+                                "module level or leave executor out")
     if client is not None:
         if workers is not None:
             raise DepgraphError("workers: a sweep on a Dask client uses the cluster's workers; leave workers out")
@@ -514,6 +539,8 @@ def sweep(
     resumed = len(points) - len(pending)
     if client is not None:
         n_workers = len(getattr(client, "scheduler_info", lambda: {})().get("workers", {})) or 1
+    elif executor is not None:
+        n_workers = getattr(executor, "_max_workers", 0) or 1
     elif workers is None:
         n_workers = min(_cpu_count() if _picklable(run) else 1, len(pending))
     else:
@@ -540,6 +567,8 @@ def sweep(
         if client is not None:
             if pending:
                 _run_dask(client, run, points, pending, record)
+        elif executor is not None:
+            _run_on(executor, run, points, pending, record)
         elif n_workers <= 1:
             for i in pending:
                 try:
@@ -571,10 +600,21 @@ def _picklable(run: Runner) -> bool:
 
 def _run_pool(run: Runner, points: list[dict], pending: list[int], n_workers: int,
               record: Callable[[int, str], None]) -> None:
-    pool = ProcessPoolExecutor(max_workers=n_workers, mp_context=multiprocessing.get_context("spawn"),
-                               initializer=_ignore_sigint)
+    pool = worker_pool(n_workers)
     try:
-        futures = {pool.submit(_run_point, run, points[i]): i for i in pending}
+        _run_on(pool, run, points, pending, record)
+    except BaseException:
+        _stop(pool)
+        raise
+    pool.shutdown(wait=True)
+
+
+def _run_on(executor: Executor, run: Runner, points: list[dict], pending: list[int],
+            record: Callable[[int, str], None]) -> None:
+    """Run the pending points on ``executor``; record each as it finishes. On
+    an error or Ctrl-C the points not started are cancelled."""
+    futures = {executor.submit(_run_point, run, points[i]): i for i in pending}
+    try:
         for fut in as_completed(futures):
             i = futures[fut]
             exc = fut.exception()
@@ -582,9 +622,9 @@ def _run_pool(run: Runner, points: list[dict], pending: list[int], n_workers: in
                 raise _point_error(exc, points[i]["key"])
             record(i, fut.result())
     except BaseException:
-        _stop(pool)
+        for fut in futures:
+            fut.cancel()
         raise
-    pool.shutdown(wait=True)
 
 
 def _run_dask(client: Any, run: Runner, points: list[dict], pending: list[int],

@@ -1,7 +1,7 @@
 """The sweep engine: order, types, parallel = serial, resume, Ctrl-C, files.
 
 Most tests use :func:`fake_runner`, a fast module-level runner (worker
-processes import it by name); only two tests start worker processes.
+processes import it by name); only three tests start worker processes.
 """
 
 import argparse
@@ -140,6 +140,34 @@ def test_two_workers_give_the_same_table_as_one(scenario, tmp_path):
     assert CALLS == [(p["prompt_tokens"], p["link"], p["workload"], p["variant"]) for p in expand_scenario(scenario)]
     assert not CALLS[18:]  # the parallel run called nothing in this process
     assert multiprocessing.active_children() == []
+
+
+def test_one_pool_serves_several_sweeps(scenario, tmp_path):
+    serial = sweep(scenario, workers=1, runner=fake_runner, progress=False)
+    with sweep_module.worker_pool(2) as pool:
+        first = sweep(scenario, executor=pool, runner=sleepy_runner, progress=False, out_dir=tmp_path)
+        workers = set(pool._processes)
+        again = sweep(scenario, executor=pool, runner=sleepy_runner, progress=False, resume=False)
+        assert set(pool._processes) == workers  # the same interpreters did both
+    for df in (first, again):
+        pd.testing.assert_frame_equal(serial, df, check_exact=True)
+    assert not CALLS[18:]
+    assert multiprocessing.active_children() == []
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"workers": 2}, "executor: runs the points itself; leave workers and client out"),
+    ({"runner": lambda p: _fake_rows(p)}, "cannot be sent to worker processes"),
+])
+def test_executor_arguments(scenario, kwargs, message):
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1) as ex, pytest.raises(dg.DepgraphError, match=message):
+        sweep(scenario, executor=ex, progress=False, **{"runner": fake_runner, **kwargs})
+    with pytest.raises(dg.DepgraphError, match="executor: expected a concurrent.futures executor"):
+        sweep(scenario, executor=object(), runner=fake_runner, progress=False)
+    with pytest.raises(dg.DepgraphError, match="workers: expected an integer >= 1 or None, got 0"):
+        sweep_module.worker_pool(0)
 
 
 # ------------------------------------------------------------ files and resume
