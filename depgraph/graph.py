@@ -38,8 +38,8 @@ import networkx as nx
 
 from .errors import GraphError
 
-__all__ = ["NODE_KINDS", "EDGE_KINDS", "EventGraph", "validate_graph", "add_event", "add_dep", "MAX_EVENTS",
-           "check_graph_size"]
+__all__ = ["NODE_KINDS", "EDGE_KINDS", "EventGraph", "validate_graph", "add_event", "add_dep", "event_attrs",
+           "MAX_EVENTS", "check_graph_size"]
 
 #: The largest event graph a builder makes as a networkx graph (about 1 KB of memory per event).
 MAX_EVENTS = 5_000_000
@@ -65,11 +65,20 @@ def add_event(
     **extra: Any,
 ) -> Hashable:
     """Add one typed event node to ``G`` and return its id."""
+    G.add_node(node, **event_attrs(node, kind=kind, duration_s=duration_s, request=request, layer=layer,
+                                   component=component, operator=operator, device=device, **extra))
+    return node
+
+
+def event_attrs(node: Hashable, *, kind: str, duration_s: float = 0.0, request: int | None = None,
+                layer: int | None = None, component: str | None = None, operator: str | None = None,
+                device: str | None = None, **extra: Any) -> dict:
+    """The attributes :func:`add_event` gives a node (for builders that add
+    nodes some other way, e.g. to an :class:`~depgraph.EventTable`)."""
     if kind not in NODE_KINDS:
         raise GraphError(f"node {node!r}: kind: expected one of {', '.join(NODE_KINDS)}; got {kind!r}")
-    G.add_node(node, kind=kind, duration_s=float(duration_s), request=request, layer=layer,
-               component=component, operator=operator, device=device, **extra)
-    return node
+    return dict(kind=kind, duration_s=float(duration_s), request=request, layer=layer, component=component,
+                operator=operator, device=device, **extra)
 
 
 def add_dep(G: nx.DiGraph, u: Hashable, v: Hashable, kind: str) -> None:

@@ -44,7 +44,7 @@ from .models import load_model
 from .policies import POLICY_NAMES
 from .scheduler import Schedule, frontier_width_max, schedule
 from .workloads import continuous_batching, interleaved, pipeline, single_request, speculative
-from .workloads.batching import step_admission_expectation
+from .workloads.batching import continuous_batching_tables, step_admission_expectation
 
 __all__ = ["run_point", "WORKLOADS", "build"]
 
@@ -123,8 +123,13 @@ def run_point(point: dict[str, Any], *, cost: CostModel | None = None) -> list[d
         return rows
     scope = point.get("hook_scope", "request")
     for admission in ("step", "async"):
+        tables = continuous_batching_tables(
+            _model(point["model"]) if isinstance(point["model"], str) else point["model"],
+            prompt_tokens=point["prompt_tokens"], link=point["link"], mfu=point["mfu"],
+            timing=point.get("timing", "handoff"), cost=cost, batch=point.get("batch", 8), admission=admission,
+            hook_scope=scope, phase=0.5, policies=POLICY_NAMES)
         for policy in POLICY_NAMES:
-            S = schedule(build(point, policy=policy, admission=admission, phase=0.5, cost=cost))
+            S = schedule(tables[policy])  # the same graph build(point, policy=policy, admission=admission) gives
             row = {"policy": policy, "admission": admission, **_analyses(S)}
             attrs = S.graph_attrs
             if admission == "step":

@@ -194,6 +194,23 @@ def test_bad_batch_parameters():
         dg.continuous_batching(Q, batch=0, **BATCH)
 
 
+@pytest.mark.parametrize("admission, scope", [("step", "request"), ("step", "batch"), ("async", "request")])
+def test_batch_tables_for_many_policies_are_the_one_policy_graphs(admission, scope):
+    from depgraph.workloads.batching import continuous_batching_tables
+
+    kw = dict(BATCH, admission=admission, hook_scope=scope, phase=0.3)
+    tables = continuous_batching_tables(Q, policies=dg.POLICY_NAMES, **kw)
+    assert list(tables) == list(dg.POLICY_NAMES)
+    for policy in dg.POLICY_NAMES:  # built together from one request, each is the graph built alone
+        mine, alone = tables[policy].to_networkx(), dg.continuous_batching(Q, policy=policy, **kw)
+        assert list(mine.nodes(data=True)) == list(alone.nodes(data=True))
+        assert sorted(mine.edges(data="kind")) == sorted(alone.edges(data="kind")) and mine.graph == alone.graph
+        assert dg.schedule(tables[policy]).finish.tobytes() == dg.schedule(alone).finish.tobytes()
+    for bad in ("layer", ()):
+        with pytest.raises(dg.ConfigError, match="policies: expected a non-empty sequence"):
+            continuous_batching_tables(Q, policies=bad, **kw)
+
+
 # ------------------------------------------------------------------- replay
 
 

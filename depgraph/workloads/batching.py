@@ -41,15 +41,15 @@ import math
 
 import networkx as nx
 
-from .._compiled import apply_policy_in_place
+from .._compiled import EventTable, apply_policy
 from .._validate import one_of, positive_int
 from ..errors import ConfigError
-from ..graph import add_dep, add_event, chain
-from ..policies import get_policy
+from ..graph import add_dep, add_event, chain, event_attrs
+from ..policies import Policy, get_policy
 from ..scheduler import Schedule, schedule
 from .single import add_request, new_graph
 
-__all__ = ["continuous_batching", "expected_step_admission", "step_admission_expectation", "stall_s", "ADMISSIONS",
+__all__ = ["continuous_batching", "continuous_batching_tables", "expected_step_admission", "step_admission_expectation", "stall_s", "ADMISSIONS",
            "HOOK_SCOPES"]
 
 ADMISSIONS = ("step", "async")
@@ -63,7 +63,8 @@ def continuous_batching(model, *, prompt_tokens: int, link, mfu: float | None = 
 
     The readiness ``policy`` is applied here (which step the request joins
     depends on it); scheduling the result with the same policy again changes
-    nothing.
+    nothing. :func:`continuous_batching_tables` builds the same graphs for
+    several policies at once, as event tables.
 
     >>> import depgraph as dg
     >>> G = dg.continuous_batching("qwen3.6-35b-a3b", prompt_tokens=1024, link="25g", mfu=0.4, batch=8,
@@ -72,16 +73,33 @@ def continuous_batching(model, *, prompt_tokens: int, link, mfu: float | None = 
     >>> G.graph["join_step"], round(S.ttft_s * 1e3, 1), dg.stall_s(S)
     (3, 81.4, 0.0)
     """
+    (table,) = continuous_batching_tables(
+        model, prompt_tokens=prompt_tokens, link=link, mfu=mfu, timing=timing, cost=cost, batch=batch,
+        admission=admission, hook_scope=hook_scope, phase=phase, policies=(policy,),
+        context_tokens=context_tokens).values()
+    return table.to_networkx()
+
+
+def continuous_batching_tables(model, *, prompt_tokens: int, link, mfu: float | None = None, timing: str = "handoff",
+                               cost=None, batch: int = 8, admission: str = "step", hook_scope: str = "request",
+                               phase: float = 0.5, policies=("layer",),
+                               context_tokens: int | None = None) -> dict[str, EventTable]:
+    """:func:`continuous_batching` under each of ``policies``, as
+    :class:`~depgraph.EventTable` s keyed by policy name (``to_networkx()``
+    gives the graph :func:`continuous_batching` returns). The request and the
+    batch are built once and each policy adds its own edges and steps."""
     batch = positive_int("batch", batch, upper=100_000)
     admission = one_of("admission", admission, ADMISSIONS)
     hook_scope = one_of("hook_scope", hook_scope, HOOK_SCOPES)
     if isinstance(phase, bool) or not isinstance(phase, (int, float)) or not 0.0 <= phase < 1.0:
         raise ConfigError(f"phase: expected the fraction of a step already run, in [0, 1); got {phase!r}")
     phase = float(phase)
-    pol = get_policy(policy)
+    if isinstance(policies, (str, Policy)) or not policies:
+        raise ConfigError(f"policies: expected a non-empty sequence of policies, got {policies!r}")
+    pols = [get_policy(p) for p in policies]
     G, model, prompt_tokens, link, timing, cost = new_graph(
         "batch", model, prompt_tokens=prompt_tokens, link=link, mfu=mfu, timing=timing, cost=cost, batch=batch,
-        admission=admission, hook_scope=hook_scope, phase=phase, policy=pol.name)
+        admission=admission, hook_scope=hook_scope, phase=phase, policy=pols[0].name)
     context = positive_int("context_tokens", context_tokens if context_tokens is not None else prompt_tokens,
                            upper=10_000_000)
     step_s = cost.decode_step_s(model, [context] * batch)
@@ -89,49 +107,49 @@ def continuous_batching(model, *, prompt_tokens: int, link, mfu: float | None = 
     remainder = add_event(G, "batch:step00", kind="decode", request="batch", operator="step", device="decode",
                           duration_s=(1.0 - phase) * step_s, step=0)
 
+    out: dict[str, EventTable] = {}
     if admission == "async":
         add_request(G, model, prompt_tokens=prompt_tokens, link=link, cost=cost, timing=timing, request=0)
         step = add_event(G, "batch:step01", kind="decode", request="batch", operator="step", device="decode",
                          duration_s=step_s, step=1)
         add_dep(G, remainder, step, "program")
-        H = apply_policy_in_place(G, pol)
-        H.graph.update(join_step=None, stall_probe=None)
-        return H
+        base = EventTable.from_networkx(G)
+        for pol in pols:
+            H = apply_policy(base, pol)
+            out[pol.name] = H.extend(graph=dict(H.graph, join_step=None, stall_probe=None))
+        return out
 
-    plan = _join_plan(G, model, prompt_tokens=prompt_tokens, link=link, cost=cost, timing=timing, batch=batch,
-                      context=context, policy=pol, remainder=remainder)
-    H, join_ops = plan["graph"], plan["join_ops"]
+    join_ops = _add_join(G, model, prompt_tokens=prompt_tokens, link=link, cost=cost, timing=timing, batch=batch,
+                         context=context)
+    base = EventTable.from_networkx(G)
     first = (1.0 - phase) * step_s
-    bound = plan["admit_after_s"][hook_scope]
-    boundaries = [first]
-    # the same additions the scheduler makes along the step chain
-    while boundaries[-1] < bound or (hook_scope == "request" and not _fits(boundaries[-1], plan)):
-        boundaries.append(boundaries[-1] + step_s)
-    join_step = len(boundaries)
-    H.remove_edge(remainder, join_ops[0])
-    prev = remainder
-    for k in range(1, join_step):
-        s = add_event(H, f"batch:step{k:02d}", kind="decode", request="batch", operator="step", device="decode",
-                      duration_s=step_s, step=k)
-        add_dep(H, prev, s, "program")
-        prev = s
-    add_dep(H, prev, join_ops[0], "program")
-    H.graph.update(join_step=join_step, stall_probe={"before": prev, "chain": tuple(join_ops)},
-                   admit_after_s=dict(plan["admit_after_s"]), join_step_s=plan["join_step_s"])
-    return H
+    for pol in pols:
+        H = apply_policy(base, pol)
+        plan = _join_plan(H, join_ops, remainder)
+        bound = plan["admit_after_s"][hook_scope]
+        boundaries = [first]
+        # the same additions the scheduler makes along the step chain
+        while boundaries[-1] < bound or (hook_scope == "request" and not _fits(boundaries[-1], plan)):
+            boundaries.append(boundaries[-1] + step_s)
+        join_step = len(boundaries)
+        steps, edges, prev = [], [], remainder
+        for k in range(1, join_step):
+            s = f"batch:step{k:02d}"
+            steps.append((s, event_attrs(s, kind="decode", request="batch", operator="step", device="decode",
+                                         duration_s=step_s, step=k)))
+            edges.append((prev, s, {"kind": "program"}))
+            prev = s
+        edges.append((prev, join_ops[0], {"kind": "program"}))
+        out[pol.name] = H.extend(nodes=steps, edges=edges, graph=dict(
+            H.graph, join_step=join_step, stall_probe={"before": prev, "chain": tuple(join_ops)},
+            admit_after_s=dict(plan["admit_after_s"]), join_step_s=plan["join_step_s"]))
+    return out
 
 
-def _join_plan(G, model, *, prompt_tokens, link, cost, timing, batch, context, policy, remainder) -> dict:
-    """Add the new request and the batched step it joins to ``G``, apply the
-    policy, and find when each joined operator's own inputs are ready.
-
-    The request's arrivals do not depend on the decode side, so one schedule
-    (with the joined step placed right after ``remainder``) gives ``need``:
-    for each joined operator, the latest finish among its predecessors
-    outside the batch. With the operators' offsets inside the step, the step
-    may start at ``b`` without waiting iff ``b >= need_j - offset_j`` for
-    every operator ``j``.
-    """
+def _add_join(G, model, *, prompt_tokens, link, cost, timing, batch, context) -> list:
+    """Add the new request (without its own decode) and the batched step it
+    joins, one operator per layer for all ``batch + 1`` requests, to ``G``;
+    return the joined step's operators in program order."""
     nodes = add_request(G, model, prompt_tokens=prompt_tokens, link=link, cost=cost, timing=timing, request=0,
                         decode=False)
     arrivals = {(G.nodes[a]["layer"], G.nodes[a]["component"]): a for a in nodes["arrive"]}
@@ -152,18 +170,37 @@ def _join_plan(G, model, *, prompt_tokens, link, cost, timing, batch, context, p
     chain(G, join_ops, "program")
     token = add_event(G, "r0:token", kind="token", request=0, device="decode")
     add_dep(G, head, token, "program")
-    add_dep(G, remainder, join_ops[0], "program")
-    H = apply_policy_in_place(G, policy)  # G is this builder's own: no copy needed
-    probe = schedule(H).finish_s
-    need, offsets, offset = [], [], 0.0
-    for d in join_ops:
-        preds = [probe[u] for u in H.predecessors(d) if not H.nodes[u].get("batched")
-                 and H.nodes[u].get("request") != "batch"]
-        need.append(max(preds, default=-math.inf))
+    return join_ops
+
+
+def _join_plan(H: EventTable, join_ops: list, remainder) -> dict:
+    """When each joined operator's own inputs are ready, under the policy
+    already applied to ``H``.
+
+    The request's arrivals do not depend on the decode side, so one schedule
+    (with the joined step placed right after ``remainder``) gives ``need``:
+    for each joined operator, the latest finish among its predecessors
+    outside the batch. With the operators' offsets inside the step, the step
+    may start at ``b`` without waiting iff ``b >= need_j - offset_j`` for
+    every operator ``j``.
+    """
+    probe = schedule(H.extend(edges=[(remainder, join_ops[0], {"kind": "program"})]))
+    finish = dict(zip(probe.compiled.order.tolist(), probe.finish.tolist()))  # by insertion position
+    pos, attrs = H.positions, H.attrs
+    ops = {pos[d]: k for k, d in enumerate(join_ops)}
+    preds: list[list[float]] = [[] for _ in join_ops]
+    for u, v in zip(H.src.tolist(), H.dst.tolist()):
+        k = ops.get(v)
+        if k is not None and not attrs[u].get("batched") and attrs[u].get("request") != "batch":
+            preds[k].append(finish[u])
+    need = [max(p, default=-math.inf) for p in preds]
+    durations = [attrs[pos[d]]["duration_s"] for d in join_ops]
+    offsets, offset = [], 0.0
+    for dur in durations:
         offsets.append(offset)
-        offset = offset + H.nodes[d]["duration_s"]
+        offset = offset + dur
     return {
-        "graph": H, "join_ops": join_ops, "need": need, "offsets": offsets, "join_step_s": offset,
+        "join_ops": join_ops, "need": need, "offsets": offsets, "durations": durations, "join_step_s": offset,
         # request scope: no operator may wait; batch scope: admitted once the first operator could run
         "admit_after_s": {"request": max(n - o for n, o in zip(need, offsets)), "batch": need[0]},
     }
@@ -173,10 +210,10 @@ def _fits(boundary: float, plan: dict) -> bool:
     """Whether a step starting at ``boundary`` never waits for the request (in
     the scheduler's own floating-point additions)."""
     start = boundary
-    for d, n in zip(plan["join_ops"], plan["need"]):
+    for n, dur in zip(plan["need"], plan["durations"]):
         if start < n:
             return False
-        start = start + plan["graph"].nodes[d]["duration_s"]
+        start = start + dur
     return True
 
 
