@@ -25,7 +25,7 @@ import networkx as nx
 
 from .._validate import one_of, positive_int
 from ..cost import CostModel
-from ..graph import add_dep, add_event, chain
+from ..graph import event_attrs
 from ..hardware import Link, load_link
 from ..models import ModelSpec, load_model
 
@@ -74,25 +74,39 @@ def add_request(
     r = request
     stages = list(placement) if placement is not None else [0] * model.num_layers
     nodes: dict[str, list[Hashable]] = {"prefill": [], "send": [], "arrive": [], "decode": [], "token": []}
+    # collected in order and added at once at the end: the same graph as one add_event/add_dep at a time
+    new_nodes: list[tuple[Hashable, dict]] = []
+    new_edges: list[tuple[Hashable, Hashable, dict]] = []
+
+    def event(node: str, **attrs) -> str:
+        new_nodes.append((node, event_attrs(node, **attrs)))
+        return node
+
+    def dep(u: Hashable, v: Hashable, kind: str) -> None:
+        new_edges.append((u, v, {"kind": kind}))
+
+    def chain_of(seq: list, kind: str) -> None:
+        for u, v in zip(seq, seq[1:]):
+            dep(u, v, kind)
+
     prefill_chain: list[Hashable] = []
     for layer, stage in zip(model.layers, stages):
         tag = _layer_tag(layer.index)
         dev = _per_stage(prefill_device, stage)
         if prefill_chain and stages[layer.index - 1] != stage:
-            hop = add_event(G, f"r{r}:prefill:hop:{tag}", kind="hop", request=r, layer=layer.index, device=dev,
-                            operator="activation", duration_s=cost.activation_hop_s)
-            prefill_chain.append(hop)
-        p = add_event(G, f"r{r}:prefill:{tag}", kind="prefill", request=r, layer=layer.index, device=dev,
-                      duration_s=cost.prefill_layer_s(layer, prompt_tokens))
+            prefill_chain.append(event(f"r{r}:prefill:hop:{tag}", kind="hop", request=r, layer=layer.index,
+                                       device=dev, operator="activation", duration_s=cost.activation_hop_s))
+        p = event(f"r{r}:prefill:{tag}", kind="prefill", request=r, layer=layer.index, device=dev,
+                  duration_s=cost.prefill_layer_s(layer, prompt_tokens))
         nodes["prefill"].append(p)
         prefill_chain.append(p)
-    chain(G, prefill_chain, "program")
+    chain_of(prefill_chain, "program")
     done = None
     if timing == "migration":
-        done = add_event(G, f"r{r}:barrier:prefill_done", kind="barrier", request=r,
-                         device=_per_stage(prefill_device, stages[-1]), operator="prefill_done")
+        done = event(f"r{r}:barrier:prefill_done", kind="barrier", request=r,
+                     device=_per_stage(prefill_device, stages[-1]), operator="prefill_done")
         for p in nodes["prefill"]:
-            add_dep(G, p, done, "data")
+            dep(p, done, "data")
     seq = 0
     decode_chain: list[Hashable] = []
     for layer, p, stage in zip(model.layers, nodes["prefill"], stages):
@@ -101,43 +115,45 @@ def add_request(
         arrivals = {}
         for c in layer.components:
             nbytes = layer.component_bytes(c, prompt_tokens)
-            s = add_event(G, f"r{r}:send:{tag}:{c}", kind="send", request=r, layer=layer.index, component=c,
-                          device=link_dev, duration_s=link.transfer_s(nbytes), bytes=nbytes,
-                          resource=link_dev, priority=(r, len(nodes["send"])))
-            add_dep(G, done if done is not None else p, s, "data")
+            s = event(f"r{r}:send:{tag}:{c}", kind="send", request=r, layer=layer.index, component=c,
+                      device=link_dev, duration_s=link.transfer_s(nbytes), bytes=nbytes,
+                      resource=link_dev, priority=(r, len(nodes["send"])))
+            dep(done if done is not None else p, s, "data")
             if done is not None:
-                add_dep(G, p, s, "data")
-            a = add_event(G, f"r{r}:arrive:{tag}:{c}", kind="arrive", request=r, layer=layer.index, component=c,
-                          device=dec_dev)
-            add_dep(G, s, a, "data")
+                dep(p, s, "data")
+            a = event(f"r{r}:arrive:{tag}:{c}", kind="arrive", request=r, layer=layer.index, component=c,
+                      device=dec_dev)
+            dep(s, a, "data")
             nodes["send"].append(s)
             nodes["arrive"].append(a)
             arrivals[c] = a
         if not decode:
             continue
         if decode_chain and stages[layer.index - 1] != stage:
-            decode_chain.append(add_event(G, f"r{r}:decode:hop:{tag}", kind="hop", request=r, layer=layer.index,
-                                          device=dec_dev, operator="activation", duration_s=cost.activation_hop_s))
+            decode_chain.append(event(f"r{r}:decode:hop:{tag}", kind="hop", request=r, layer=layer.index,
+                                      device=dec_dev, operator="activation", duration_s=cost.activation_hop_s))
         for op, reads, dur in cost.decode_operators(model, layer, prompt_tokens):
-            d = add_event(G, f"r{r}:decode:{tag}:{op}", kind="decode", request=r, layer=layer.index, operator=op,
-                          device=dec_dev, duration_s=dur, reads=reads, seq=seq)
+            d = event(f"r{r}:decode:{tag}:{op}", kind="decode", request=r, layer=layer.index, operator=op,
+                      device=dec_dev, duration_s=dur, reads=reads, seq=seq)
             seq += 1
             for c in reads:
-                add_dep(G, arrivals[c], d, "data")
+                dep(arrivals[c], d, "data")
             nodes["decode"].append(d)
             decode_chain.append(d)
-    if not decode:
-        return nodes
-    last_dev = _per_stage(decode_device, stages[-1])
-    head = add_event(G, f"r{r}:decode:head", kind="decode", request=r, operator="head", device=last_dev,
+    if decode:
+        last_dev = _per_stage(decode_device, stages[-1])
+        head = event(f"r{r}:decode:head", kind="decode", request=r, operator="head", device=last_dev,
                      duration_s=cost.decode_head_s(model), reads=(), seq=seq)
-    nodes["decode"].append(head)
-    decode_chain.append(head)
-    chain(G, decode_chain, "program")
-    if token:
-        t = add_event(G, f"r{r}:token", kind="token", request=r, device=last_dev)
-        add_dep(G, head, t, "program")
-        nodes["token"].append(t)
+        nodes["decode"].append(head)
+        decode_chain.append(head)
+        chain_of(decode_chain, "program")
+        if token:
+            t = event(f"r{r}:token", kind="token", request=r, device=last_dev)
+            dep(head, t, "program")
+            nodes["token"].append(t)
+    G.add_nodes_from(new_nodes)
+    # an edge already in G keeps its first kind, as add_dep does
+    G.add_edges_from(e for e in new_edges if not G.has_edge(e[0], e[1]))
     return nodes
 
 
