@@ -26,7 +26,7 @@ import numpy as np
 
 from .graph import EDGE_KINDS, _check_duration
 
-__all__ = ["EventTable", "PolicyOverlay", "apply_policy", "apply_policy_in_place", "EDGE_CODES"]
+__all__ = ["EventTable", "TableBuilder", "PolicyOverlay", "apply_policy", "apply_policy_in_place", "EDGE_CODES"]
 
 #: Edge kind codes: the index in EDGE_KINDS, or OTHER for any other value.
 EDGE_CODES = {k: i for i, k in enumerate(EDGE_KINDS)}
@@ -184,8 +184,12 @@ class EventTable:
         return self._positions
 
     def has_edge(self, u: Hashable, v: Hashable) -> bool:
-        if self.base is not None and u in self.base._succ and v in self.base._succ[u]:
-            return True
+        if self.base is not None:
+            succ = self.base._succ.get(u)
+            if succ is not None and v in succ:
+                return True
+            if self.num_edges == self.base_edges:  # nothing beyond the base graph
+                return False
         if self._edge_set is None:
             start = self.base_edges if self.base is not None else 0
             self._edge_set = set(zip(self.src[start:].tolist(), self.dst[start:].tolist()))
@@ -229,6 +233,127 @@ class EventTable:
             for u, v, c in zip(self.src[first_edge:].tolist(), self.dst[first_edge:].tolist(),
                                self.edge_kind[first_edge:].tolist()))
         return H
+
+
+class _BuilderNodes:
+    __slots__ = ("_builder",)
+
+    def __init__(self, builder: "TableBuilder"):
+        self._builder = builder
+
+    def __getitem__(self, n: Hashable) -> dict:
+        b = self._builder
+        return b.attrs[b.positions[n]]
+
+    def __contains__(self, n: Hashable) -> bool:
+        return n in self._builder.positions
+
+    def __iter__(self) -> Iterator:
+        return iter(self._builder.names)
+
+    def __len__(self) -> int:
+        return len(self._builder.names)
+
+
+class TableBuilder:
+    """An event graph recorded as lists, for builders that want an
+    :class:`EventTable` without building a networkx graph first.
+
+    It offers the networkx methods the workload builders use (``add_node``,
+    ``add_nodes_from``, ``add_edge``, ``add_edges_from``, ``has_edge``,
+    ``nodes[n]``, ``graph``) with networkx's meaning: a node added again has
+    its attributes updated, an edge added again keeps its place and has its
+    attributes updated, an edge to a missing node adds the node. So
+    :meth:`to_networkx` is the graph the same calls would have built on a
+    ``networkx.DiGraph``, and :meth:`to_table` is the table of that graph,
+    whose own ``to_networkx()`` gives it back (the edges are kept in the
+    order they were added).
+    """
+
+    def __init__(self, **graph: Any):
+        self.graph: dict = dict(graph)
+        self.names: list = []
+        self.attrs: list[dict] = []
+        self.positions: dict = {}
+        self.edges: list[tuple[int, int, dict]] = []
+        self._edge_at: dict = {}
+
+    @property
+    def nodes(self) -> _BuilderNodes:
+        return _BuilderNodes(self)
+
+    def __contains__(self, n: Hashable) -> bool:
+        return n in self.positions
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def add_node(self, n: Hashable, **attrs: Any) -> None:
+        pos = self.positions.get(n)
+        if pos is None:
+            if n is None:
+                raise ValueError("None cannot be a node")
+            self.positions[n] = len(self.names)
+            self.names.append(n)
+            self.attrs.append(attrs)
+        else:
+            self.attrs[pos].update(attrs)
+
+    def add_nodes_from(self, nodes) -> None:
+        for n, d in nodes:
+            self.add_node(n, **d)
+
+    def has_edge(self, u: Hashable, v: Hashable) -> bool:
+        pos = self.positions
+        return u in pos and v in pos and (pos[u], pos[v]) in self._edge_at
+
+    def add_edge(self, u: Hashable, v: Hashable, **attrs: Any) -> None:
+        for n in (u, v):
+            if n not in self.positions:
+                self.add_node(n)
+        key = (self.positions[u], self.positions[v])
+        at = self._edge_at.get(key)
+        if at is None:
+            self._edge_at[key] = len(self.edges)
+            self.edges.append((key[0], key[1], attrs))
+        else:
+            self.edges[at][2].update(attrs)
+
+    def add_edges_from(self, edges) -> None:
+        for u, v, d in edges:
+            self.add_edge(u, v, **d)
+
+    def to_table(self, *, weight: str = "duration_s") -> EventTable:
+        """The :class:`EventTable` (checked as ``from_networkx`` checks)."""
+        names, attrs = self.names, self.attrs
+        values = [d.get(weight) for d in attrs]
+        if all(type(v) is float for v in values):
+            durations = np.asarray(values, dtype=np.float64)
+            if not (np.all(np.isfinite(durations)) and np.all(durations >= 0)):
+                durations = None
+        else:
+            durations = None
+        if durations is None:  # the slow way, for the error message or unusual number types
+            durations = np.asarray([_check_duration(n, v, weight) for n, v in zip(names, values)], dtype=np.float64)
+        # edges in insertion order (from_networkx lists them by source node instead: the schedule is the
+        # same either way), so that the table's to_networkx() is this graph, predecessor order included
+        edges = self.edges
+        src = np.fromiter((e[0] for e in edges), dtype=np.int64, count=len(edges))
+        dst = np.fromiter((e[1] for e in edges), dtype=np.int64, count=len(edges))
+        kinds = np.fromiter((edge_code(e[2].get("kind")) for e in edges), dtype=np.int8, count=len(edges))
+        table = EventTable(names=names, attrs=attrs, duration_s=durations, src=src, dst=dst, edge_kind=kinds,
+                           graph=self.graph, weight=weight)
+        table._positions = self.positions
+        return table
+
+    def to_networkx(self) -> nx.DiGraph:
+        """The networkx graph the same calls would have built."""
+        G = nx.DiGraph()
+        G.graph.update(self.graph)
+        G.add_nodes_from(zip(self.names, self.attrs))
+        names = self.names
+        G.add_edges_from((names[u], names[v], d) for u, v, d in self.edges)
+        return G
 
 
 class NeedsGraph(Exception):
@@ -313,7 +438,8 @@ class PolicyOverlay:
         self.added_attrs[n] = attrs
 
     def add_edge(self, u: Hashable, v: Hashable, **attrs: Any) -> None:
-        if u not in self or v not in self or self.has_edge(u, v):
+        pos, added = self.table.positions, self.added_attrs
+        if (u not in pos and u not in added) or (v not in pos and v not in added) or self.has_edge(u, v):
             raise NeedsGraph(f"add_edge {u!r} -> {v!r} on a missing node or an existing edge")
         self.added_edges.append((u, v, attrs))
         self._added_pairs.add((u, v))

@@ -37,7 +37,6 @@ from typing import Any
 
 import numpy as np
 
-from ._compiled import EventTable
 from .cost import CostModel
 from .errors import ConfigError
 from .models import load_model
@@ -57,12 +56,13 @@ def _model(name: str):
 
 
 def build(point: dict[str, Any], *, policy: str = "layer", admission: str = "step", phase: float = 0.5,
-          hook_scope: str | None = None, cost: CostModel | None = None):
+          hook_scope: str | None = None, cost: CostModel | None = None, as_table: bool = False):
     """The event graph of one point (for continuous batching, of one policy,
-    admission and phase). Used by :func:`run_point`, the CLI and notebooks."""
+    admission and phase); an :class:`~depgraph.EventTable` with ``as_table``.
+    Used by :func:`run_point`, the CLI and notebooks."""
     workload = point.get("workload", "single")
     common = dict(prompt_tokens=point["prompt_tokens"], link=point["link"], mfu=point["mfu"],
-                  timing=point.get("timing", "handoff"), cost=cost)
+                  timing=point.get("timing", "handoff"), cost=cost, as_table=as_table)
     model = _model(point["model"]) if isinstance(point["model"], str) else point["model"]
     if workload == "single":
         return single_request(model, **common)
@@ -73,9 +73,12 @@ def build(point: dict[str, Any], *, policy: str = "layer", admission: str = "ste
     if workload == "pipeline":
         return pipeline(model, stages=point.get("stages", 2), shared_link=point.get("shared_link", False), **common)
     if workload == "batch":
-        return continuous_batching(model, batch=point.get("batch", 8), admission=admission, policy=policy,
-                                   phase=phase, hook_scope=hook_scope or point.get("hook_scope", "request"),
-                                   **common)
+        table = common.pop("as_table")
+        make = continuous_batching_tables if table else continuous_batching
+        out = make(model, batch=point.get("batch", 8), admission=admission, phase=phase,
+                   hook_scope=hook_scope or point.get("hook_scope", "request"),
+                   **({"policies": (policy,)} if table else {"policy": policy}), **common)
+        return next(iter(out.values())) if table else out
     raise ConfigError(f"workload: expected one of {', '.join(WORKLOADS)}; got {workload!r}")
 
 
@@ -115,7 +118,7 @@ def run_point(point: dict[str, Any], *, cost: CostModel | None = None) -> list[d
         return [_loadtest_row(point)]
     rows = []
     if workload != "batch":
-        table = EventTable.from_networkx(build(point, cost=cost))  # read once, scheduled under every policy
+        table = build(point, cost=cost, as_table=True)  # built once, scheduled under every policy
         for policy in POLICY_NAMES:
             S = schedule(table, policy=policy)
             rows.append({"policy": policy, "admission": "none", **_analyses(S), "stall_s": float("nan"),

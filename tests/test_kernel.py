@@ -239,3 +239,58 @@ def test_a_large_trace_takes_the_level_kernel_and_agrees_with_the_loop():
             for u, k in zip(cg.pred_indices[cg.pred_indptr[v]:cg.pred_indptr[v + 1]],
                             cg.pred_kind[cg.pred_indptr[v]:cg.pred_indptr[v + 1]]) if k == 2}
     assert {(u, v) for v, u in mine} == resource_edges
+
+
+BUILDERS = {
+    "single": (dg.single_request, {}),
+    "interleaved-rr": (dg.interleaved, {"requests": 3, "rule": "layer-round-robin"}),
+    "pipeline-shared": (dg.pipeline, {"stages": 4, "shared_link": True}),
+    "speculative": (dg.speculative, {}),
+}
+
+
+def _same_graph(H, G):
+    assert list(H.nodes(data=True)) == list(G.nodes(data=True)) and H.graph == G.graph
+    assert [(u, list(H._succ[u].items())) for u in H] == [(u, list(G._succ[u].items())) for u in G]
+    assert [(u, list(H._pred[u])) for u in H] == [(u, list(G._pred[u])) for u in G]
+
+
+@pytest.mark.parametrize("timing", ["handoff", "migration"])
+@pytest.mark.parametrize("name", list(BUILDERS))
+def test_builders_straight_into_a_table(name, timing):
+    build, kw = BUILDERS[name]
+    args = dict(prompt_tokens=2048, link="25g", mfu=0.4, timing=timing, **kw)
+    G, T = build("qwen3.6-35b-a3b", **args), build("qwen3.6-35b-a3b", as_table=True, **args)
+    assert isinstance(T, EventTable) and T.base is None
+    _same_graph(T.to_networkx(), G)  # the networkx view is the builder's graph, predecessor order included
+    for policy in dg.POLICY_NAMES:
+        S, R = dg.schedule(T, policy=policy), dg.schedule(G, policy=policy)
+        assert S.compiled.nodes == R.compiled.nodes
+        assert S.start.tobytes() == R.start.tobytes() and S.finish.tobytes() == R.finish.tobytes()
+        assert S.via.tobytes() == R.via.tobytes()
+
+
+def test_table_builder_keeps_networkx_meaning():
+    from depgraph._compiled import TableBuilder
+
+    ops = [("node", "a", {"duration_s": 1.0, "kind": "prefill"}), ("node", "b", {"duration_s": 2.0}),
+           ("edge", "a", "b", {"kind": "data"}), ("node", "a", {"duration_s": 3.0}),  # updated in place
+           ("edge", "b", "c", {"kind": "program"}),  # adds "c"
+           ("edge", "a", "b", {"kind": "policy"}),  # keeps its place, new kind
+           ("node", "c", {"duration_s": 0.5})]
+    B, G = TableBuilder(name="t"), nx.DiGraph(name="t")
+    for op in ops:
+        for g in (B, G):
+            if op[0] == "node":
+                g.add_node(op[1], **op[2])
+            else:
+                g.add_edge(op[1], op[2], **op[3])
+    assert B.has_edge("a", "b") and not B.has_edge("b", "a") and not B.has_edge("a", "zz")
+    assert B.nodes["a"] == G.nodes["a"] and "c" in B.nodes and len(B) == 3
+    _same_graph(B.to_networkx(), G)
+    _same_graph(B.to_table().to_networkx(), G)
+    assert dg.schedule(B.to_table()).finish.tolist() == dg.schedule(G).finish.tolist()
+    bad = TableBuilder()
+    bad.add_node("x", duration_s=-1.0)
+    with pytest.raises(dg.GraphError, match="node 'x': duration_s: expected a finite number >= 0"):
+        bad.to_table()

@@ -32,8 +32,9 @@ LINK_RULES = ("fifo", "request-order", "layer-round-robin")
 
 
 def interleaved(model, *, prompt_tokens: int, link, mfu: float | None = None, timing: str = "handoff", cost=None,
-                requests: int = 4, rule: str = "fifo", prefill: str = "parallel") -> nx.DiGraph:
-    """The event graph of ``requests`` requests sharing one link.
+                requests: int = 4, rule: str = "fifo", prefill: str = "parallel", as_table: bool = False):
+    """The event graph of ``requests`` requests sharing one link (an
+    :class:`~depgraph.EventTable` with ``as_table``, see :func:`single_request`).
 
     >>> import depgraph as dg
     >>> G = dg.interleaved("nemotron-3-nano-30b-a3b", prompt_tokens=1024, link="25g", mfu=1.0, requests=4)
@@ -48,7 +49,7 @@ def interleaved(model, *, prompt_tokens: int, link, mfu: float | None = None, ti
     prefill = one_of("prefill", prefill, ("parallel", "serial"))
     G, model, prompt_tokens, link, timing, cost = new_graph(
         "interleaved", model, prompt_tokens=prompt_tokens, link=link, mfu=mfu, timing=timing, cost=cost,
-        requests=requests, rule=rule, prefill=prefill)
+        requests=requests, rule=rule, prefill=prefill, as_table=as_table)
     G.graph["target_request"] = requests - 1
     G.graph["resource_rules"] = {"link": "fifo" if rule == "fifo" else "priority"}
     last_prefill = None
@@ -62,4 +63,4 @@ def interleaved(model, *, prompt_tokens: int, link, mfu: float | None = None, ti
         if rule == "layer-round-robin":
             for k, s in enumerate(nodes["send"]):
                 G.nodes[s]["priority"] = (G.nodes[s]["layer"], r, k)
-    return G
+    return G.to_table() if as_table else G

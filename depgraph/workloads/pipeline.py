@@ -30,8 +30,9 @@ def stage_placement(num_layers: int, stages: int) -> list[int]:
 
 
 def pipeline(model, *, prompt_tokens: int, link, mfu: float | None = None, timing: str = "handoff", cost=None,
-             stages: int = 2, shared_link: bool = False) -> nx.DiGraph:
-    """The event graph of one request on a ``stages``-deep pipeline.
+             stages: int = 2, shared_link: bool = False, as_table: bool = False):
+    """The event graph of one request on a ``stages``-deep pipeline (an
+    :class:`~depgraph.EventTable` with ``as_table``, see :func:`~depgraph.single_request`).
 
     >>> import depgraph as dg
     >>> G = dg.pipeline("qwen3.6-35b-a3b", prompt_tokens=1024, link="25g", mfu=1.0, stages=4)
@@ -44,7 +45,7 @@ def pipeline(model, *, prompt_tokens: int, link, mfu: float | None = None, timin
         raise ConfigError(f"shared_link: expected true or false, got {shared_link!r}")
     G, model, prompt_tokens, link, timing, cost = new_graph(
         "pipeline", model, prompt_tokens=prompt_tokens, link=link, mfu=mfu, timing=timing, cost=cost,
-        stages=stages, shared_link=shared_link)
+        stages=stages, shared_link=shared_link, as_table=as_table)
     stages = positive_int("stages", stages, upper=model.num_layers)
     G.graph["stages"] = stages
     placement = stage_placement(model.num_layers, stages)
@@ -53,4 +54,4 @@ def pipeline(model, *, prompt_tokens: int, link, mfu: float | None = None, timin
                 prefill_device=[f"prefill-s{s}" for s in range(stages)],
                 decode_device=[f"decode-s{s}" for s in range(stages)],
                 link_device="link" if shared_link else [f"link-s{s}" for s in range(stages)])
-    return G
+    return G.to_table() if as_table else G

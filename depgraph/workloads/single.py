@@ -25,6 +25,7 @@ import networkx as nx
 
 from .._validate import one_of, positive_int
 from ..cost import CostModel
+from .._compiled import EventTable, TableBuilder
 from ..graph import event_attrs
 from ..hardware import Link, load_link
 from ..models import ModelSpec, load_model
@@ -157,8 +158,10 @@ def add_request(
     return nodes
 
 
-def new_graph(workload: str, model, *, prompt_tokens, link, mfu, timing, cost, **attrs):
-    """Validate the inputs every workload shares and start its graph.
+def new_graph(workload: str, model, *, prompt_tokens, link, mfu, timing, cost, as_table: bool = False, **attrs):
+    """Validate the inputs every workload shares and start its graph (a
+    :class:`~depgraph.EventTable` recorder with ``as_table``, which the
+    builder ends with ``G.to_table()``).
 
     Returns ``(G, model, prompt_tokens, link, timing, cost)``.
     """
@@ -169,8 +172,9 @@ def new_graph(workload: str, model, *, prompt_tokens, link, mfu, timing, cost, *
     cost = cost or CostModel()
     if mfu is not None:
         cost = cost.replace(mfu=mfu)
-    G = nx.DiGraph(workload=workload, model=model.name, prompt_tokens=prompt_tokens, link=link.name,
-                   mfu=cost.mfu, timing=timing, target_request=0, **attrs)
+    make = TableBuilder if as_table else nx.DiGraph
+    G = make(workload=workload, model=model.name, prompt_tokens=prompt_tokens, link=link.name,
+             mfu=cost.mfu, timing=timing, target_request=0, **attrs)
     return G, model, prompt_tokens, link, timing, cost
 
 
@@ -182,7 +186,8 @@ def single_request(
     mfu: float | None = None,
     timing: str = "handoff",
     cost: CostModel | None = None,
-) -> nx.DiGraph:
+    as_table: bool = False,
+) -> nx.DiGraph | EventTable:
     """The event graph of one request's prefill, handoff and first decode token.
 
     Parameters
@@ -199,6 +204,11 @@ def single_request(
         ``"handoff"`` or ``"migration"``.
     cost
         The :class:`~depgraph.cost.CostModel` (defaults documented there).
+    as_table
+        Return the graph as an :class:`~depgraph.EventTable`, the form the
+        scheduler runs on, without building a networkx graph
+        (``.to_networkx()`` gives the graph returned without it). Every
+        workload builder takes this flag.
 
     >>> import depgraph as dg
     >>> G = dg.single_request("qwen3-32b", prompt_tokens=1024, link="100g", mfu=0.4)
@@ -206,6 +216,7 @@ def single_request(
     (258, 'handoff')
     """
     G, model, prompt_tokens, link, timing, cost = new_graph("single_request", model, prompt_tokens=prompt_tokens,
-                                                          link=link, mfu=mfu, timing=timing, cost=cost)
+                                                          link=link, mfu=mfu, timing=timing, cost=cost,
+                                                          as_table=as_table)
     add_request(G, model, prompt_tokens=prompt_tokens, link=link, cost=cost, timing=timing, request=0)
-    return G
+    return G.to_table() if as_table else G

@@ -23,8 +23,9 @@ __all__ = ["speculative"]
 
 
 def speculative(model, *, prompt_tokens: int, link, mfu: float | None = None, timing: str = "handoff",
-                cost=None, spec_k: int = 3, draft_layers: int = 1) -> nx.DiGraph:
-    """The event graph of one request under speculative decoding.
+                cost=None, spec_k: int = 3, draft_layers: int = 1, as_table: bool = False):
+    """The event graph of one request under speculative decoding (an
+    :class:`~depgraph.EventTable` with ``as_table``, see :func:`~depgraph.single_request`).
 
     >>> import depgraph as dg
     >>> G = dg.speculative("qwen3.6-35b-a3b", prompt_tokens=1024, link="25g", mfu=1.0, spec_k=3)
@@ -38,7 +39,7 @@ def speculative(model, *, prompt_tokens: int, link, mfu: float | None = None, ti
     draft_layers = positive_int("draft_layers", draft_layers, upper=1000)
     G, model, prompt_tokens, link, timing, cost = new_graph(
         "speculative", model, prompt_tokens=prompt_tokens, link=link, mfu=mfu, timing=timing, cost=cost,
-        spec_k=spec_k, draft_layers=draft_layers)
+        spec_k=spec_k, draft_layers=draft_layers, as_table=as_table)
     nodes = add_request(G, model, prompt_tokens=prompt_tokens, link=link, cost=cost, timing=timing, request=0,
                         token=False)
     shape = next((layer for layer in model.layers if layer.kv_bytes_per_token), model.layers[0])
@@ -60,4 +61,4 @@ def speculative(model, *, prompt_tokens: int, link, mfu: float | None = None, ti
     add_dep(G, prev, v, "data")
     t = add_event(G, "r0:token", kind="token", request=0, device="decode")
     add_dep(G, v, t, "program")
-    return G
+    return G.to_table() if as_table else G
