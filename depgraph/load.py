@@ -312,8 +312,7 @@ class _Simulation:
 
     # -- helpers
     def push_event(self, t: float, kind: str, i: int) -> None:
-        order = {"release": 0, "ready": 1, "posted": 2, "prefilled": 3, "relayed": 4, "arrive": 5, "loop": 6}[kind]
-        heapq.heappush(self.events, (t, order, self.seq, kind, i))
+        heapq.heappush(self.events, (t, _EVENT_ORDER[kind], self.seq, kind, i))
         self.seq += 1
 
     def prefill_s(self, prompt: int) -> float:
@@ -449,7 +448,9 @@ class _Simulation:
             if r.generated == r.out:
                 r.last_token, r.last_iter = end, k
                 finished.append(i)
-        self.running = [i for i in self.running if i not in set(finished)]
+        if finished:
+            done = set(finished)
+            self.running = [i for i in self.running if i not in done]
         self.push_event(end, "loop", -1)
         self._finishing = finished
 
@@ -542,6 +543,10 @@ class _Simulation:
         return LoadResult(requests=df, summary=summary, timeline=timeline, config={**meta, "model": self.model.name},
                           _trace={"reqs": self.reqs, "iterations": self.iterations, "params": self.p,
                                   "handoff": self.handoff, "prefill_s": self.prefill_s, "transfer_s": self.transfer_s})
+
+
+#: Ties between simultaneous events of the load model go in this order.
+_EVENT_ORDER = {"release": 0, "ready": 1, "posted": 2, "prefilled": 3, "relayed": 4, "arrive": 5, "loop": 6}
 
 
 def _step_series(log: list[tuple[float, int]], name: str) -> pd.DataFrame:
