@@ -300,8 +300,14 @@ class TableBuilder:
             self.attrs[pos].update(attrs)
 
     def add_nodes_from(self, nodes) -> None:
+        positions, names, attrs = self.positions, self.names, self.attrs
         for n, d in nodes:
-            self.add_node(n, **d)
+            if n in positions or n is None:
+                self.add_node(n, **d)
+            else:
+                positions[n] = len(names)
+                names.append(n)
+                attrs.append(dict(d))
 
     def has_edge(self, u: Hashable, v: Hashable) -> bool:
         pos = self.positions
@@ -320,8 +326,14 @@ class TableBuilder:
             self.edges[at][2].update(attrs)
 
     def add_edges_from(self, edges) -> None:
+        positions, edge_at, out = self.positions, self._edge_at, self.edges
         for u, v, d in edges:
-            self.add_edge(u, v, **d)
+            pu, pv = positions.get(u), positions.get(v)
+            if pu is None or pv is None or (pu, pv) in edge_at:
+                self.add_edge(u, v, **d)
+            else:
+                edge_at[(pu, pv)] = len(out)
+                out.append((pu, pv, dict(d)))
 
     def to_table(self, *, weight: str = "duration_s") -> EventTable:
         """The :class:`EventTable` (checked as ``from_networkx`` checks)."""

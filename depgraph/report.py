@@ -440,26 +440,30 @@ def _reproduce(out: Path, folder: Path, pool, say: Callable[[str], None], show_b
     early = {"fig3_bytes.png": _submit(pool, _figure_bytes, plot_bytes, byte_table[byte_table.model != _D]),
              "curve": _submit(pool, phase_curve), "views": _submit(pool, _example_views)}
     where = {"executor": pool} if pool is not None else {"workers": 1}
+    figures_out = {"fig3_bytes.png": early["fig3_bytes.png"]}
+
+    def render(name: str, make: Callable, *data) -> None:  # queued in front of the next sweep's points
+        figures_out[name] = _submit(pool, _figure_bytes, make, *data)
+
     single = sweep(folder / "single.toml", out_dir=out, progress=show_bars, **where)
+    gains = study_gains(single)
+    render("fig4_gains.png", plot_gains, gains)
     replay = sweep(folder / "replay.toml", out_dir=out, progress=show_bars, **where)
+    rgains = replay_gains(replay)
+    fig9 = figure9_numbers(replay)
+    for name, make in [("fig6_max_gains.png", plot_fig6), ("fig7_mfu04_distributions.png", plot_fig7),
+                       ("fig8_component_gain.png", plot_fig8)]:
+        render(name, make, rgains)
+    render("fig9_step_boundary.png", plot_fig9, fig9, early["curve"].result())
     pushpull = sweep(folder / "pushpull.toml", out_dir=out, progress=show_bars, **where) \
         if (folder / "pushpull.toml").is_file() else None
+    if pushpull is not None:
+        render("pushpull_sweep.png", plot_pushpull_sweep, pushpull)
     say("tables and claims")
-    gains = study_gains(single)
-    rgains = replay_gains(replay)
     ctx = {"gains": gains, "bytes": byte_table, "head_start": conv_head_start(), "single": single,
-           "replay": replay, "replay_gains": rgains, "replay_summary": family_summary(rgains),
-           "fig9": figure9_numbers(replay)}
-    figures_out = {"fig3_bytes.png": early["fig3_bytes.png"]}
-    for name, make, data in [("fig4_gains.png", plot_gains, gains), ("fig6_max_gains.png", plot_fig6, rgains),
-                             ("fig7_mfu04_distributions.png", plot_fig7, rgains),
-                             ("fig8_component_gain.png", plot_fig8, rgains)]:
-        figures_out[name] = _submit(pool, _figure_bytes, make, data)
-    figures_out["fig9_step_boundary.png"] = _submit(pool, _figure_bytes, plot_fig9, ctx["fig9"],
-                                                    early["curve"].result())
+           "replay": replay, "replay_gains": rgains, "replay_summary": family_summary(rgains), "fig9": fig9}
     if pushpull is not None:
         ctx.update(pushpull=pushpull, **_posting_context())
-        figures_out["pushpull_sweep.png"] = _submit(pool, _figure_bytes, plot_pushpull_sweep, pushpull)
     claims = evaluate_claims(ctx)
     tables = out / "tables"
     for name, df in [("bytes", ctx["bytes"]), ("single_request_gains", gains), ("replay_gains", rgains),
