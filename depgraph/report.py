@@ -12,9 +12,9 @@ interrupted run never leaves a half-written file.
 from __future__ import annotations
 
 import io
+import itertools
 import os
 import sys
-import tempfile
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
@@ -309,19 +309,29 @@ def study_context(cost: CostModel | None = None) -> dict:
 # ------------------------------------------------------------------ writing
 
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
+_TEMP_NAMES = itertools.count()
+
+
+def _open_temp(path: Path) -> tuple[int, str]:
+    """A new file next to ``path``, created exclusively with mode 0644 (less
+    the umask: results are for sharing)."""
+    while True:
+        tmp = os.path.join(path.parent, f".{path.name}.{os.getpid()}.{next(_TEMP_NAMES)}.tmp")
+        try:
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o644), tmp
+        except FileExistsError:
+            continue
 
 
 def _atomic_write_bytes(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        fd, tmp = _open_temp(path)
+    except FileNotFoundError:  # the folder is new (checked only then: a sweep writes hundreds of parts)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = _open_temp(path)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
-        os.chmod(tmp, 0o644 & ~_umask())  # mkstemp makes 0600; results are for sharing
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
