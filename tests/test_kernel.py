@@ -294,3 +294,33 @@ def test_table_builder_keeps_networkx_meaning():
     bad.add_node("x", duration_s=-1.0)
     with pytest.raises(dg.GraphError, match="node 'x': duration_s: expected a finite number >= 0"):
         bad.to_table()
+
+
+@pytest.mark.parametrize("timing", ["handoff", "migration"])
+@pytest.mark.parametrize("prefill", ["parallel", "serial"])
+@pytest.mark.parametrize("rule", dg.LINK_RULES)
+def test_interleaved_copies_are_the_requests_built_one_by_one(rule, prefill, timing):
+    from depgraph.graph import add_dep
+    from depgraph.workloads.single import add_request, new_graph
+
+    kw = dict(prompt_tokens=1024, link="25g", mfu=0.4, timing=timing)
+    G = dg.interleaved("nemotron-3-nano-30b-a3b", requests=3, rule=rule, prefill=prefill, **kw)
+    # the reference: every request through add_request
+    R, model, tokens, link, _, cost = new_graph("interleaved", "nemotron-3-nano-30b-a3b", cost=None, requests=3,
+                                                rule=rule, prefill=prefill, **kw)
+    R.graph["target_request"] = 2
+    R.graph["resource_rules"] = {"link": "fifo" if rule == "fifo" else "priority"}
+    last = None
+    for r in range(3):
+        nodes = add_request(R, model, prompt_tokens=tokens, link=link, cost=cost, timing=timing, request=r,
+                            prefill_device="prefill" if prefill == "serial" else f"prefill-r{r}")
+        if prefill == "serial":
+            if last is not None:
+                add_dep(R, last, nodes["prefill"][0], "program")
+            last = nodes["prefill"][-1]
+        if rule == "layer-round-robin":
+            for k, s in enumerate(nodes["send"]):
+                R.nodes[s]["priority"] = (R.nodes[s]["layer"], r, k)
+    _same_graph(G, R)
+    T = dg.interleaved("nemotron-3-nano-30b-a3b", requests=3, rule=rule, prefill=prefill, as_table=True, **kw)
+    _same_graph(T.to_networkx(), R)

@@ -19,7 +19,7 @@ layer finishes; ``migration`` sends only after all prefill compute (a
 
 from __future__ import annotations
 
-from typing import Hashable, Sequence
+from typing import Any, Hashable, NamedTuple, Sequence
 
 import networkx as nx
 
@@ -30,7 +30,8 @@ from ..graph import event_attrs
 from ..hardware import Link, load_link
 from ..models import ModelSpec, load_model
 
-__all__ = ["single_request", "add_request", "new_graph", "TIMINGS"]
+__all__ = ["single_request", "add_request", "request_parts", "add_parts", "copy_parts", "RequestParts",
+           "new_graph", "TIMINGS"]
 
 TIMINGS = ("handoff", "migration")
 MAX_PROMPT_TOKENS = 10_000_000
@@ -72,6 +73,75 @@ def add_request(
     and ``token``. Sends use their stage's link device as a shared resource;
     their ``priority`` is ``(request, send index)``.
     """
+    parts = request_parts(model, prompt_tokens=prompt_tokens, link=link, cost=cost, timing=timing, request=request,
+                          placement=placement, prefill_device=prefill_device, decode_device=decode_device,
+                          link_device=link_device, decode=decode, token=token)
+    return add_parts(G, parts)
+
+
+class RequestParts(NamedTuple):
+    """One request's events before they are added to a graph: its node ids
+    by role (as :func:`add_request` returns them), ``(id, attributes)`` of
+    every node and ``(u, v, attributes)`` of every edge, in the order
+    :func:`add_request` adds them."""
+
+    nodes: dict
+    new_nodes: list
+    new_edges: list
+    request: int
+    prefill_device: Any
+
+
+def add_parts(G, parts: RequestParts) -> dict[str, list[Hashable]]:
+    """Add a request's parts to ``G`` (an edge already there keeps its first
+    kind, as :func:`~depgraph.graph.add_dep` does); return its node ids by role."""
+    G.add_nodes_from(parts.new_nodes)
+    G.add_edges_from(e for e in parts.new_edges if not G.has_edge(e[0], e[1]))
+    return parts.nodes
+
+
+def copy_parts(parts: RequestParts, request: int, *, prefill_device: str) -> RequestParts:
+    """The parts :func:`request_parts` would make for ``request`` on
+    ``prefill_device`` with every other argument as for ``parts`` (one
+    prefill device name, not one per stage): the same events renamed, with
+    their ``request``, their ``priority`` and their prefill device changed."""
+    if not isinstance(parts.prefill_device, str):
+        raise ValueError("copy_parts: only requests on one named prefill device can be copied")
+    old, new = f"r{parts.request}:", f"r{request}:"
+    cut = len(old)
+
+    def rename(n: str) -> str:
+        return new + n[cut:]
+
+    nodes = []
+    for n, d in parts.new_nodes:
+        d = dict(d, request=request)
+        if d["device"] == parts.prefill_device:
+            d["device"] = prefill_device
+        if "priority" in d:
+            d["priority"] = (request, d["priority"][1])
+        nodes.append((rename(n), d))
+    edges = [(rename(u), rename(v), dict(d)) for u, v, d in parts.new_edges]
+    roles = {role: [rename(n) for n in ids] for role, ids in parts.nodes.items()}
+    return RequestParts(roles, nodes, edges, request, prefill_device)
+
+
+def request_parts(
+    model: ModelSpec,
+    *,
+    prompt_tokens: int,
+    link: Link,
+    cost: CostModel,
+    timing: str = "handoff",
+    request: int = 0,
+    placement: Sequence[int] | None = None,
+    prefill_device: str | Sequence[str] = "prefill",
+    decode_device: str | Sequence[str] = "decode",
+    link_device: str | Sequence[str] = "link",
+    decode: bool = True,
+    token: bool = True,
+) -> RequestParts:
+    """:func:`add_request`'s events, not yet added to a graph."""
     r = request
     stages = list(placement) if placement is not None else [0] * model.num_layers
     nodes: dict[str, list[Hashable]] = {"prefill": [], "send": [], "arrive": [], "decode": [], "token": []}
@@ -152,10 +222,7 @@ def add_request(
             t = event(f"r{r}:token", kind="token", request=r, device=last_dev)
             dep(head, t, "program")
             nodes["token"].append(t)
-    G.add_nodes_from(new_nodes)
-    # an edge already in G keeps its first kind, as add_dep does
-    G.add_edges_from(e for e in new_edges if not G.has_edge(e[0], e[1]))
-    return nodes
+    return RequestParts(nodes, new_nodes, new_edges, r, prefill_device)
 
 
 def new_graph(workload: str, model, *, prompt_tokens, link, mfu, timing, cost, as_table: bool = False, **attrs):
