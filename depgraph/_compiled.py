@@ -194,7 +194,11 @@ class EventTable:
             start = self.base_edges if self.base is not None else 0
             self._edge_set = set(zip(self.src[start:].tolist(), self.dst[start:].tolist()))
         pos = self.positions
-        return u in pos and v in pos and (pos[u], pos[v]) in self._edge_set
+        pu = pos.get(u)
+        if pu is None:
+            return False
+        pv = pos.get(v)
+        return pv is not None and (pu, pv) in self._edge_set
 
     def column(self, name: str, default: Any = None) -> list:
         """One node attribute for every node, in insertion order (``default``

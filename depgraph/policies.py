@@ -49,13 +49,13 @@ def _groups(G: nx.DiGraph, kind: str, key: Callable[[dict], object]) -> dict:
 
 def _first_decode(G: nx.DiGraph, key: Callable[[dict], object]) -> dict:
     """The first decode operator (lowest ``seq``) of each group."""
-    first: dict = {}
+    first: dict = {}  # group -> (seq, node)
     for n, d in G.nodes(data=True):
         if d.get("kind") == "decode":
-            k = key(d)
-            if k not in first or d.get("seq", 0) < G.nodes[first[k]].get("seq", 0):
-                first[k] = n
-    return first
+            k, seq = key(d), d.get("seq", 0)
+            if k not in first or seq < first[k][0]:
+                first[k] = (seq, n)
+    return {k: n for k, (_, n) in first.items()}
 
 
 def _per_layer(G: nx.DiGraph) -> nx.DiGraph:
