@@ -449,6 +449,9 @@ def _reproduce(out: Path, folder: Path, pool, say: Callable[[str], None], show_b
     # what needs no sweep starts first, on the same workers
     early = {"fig3_bytes.png": _submit(pool, _figure_bytes, plot_bytes, byte_table[byte_table.model != _D]),
              "curve": _submit(pool, phase_curve), "views": _submit(pool, _example_views)}
+    # and what needs no sweep here is done while the workers start
+    head_start = conv_head_start()
+    posting = _posting_context() if (folder / "pushpull.toml").is_file() else {}
     where = {"executor": pool} if pool is not None else {"workers": 1}
     figures_out = {"fig3_bytes.png": early["fig3_bytes.png"]}
 
@@ -470,10 +473,10 @@ def _reproduce(out: Path, folder: Path, pool, say: Callable[[str], None], show_b
     if pushpull is not None:
         render("pushpull_sweep.png", plot_pushpull_sweep, pushpull)
     say("tables and claims")
-    ctx = {"gains": gains, "bytes": byte_table, "head_start": conv_head_start(), "single": single,
+    ctx = {"gains": gains, "bytes": byte_table, "head_start": head_start, "single": single,
            "replay": replay, "replay_gains": rgains, "replay_summary": family_summary(rgains), "fig9": fig9}
     if pushpull is not None:
-        ctx.update(pushpull=pushpull, **_posting_context())
+        ctx.update(pushpull=pushpull, **posting)
     claims = evaluate_claims(ctx)
     tables = out / "tables"
     for name, df in [("bytes", ctx["bytes"]), ("single_request_gains", gains), ("replay_gains", rgains),
