@@ -26,7 +26,7 @@ import numpy as np
 
 from .graph import EDGE_KINDS, _check_duration
 
-__all__ = ["EventTable", "TableBuilder", "PolicyOverlay", "apply_policy", "apply_policy_in_place", "EDGE_CODES"]
+__all__ = ["EventTable", "TableBuilder", "PolicyOverlay", "apply_policy", "EDGE_CODES"]
 
 #: Edge kind codes: the index in EDGE_KINDS, or OTHER for any other value.
 EDGE_CODES = {k: i for i, k in enumerate(EDGE_KINDS)}
@@ -207,8 +207,11 @@ class EventTable:
             return self._columns[name]
         if self._attrs is None and self._make_attrs is None:  # built as columns: the attribute is absent
             return [default] * self.num_nodes
-        key = (name, default)
-        values = self._cache.get(key)
+        try:
+            key = (name, default)
+            values = self._cache.get(key)
+        except TypeError:  # an unhashable default: not cached
+            return [d.get(name, default) for d in self.attrs]
         if values is None:
             values = self._cache[key] = [d.get(name, default) for d in self.attrs]
         return values
@@ -497,19 +500,3 @@ def apply_policy(table: EventTable, policy) -> EventTable:
     except NeedsGraph:
         return EventTable.from_networkx(policy.apply(table.to_networkx()), weight=table.weight)
     return table.extend(nodes=H.added_nodes, edges=H.added_edges, graph=H.graph)
-
-
-def apply_policy_in_place(G: nx.DiGraph, policy) -> nx.DiGraph:
-    """``policy.apply(G)`` for a builder that owns ``G`` and needs no copy:
-    the rule's additions are made to ``G`` itself, which is returned (the same
-    nodes, edges, attributes and insertion order as the copy would have). A
-    rule that needs a real graph gets one, and its copy is returned."""
-    try:
-        H = _overlay_additions(EventTable.from_networkx(G), policy)
-    except NeedsGraph:
-        return policy.apply(G)
-    G.add_nodes_from(H.added_nodes)
-    G.add_edges_from(H.added_edges)
-    G.graph.clear()
-    G.graph.update(H.graph)
-    return G

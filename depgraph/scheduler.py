@@ -92,13 +92,18 @@ class CompiledGraph:
     def column(self, name: str, default: Any = None) -> np.ndarray:
         """A node attribute for every node, in topological order (an object
         array, made once per name; treat it as read-only)."""
-        key = (name, default)
-        out = self._columns.get(key)
+        try:
+            key = (name, default)
+            out = self._columns.get(key)
+        except TypeError:  # an unhashable default: not cached
+            key, out = None, None
         if out is None:
             values = self.table.column(name, default)
             if not isinstance(values, np.ndarray):  # fromiter keeps tuples as elements
                 values = np.fromiter(values, dtype=object, count=len(values))
-            out = self._columns[key] = values if self.identity_order else values[self.order]
+            out = values if self.identity_order else values[self.order]
+            if key is not None:
+                self._columns[key] = out
         return out
 
     def level_plan(self) -> _kernel.LevelPlan | None:
@@ -112,10 +117,11 @@ class CompiledGraph:
 #: graphs, keyed by their node count and edge arrays: a sweep schedules the
 #: same shapes again and again with other durations (every configuration of a
 #: workload, each policy's graph). Only graphs up to STRUCTURE_CACHE_EDGES
-#: edges are kept, at most STRUCTURE_CACHE_SIZE of them.
+#: edges are kept (larger ones spend their time elsewhere), at most
+#: STRUCTURE_CACHE_SIZE of them: about 40 MB at most.
 _STRUCTURES: OrderedDict = OrderedDict()
 STRUCTURE_CACHE_SIZE = 64
-STRUCTURE_CACHE_EDGES = 100_000
+STRUCTURE_CACHE_EDGES = _kernel.SMALL_GRAPH_EDGES
 
 
 def _structure(table: EventTable) -> tuple[np.ndarray, bool, np.ndarray, np.ndarray, np.ndarray]:
