@@ -99,7 +99,7 @@ def continuous_batching_tables(model, *, prompt_tokens: int, link, mfu: float | 
     pols = [get_policy(p) for p in policies]
     G, model, prompt_tokens, link, timing, cost = new_graph(
         "batch", model, prompt_tokens=prompt_tokens, link=link, mfu=mfu, timing=timing, cost=cost, batch=batch,
-        admission=admission, hook_scope=hook_scope, phase=phase, policy=pols[0].name)
+        admission=admission, hook_scope=hook_scope, phase=phase, policy=pols[0].name, as_table=True)
     context = positive_int("context_tokens", context_tokens if context_tokens is not None else prompt_tokens,
                            upper=10_000_000)
     step_s = cost.decode_step_s(model, [context] * batch)
@@ -113,7 +113,7 @@ def continuous_batching_tables(model, *, prompt_tokens: int, link, mfu: float | 
         step = add_event(G, "batch:step01", kind="decode", request="batch", operator="step", device="decode",
                          duration_s=step_s, step=1)
         add_dep(G, remainder, step, "program")
-        base = EventTable.from_networkx(G)
+        base = G.to_table()
         for pol in pols:
             H = apply_policy(base, pol)
             out[pol.name] = H.extend(graph=dict(H.graph, join_step=None, stall_probe=None))
@@ -121,7 +121,7 @@ def continuous_batching_tables(model, *, prompt_tokens: int, link, mfu: float | 
 
     join_ops = _add_join(G, model, prompt_tokens=prompt_tokens, link=link, cost=cost, timing=timing, batch=batch,
                          context=context)
-    base = EventTable.from_networkx(G)
+    base = G.to_table()
     first = (1.0 - phase) * step_s
     for pol in pols:
         H = apply_policy(base, pol)
