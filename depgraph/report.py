@@ -384,16 +384,16 @@ def _posting_context() -> dict:
 def phase_curve(*, model: str = _Q, batch: int = 8, phases: int = 32, **kw) -> pd.DataFrame:
     """TTFT of a new request against the arrival phase (Figure 9, left)."""
     from .scheduler import schedule
-    from .workloads import continuous_batching
+    from .workloads.batching import continuous_batching_tables
 
     kw = {"prompt_tokens": 1024, "link": "25g", "mfu": 0.4, "timing": "handoff", **kw}
-    rows = []
-    for policy in ("global", "layer"):
-        for k in range(phases):
-            phase = (k + 0.5) / phases
-            S = schedule(continuous_batching(model, batch=batch, policy=policy, phase=phase, **kw))
-            rows.append({"policy": policy, "phase": phase, "ttft_s": S.ttft_s})
-    return pd.DataFrame(rows)
+    rows: dict[str, list] = {"global": [], "layer": []}
+    for k in range(phases):
+        phase = (k + 0.5) / phases
+        tables = continuous_batching_tables(model, batch=batch, policies=tuple(rows), phase=phase, **kw)
+        for policy, table in tables.items():
+            rows[policy].append({"policy": policy, "phase": phase, "ttft_s": schedule(table).ttft_s})
+    return pd.DataFrame(rows["global"] + rows["layer"])
 
 
 def write_reproduction(out: str | Path, *, scenarios: str | Path | None = None, workers: int | None = None,
