@@ -16,7 +16,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-__all__ = ["topological_order", "predecessor_csr", "asap", "asap_loop", "asap_loop_behind", "level_plan", "asap_levels",
+__all__ = ["topological_order", "predecessor_csr", "asap", "asap_loop", "asap_loop_on", "upstream_of", "level_plan", "asap_levels",
            "back_pointers", "ready_times", "frontier_steps", "list_schedule", "event_list_schedule"]
 
 #: Below this many edges the plain loop is faster than planning levels.
@@ -96,35 +96,48 @@ def asap_loop(duration_s: np.ndarray, indptr: np.ndarray, indices: np.ndarray) -
     return np.asarray(start, dtype=np.float64), np.asarray(finish, dtype=np.float64)
 
 
-def asap_loop_behind(duration_s: np.ndarray, indptr: np.ndarray, indices: np.ndarray,
-                     marked: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`asap_loop`'s start times, and whether each node has a marked
-    node among its ancestors (one pass for both)."""
+def upstream_of(indptr: np.ndarray, indices: np.ndarray, marked: np.ndarray) -> tuple[np.ndarray, bool]:
+    """The marked nodes and their ancestors (positions, increasing), and
+    whether some marked node has another marked node among its ancestors."""
+    n = indptr.size - 1
+    ptr = indptr.tolist()
+    preds = indices.tolist()
+    need = marked.tolist()
+    for i in range(n - 1, -1, -1):  # reverse topological order: a node's successors come first
+        if need[i]:
+            for j in preds[ptr[i]:ptr[i + 1]]:
+                need[j] = True
+    subset = [i for i in range(n) if need[i]]
+    mark = marked.tolist()
+    upstream = [False] * n  # a marked node among the ancestors
+    behind = False
+    for i in subset:
+        u = any([mark[j] or upstream[j] for j in preds[ptr[i]:ptr[i + 1]]])
+        upstream[i] = u
+        behind = behind or (u and mark[i])
+    return np.asarray(subset, dtype=np.int64), behind
+
+
+def asap_loop_on(duration_s: np.ndarray, indptr: np.ndarray, indices: np.ndarray, subset: np.ndarray) -> np.ndarray:
+    """:func:`asap_loop`'s start times of the nodes of ``subset`` (positions,
+    increasing, closed under predecessors; the other entries are 0)."""
     n = duration_s.size
     dur = duration_s.tolist()
     ptr = indptr.tolist()
     preds = indices.tolist()
-    mark = marked.tolist()
     start = [0.0] * n
     finish = [0.0] * n
-    behind = [False] * n
-    upstream = [False] * n  # marked, or behind a marked node
-    for i in range(n):
+    for i in subset.tolist():
         a, b = ptr[i], ptr[i + 1]
         if b - a == 1:
-            j = preds[a]
-            s, t = finish[j], upstream[j]
+            s = finish[preds[a]]
         elif a == b:
-            s, t = 0.0, False
+            s = 0.0
         else:
-            ps = preds[a:b]
-            s = max([finish[j] for j in ps])
-            t = any([upstream[j] for j in ps])
+            s = max([finish[j] for j in preds[a:b]])
         start[i] = s
         finish[i] = s + dur[i]
-        behind[i] = t
-        upstream[i] = t or mark[i]
-    return np.asarray(start, dtype=np.float64), np.asarray(behind, dtype=bool)
+    return np.asarray(start, dtype=np.float64)
 
 
 #: Predecessor entries a level sweep gathers as rows (see :class:`LevelPlan`);

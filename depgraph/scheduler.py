@@ -47,7 +47,7 @@ class CompiledGraph:
     """
 
     __slots__ = ("table", "order", "duration_s", "pred_indptr", "pred_indices", "pred_kind", "_nodes", "_index",
-                 "_plan", "_columns")
+                 "_plan", "_columns", "_shape")
 
     def __init__(self, table: EventTable, order: np.ndarray, duration_s: np.ndarray, pred_indptr: np.ndarray,
                  pred_indices: np.ndarray, pred_kind: np.ndarray) -> None:
@@ -55,6 +55,7 @@ class CompiledGraph:
         self.pred_indptr, self.pred_indices, self.pred_kind = pred_indptr, pred_indices, pred_kind
         self._nodes = self._index = self._plan = None
         self._columns: dict = {}
+        self._shape = None  # the structure cache's key, when the structure is cached
 
     def __repr__(self) -> str:
         return f"CompiledGraph({self.num_nodes} nodes, {self.num_edges} edges)"
@@ -124,16 +125,17 @@ STRUCTURE_CACHE_SIZE = 64
 STRUCTURE_CACHE_EDGES = _kernel.SMALL_GRAPH_EDGES
 
 
-def _structure(table: EventTable) -> tuple[np.ndarray, bool, np.ndarray, np.ndarray, np.ndarray]:
-    """``(order, identity, indptr, indices, edge_of)`` of the table's edges:
-    a pure function of ``(num_nodes, src, dst)``, so a cached copy is exact."""
+def _structure(table: EventTable) -> tuple[tuple | None, tuple]:
+    """The cache key (``None`` if not cached) and ``(order, identity, indptr,
+    indices, edge_of)`` of the table's edges: a pure function of
+    ``(num_nodes, src, dst)``, so a cached copy is exact."""
     n = table.num_nodes
     small = table.num_edges <= STRUCTURE_CACHE_EDGES
     key = (n, table.src.tobytes(), table.dst.tobytes()) if small else None
     hit = _STRUCTURES.get(key) if small else None
     if hit is not None:
         _STRUCTURES.move_to_end(key)
-        return hit
+        return key, hit
     order = _kernel.topological_order(n, table.src, table.dst)
     if order is None:
         G = table.to_networkx()
@@ -157,13 +159,34 @@ def _structure(table: EventTable) -> tuple[np.ndarray, bool, np.ndarray, np.ndar
         _STRUCTURES[key] = out
         if len(_STRUCTURES) > STRUCTURE_CACHE_SIZE:
             _STRUCTURES.popitem(last=False)
-    return out
+    return key, out
 
 
 def _compile(table: EventTable) -> CompiledGraph:
-    order, identity, indptr, indices, edge_of = _structure(table)
+    key, (order, identity, indptr, indices, edge_of) = _structure(table)
     duration = table.duration_s if identity else table.duration_s[order]
-    return CompiledGraph(table, order, duration, indptr, indices, table.edge_kind[edge_of])
+    cg = CompiledGraph(table, order, duration, indptr, indices, table.edge_kind[edge_of])
+    cg._shape = key
+    return cg
+
+
+#: For cached structures: the resource users' ancestors and whether a user
+#: waits behind another, by structure and users (both depend on nothing else).
+_UPSTREAM: OrderedDict = OrderedDict()
+
+
+def _upstream(cg: CompiledGraph, is_user: np.ndarray) -> tuple[np.ndarray, bool]:
+    key = (cg._shape, is_user.tobytes()) if cg._shape is not None else None
+    hit = _UPSTREAM.get(key) if key is not None else None
+    if hit is not None:
+        _UPSTREAM.move_to_end(key)
+        return hit
+    out = _kernel.upstream_of(cg.pred_indptr, cg.pred_indices, is_user)
+    if key is not None:
+        _UPSTREAM[key] = out
+        if len(_UPSTREAM) > STRUCTURE_CACHE_SIZE:
+            _UPSTREAM.popitem(last=False)
+    return out
 
 
 def _table(G: nx.DiGraph | EventTable, weight: str) -> EventTable:
@@ -315,10 +338,11 @@ def _resolve(table: EventTable) -> tuple[EventTable, CompiledGraph]:
     is_user = resource != None  # noqa: E711
     if cg.num_edges >= _kernel.SMALL_GRAPH_EDGES:
         release, _ = _schedule_arrays(cg)
-        behind = _schedule_arrays(cg, is_user.astype(np.float64))[0] > 0
-    else:
-        release, behind = _kernel.asap_loop_behind(cg.duration_s, indptr, indices, is_user)
-    if np.any(behind[users]):
+        waits = bool(np.any((_schedule_arrays(cg, is_user.astype(np.float64))[0] > 0)[users]))
+    else:  # release times are needed only upstream of the users
+        upstream, waits = _upstream(cg, is_user)
+        release = _kernel.asap_loop_on(cg.duration_s, indptr, indices, upstream)
+    if waits:
         # some user waits on another's service: simulate events
         res_list = resource.tolist()
         prio_list = [p if r is not None else () for p, r in zip(priority.tolist(), res_list)]

@@ -316,3 +316,20 @@ def test_interleaved_copies_are_the_requests_built_one_by_one(rule, prefill, tim
     _same_graph(G, R)
     T = dg.interleaved("nemotron-3-nano-30b-a3b", requests=3, rule=rule, prefill=prefill, as_table=True, **kw)
     _same_graph(T.to_networkx(), R)
+
+
+@settings(max_examples=60, deadline=None)
+@given(event_dags())
+def test_release_times_only_upstream_of_the_users(G):
+    cg = dg.compile_graph(G)
+    is_user = cg.column("resource") != None  # noqa: E711 - elementwise
+    subset, waits = _kernel.upstream_of(cg.pred_indptr, cg.pred_indices, is_user)
+    H = nx.DiGraph([(cg.index[u], cg.index[v]) for u, v in G.edges])
+    H.add_nodes_from(range(cg.num_nodes))
+    users = set(np.flatnonzero(is_user).tolist())
+    expected = set(users).union(*[nx.ancestors(H, u) for u in users]) if users else set()
+    assert subset.tolist() == sorted(expected)
+    assert waits == any(nx.ancestors(H, u) & users for u in users)
+    full, _ = _kernel.asap_loop(cg.duration_s, cg.pred_indptr, cg.pred_indices)
+    mine = _kernel.asap_loop_on(cg.duration_s, cg.pred_indptr, cg.pred_indices, subset)
+    assert mine[subset].tobytes() == full[subset].tobytes()
