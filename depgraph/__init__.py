@@ -33,7 +33,8 @@ __all__ = [
     "load_link", "load_model", "model_from_config",
     # the event graph, policies, the scheduler and its analyses
     "CompiledGraph", "EDGE_KINDS", "EventTable", "NODE_KINDS", "POLICIES", "POLICY_NAMES", "Policy", "Schedule",
-    "breakdown", "compile_graph", "critical_path", "frontier", "frontier_width_max", "get_policy", "read_graph", "schedule",
+    "breakdown", "compile_graph", "critical_path", "frontier", "frontier_width_max", "get_policy", "read_graph",
+    "schedule",
     "validate_graph", "write_graph",
     # workloads
     "ADMISSIONS", "HOOK_SCOPES", "LINK_RULES", "TIMINGS", "batching_trace", "continuous_batching",

@@ -16,8 +16,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-__all__ = ["topological_order", "predecessor_csr", "asap", "asap_loop", "asap_loop_on", "upstream_of", "level_plan", "asap_levels",
-           "back_pointers", "ready_times", "frontier_steps", "list_schedule", "event_list_schedule"]
+__all__ = ["topological_order", "predecessor_csr", "asap", "asap_loop", "asap_loop_on", "upstream_of", "level_plan",
+           "asap_levels", "back_pointers", "ready_times", "frontier_steps", "list_schedule", "event_list_schedule"]
 
 #: Below this many edges the plain loop is faster than planning levels.
 SMALL_GRAPH_EDGES = 20_000

@@ -250,7 +250,9 @@ def _load_part(path: Path, part_id: str) -> list[dict] | None:
 
 
 def _part_text(part_id: str, point: dict, rows: list[dict]) -> str:
-    return json.dumps({"id": part_id, "key": point["key"], "point": point, "rows": rows}, indent=1) + "\n"
+    # compact: without indent json uses its C encoder, and a sweep writes hundreds of parts
+    part = {"id": part_id, "key": point["key"], "point": point, "rows": rows}
+    return json.dumps(part, separators=(",", ":")) + "\n"
 
 
 # ------------------------------------------------------------------ the table

@@ -49,8 +49,8 @@ from ..policies import Policy, get_policy
 from ..scheduler import Schedule, schedule
 from .single import add_request, new_graph
 
-__all__ = ["continuous_batching", "continuous_batching_tables", "expected_step_admission", "step_admission_expectation", "stall_s", "ADMISSIONS",
-           "HOOK_SCOPES"]
+__all__ = ["continuous_batching", "continuous_batching_tables", "expected_step_admission", "step_admission_expectation",
+           "stall_s", "ADMISSIONS", "HOOK_SCOPES"]
 
 ADMISSIONS = ("step", "async")
 HOOK_SCOPES = ("batch", "request")
