@@ -333,3 +333,28 @@ def test_release_times_only_upstream_of_the_users(G):
     full, _ = _kernel.asap_loop(cg.duration_s, cg.pred_indptr, cg.pred_indices)
     mine = _kernel.asap_loop_on(cg.duration_s, cg.pred_indptr, cg.pred_indices, subset)
     assert mine[subset].tobytes() == full[subset].tobytes()
+
+
+def test_structure_cache_is_exact_and_thread_safe(monkeypatch):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from depgraph import scheduler
+
+    build = lambda mfu: dg.interleaved("qwen3.6-35b-a3b", prompt_tokens=1024, link="25g", mfu=mfu, requests=3,
+                                       as_table=True)
+    warm = [dg.schedule(build(m), policy=p) for m in (0.4, 1.0) for p in dg.POLICY_NAMES]  # the same shapes
+    monkeypatch.setattr(scheduler, "_STRUCTURES", scheduler.OrderedDict())
+    monkeypatch.setattr(scheduler, "_UPSTREAM", scheduler.OrderedDict())
+    monkeypatch.setattr(scheduler, "STRUCTURE_CACHE_EDGES", -1)  # nothing cached: computed afresh
+    cold = [dg.schedule(build(m), policy=p) for m in (0.4, 1.0) for p in dg.POLICY_NAMES]
+    for a, b in zip(warm, cold):
+        assert a.compiled.nodes == b.compiled.nodes and a.finish.tobytes() == b.finish.tobytes()
+        assert a.via.tobytes() == b.via.tobytes()
+    monkeypatch.setattr(scheduler, "STRUCTURE_CACHE_EDGES", 10**9)
+    monkeypatch.setattr(scheduler, "STRUCTURE_CACHE_SIZE", 3)  # evictions while threads read
+    with ThreadPoolExecutor(4) as pool:
+        threaded = list(pool.map(lambda k: dg.schedule(build((0.4, 1.0)[k // 4 % 2]), policy=dg.POLICY_NAMES[k % 4]),
+                                 range(32)))
+    for k, S in enumerate(threaded):
+        assert S.finish.tobytes() == cold[k % 8].finish.tobytes()
+    assert len(scheduler._STRUCTURES) <= 3
