@@ -51,7 +51,7 @@ class EventTable:
 
     __slots__ = ("_names", "_attrs", "_make_names", "_make_attrs", "duration_s", "src", "dst", "edge_kind",
                  "graph", "base", "base_nodes", "base_edges", "_positions", "_edge_set", "_columns", "_cache",
-                 "weight", "_name_of")
+                 "_parent", "weight", "_name_of")
 
     def __init__(self, *, names=None, attrs=None, duration_s, src, dst, edge_kind, graph=None, base=None,
                  base_nodes=0, base_edges=0, make_names: Callable[[], list] | None = None,
@@ -67,6 +67,7 @@ class EventTable:
         self._edge_set = None
         self._columns = dict(columns or {})  # given by a builder: authoritative
         self._cache: dict = {}  # (name, default) -> list, read off the attribute dicts
+        self._parent: EventTable | None = None  # the table this one extends with nodes (for its columns)
         self.weight = weight
         self._name_of = name_of
 
@@ -128,9 +129,7 @@ class EventTable:
             graph=self.graph if graph is None else graph, base=self.base, base_nodes=self.base_nodes,
             base_edges=self.base_edges, weight=self.weight)
         table._positions = position
-        # attribute columns already read stay read: only the new nodes' values are looked up
-        table._cache = {(name, default): values + [d.get(name, default) for _, d in nodes]
-                        for (name, default), values in self._cache.items()}
+        table._parent = self  # attribute columns: the parent's (read once for all its extensions) + the new nodes'
         return table
 
     def extend_positions(self, src: np.ndarray, dst: np.ndarray, *, kind: str) -> "EventTable":
@@ -146,7 +145,7 @@ class EventTable:
             graph=self.graph, base=self.base, base_nodes=self.base_nodes, base_edges=self.base_edges,
             weight=self.weight)
         table._positions = self._positions
-        table._cache = self._cache  # the same nodes
+        table._cache, table._parent = self._cache, self._parent  # the same nodes
         return table
 
     # ---------------------------------------------------------------- reading
@@ -190,9 +189,14 @@ class EventTable:
                 return True
             if self.num_edges == self.base_edges:  # nothing beyond the base graph
                 return False
-        if self._edge_set is None:
-            start = self.base_edges if self.base is not None else 0
-            self._edge_set = set(zip(self.src[start:].tolist(), self.dst[start:].tolist()))
+        else:  # every edge is in this table: a set of id pairs
+            if self._edge_set is None:
+                names = self.names
+                self._edge_set = frozenset(zip([names[i] for i in self.src.tolist()],
+                                               [names[j] for j in self.dst.tolist()]))
+            return (u, v) in self._edge_set
+        if self._edge_set is None:  # the edges beyond the base graph, by position
+            self._edge_set = set(zip(self.src[self.base_edges:].tolist(), self.dst[self.base_edges:].tolist()))
         pos = self.positions
         pu = pos.get(u)
         if pu is None:
@@ -213,7 +217,13 @@ class EventTable:
         except TypeError:  # an unhashable default: not cached
             return [d.get(name, default) for d in self.attrs]
         if values is None:
-            values = self._cache[key] = [d.get(name, default) for d in self.attrs]
+            parent = self._parent
+            inherited = parent.column(name, default) if parent is not None and parent._make_attrs is None else None
+            if type(inherited) is list:
+                values = inherited + [d.get(name, default) for d in self.attrs[parent.num_nodes:]]
+            else:
+                values = [d.get(name, default) for d in self.attrs]
+            self._cache[key] = values
         return values
 
     # ---------------------------------------------------------------- the view
