@@ -24,7 +24,7 @@ import networkx as nx
 from .._validate import one_of
 from ..graph import add_dep, check_graph_size
 from ..models import load_model
-from .single import add_parts, copy_parts, new_graph, request_parts
+from .single import RequestCopier, add_parts, new_graph, request_parts
 
 __all__ = ["interleaved", "LINK_RULES"]
 
@@ -53,14 +53,15 @@ def interleaved(model, *, prompt_tokens: int, link, mfu: float | None = None, ti
     G.graph["target_request"] = requests - 1
     G.graph["resource_rules"] = {"link": "fifo" if rule == "fifo" else "priority"}
     last_prefill = None
-    first = None
+    copier = None
     for r in range(requests):
         device = "prefill" if prefill == "serial" else f"prefill-r{r}"
-        if first is None:
-            parts = first = request_parts(model, prompt_tokens=prompt_tokens, link=link, cost=cost, timing=timing,
-                                          request=r, prefill_device=device)
+        if copier is None:
+            parts = request_parts(model, prompt_tokens=prompt_tokens, link=link, cost=cost, timing=timing,
+                                  request=r, prefill_device=device)
+            copier = RequestCopier(parts)
         else:  # the requests are alike: the first one's events, renamed
-            parts = copy_parts(first, r, prefill_device=device)
+            parts = copier.copy(r, prefill_device=device)
         nodes = add_parts(G, parts)
         if prefill == "serial":
             if last_prefill is not None:

@@ -30,7 +30,7 @@ from ..graph import event_attrs
 from ..hardware import Link, load_link
 from ..models import ModelSpec, load_model
 
-__all__ = ["single_request", "add_request", "request_parts", "add_parts", "copy_parts", "RequestParts",
+__all__ = ["single_request", "add_request", "request_parts", "add_parts", "RequestCopier", "RequestParts",
            "new_graph", "TIMINGS"]
 
 TIMINGS = ("handoff", "migration")
@@ -100,30 +100,38 @@ def add_parts(G, parts: RequestParts) -> dict[str, list[Hashable]]:
     return parts.nodes
 
 
-def copy_parts(parts: RequestParts, request: int, *, prefill_device: str) -> RequestParts:
-    """The parts :func:`request_parts` would make for ``request`` on
-    ``prefill_device`` with every other argument as for ``parts`` (one
-    prefill device name, not one per stage): the same events renamed, with
-    their ``request``, their ``priority`` and their prefill device changed."""
-    if not isinstance(parts.prefill_device, str):
-        raise ValueError("copy_parts: only requests on one named prefill device can be copied")
-    old, new = f"r{parts.request}:", f"r{request}:"
-    cut = len(old)
+class RequestCopier:
+    """Copies of one request's parts for other requests: ``copy(request,
+    prefill_device=...)`` gives the parts :func:`request_parts` would make for
+    ``request`` on ``prefill_device`` with every other argument as for the
+    original (one prefill device name, not one per stage): the same events
+    renamed, with their ``request``, ``priority`` and prefill device changed."""
 
-    def rename(n: str) -> str:
-        return new + n[cut:]
+    def __init__(self, parts: RequestParts):
+        if not isinstance(parts.prefill_device, str):
+            raise ValueError("RequestCopier: only requests on one named prefill device can be copied")
+        self.parts = parts
+        cut = len(f"r{parts.request}:")
+        ids = [n for n, _ in parts.new_nodes]
+        at = {n: i for i, n in enumerate(ids)}
+        self.tails = [n[cut:] for n in ids]
+        self.edges = [(at[u], at[v], d) for u, v, d in parts.new_edges]
+        self.roles = {role: [at[n] for n in nodes] for role, nodes in parts.nodes.items()}
 
-    nodes = []
-    for n, d in parts.new_nodes:
-        d = dict(d, request=request)
-        if d["device"] == parts.prefill_device:
-            d["device"] = prefill_device
-        if "priority" in d:
-            d["priority"] = (request, d["priority"][1])
-        nodes.append((rename(n), d))
-    edges = [(rename(u), rename(v), dict(d)) for u, v, d in parts.new_edges]
-    roles = {role: [rename(n) for n in ids] for role, ids in parts.nodes.items()}
-    return RequestParts(roles, nodes, edges, request, prefill_device)
+    def copy(self, request: int, *, prefill_device: str) -> RequestParts:
+        parts, prefix = self.parts, f"r{request}:"
+        ids = [prefix + t for t in self.tails]
+        nodes = []
+        for n, (_, d) in zip(ids, parts.new_nodes):
+            d = dict(d, request=request)
+            if d["device"] == parts.prefill_device:
+                d["device"] = prefill_device
+            if "priority" in d:
+                d["priority"] = (request, d["priority"][1])
+            nodes.append((n, d))
+        edges = [(ids[a], ids[b], dict(d)) for a, b, d in self.edges]
+        roles = {role: [ids[i] for i in at] for role, at in self.roles.items()}
+        return RequestParts(roles, nodes, edges, request, prefill_device)
 
 
 def request_parts(
