@@ -35,6 +35,17 @@ POLICY = EDGE_CODES["policy"]
 RESOURCE = EDGE_CODES["resource"]
 
 
+def _durations(names: list, attrs: list[dict], weight: str) -> np.ndarray:
+    """Every node's ``weight``, checked (finite, >= 0; the error names the node)."""
+    values = [d.get(weight) for d in attrs]
+    if all(type(v) is float for v in values):
+        durations = np.asarray(values, dtype=np.float64)
+        if np.all(np.isfinite(durations)) and np.all(durations >= 0):
+            return durations
+    # the slow way, for the error message or unusual number types
+    return np.asarray([_check_duration(n, v, weight) for n, v in zip(names, values)], dtype=np.float64)
+
+
 def edge_code(kind: Any) -> int:
     return EDGE_CODES.get(kind, OTHER) if isinstance(kind, str) else OTHER
 
@@ -82,15 +93,7 @@ class EventTable:
             raise GraphError(f"graph: expected a networkx.DiGraph, got {type(G).__name__}")
         names = list(G._node)
         attrs = list(G._node.values())
-        values = [d.get(weight) for d in attrs]
-        if all(type(v) is float for v in values):
-            durations = np.asarray(values, dtype=np.float64)
-            if not (np.all(np.isfinite(durations)) and np.all(durations >= 0)):
-                durations = None
-        else:
-            durations = None
-        if durations is None:  # the slow way, for the error message or unusual number types
-            durations = [_check_duration(n, v, weight) for n, v in zip(names, values)]
+        durations = _durations(names, attrs, weight)
         position = {n: i for i, n in enumerate(names)}
         succ = G._succ.values()
         src = np.repeat(np.arange(len(names), dtype=np.int64), [len(nbrs) for nbrs in succ])
@@ -355,15 +358,7 @@ class TableBuilder:
     def to_table(self, *, weight: str = "duration_s") -> EventTable:
         """The :class:`EventTable` (checked as ``from_networkx`` checks)."""
         names, attrs = self.names, self.attrs
-        values = [d.get(weight) for d in attrs]
-        if all(type(v) is float for v in values):
-            durations = np.asarray(values, dtype=np.float64)
-            if not (np.all(np.isfinite(durations)) and np.all(durations >= 0)):
-                durations = None
-        else:
-            durations = None
-        if durations is None:  # the slow way, for the error message or unusual number types
-            durations = np.asarray([_check_duration(n, v, weight) for n, v in zip(names, values)], dtype=np.float64)
+        durations = _durations(names, attrs, weight)
         # edges in insertion order (from_networkx lists them by source node instead: the schedule is the
         # same either way), so that the table's to_networkx() is this graph, predecessor order included
         edges = self.edges
