@@ -45,38 +45,13 @@ def _per_stage(value: str | Sequence[str], stage: int) -> str:
     return value if isinstance(value, str) else value[stage]
 
 
-def add_request(
-    G: nx.DiGraph,
-    model: ModelSpec,
-    *,
-    prompt_tokens: int,
-    link: Link,
-    cost: CostModel,
-    timing: str = "handoff",
-    request: int = 0,
-    placement: Sequence[int] | None = None,
-    prefill_device: str | Sequence[str] = "prefill",
-    decode_device: str | Sequence[str] = "decode",
-    link_device: str | Sequence[str] = "link",
-    decode: bool = True,
-    token: bool = True,
-) -> dict[str, list[Hashable]]:
-    """Add one request's prefill, transfer and (optionally) decode events to ``G``.
-
-    ``placement`` gives the pipeline stage of each layer (default: all on
-    stage 0); the device arguments are a name, or one name per stage. Where
-    consecutive layers sit on different stages, a ``hop`` event of
-    ``cost.activation_hop_s`` carries the activation, on both sides.
-
-    Returns the request's node ids by role: ``prefill``, ``send`` (in send
-    order), ``arrive``, ``decode`` (in program order, with ``seq`` 0, 1, ...)
-    and ``token``. Sends use their stage's link device as a shared resource;
-    their ``priority`` is ``(request, send index)``.
-    """
-    parts = request_parts(model, prompt_tokens=prompt_tokens, link=link, cost=cost, timing=timing, request=request,
-                          placement=placement, prefill_device=prefill_device, decode_device=decode_device,
-                          link_device=link_device, decode=decode, token=token)
-    return add_parts(G, parts)
+def add_request(G: nx.DiGraph, model: ModelSpec, **kwargs: Any) -> dict[str, list[Hashable]]:
+    """Add one request's prefill, transfer and (optionally) decode events to
+    ``G``: :func:`request_parts` (which lists the arguments) added with
+    :func:`add_parts`. Returns the request's node ids by role: ``prefill``,
+    ``send`` (in send order), ``arrive``, ``decode`` (in program order, with
+    ``seq`` 0, 1, ...) and ``token``."""
+    return add_parts(G, request_parts(model, **kwargs))
 
 
 class RequestParts(NamedTuple):
@@ -149,7 +124,16 @@ def request_parts(
     decode: bool = True,
     token: bool = True,
 ) -> RequestParts:
-    """:func:`add_request`'s events, not yet added to a graph."""
+    """One request's prefill, transfer and (optionally) decode events, not
+    yet added to a graph (:func:`add_request` adds them).
+
+    ``placement`` gives the pipeline stage of each layer (default: all on
+    stage 0); the device arguments are a name, or one name per stage. Where
+    consecutive layers sit on different stages, a ``hop`` event of
+    ``cost.activation_hop_s`` carries the activation, on both sides. Sends
+    use their stage's link device as a shared resource; their ``priority``
+    is ``(request, send index)``.
+    """
     r = request
     stages = list(placement) if placement is not None else [0] * model.num_layers
     nodes: dict[str, list[Hashable]] = {"prefill": [], "send": [], "arrive": [], "decode": [], "token": []}
