@@ -16,8 +16,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
-__all__ = ["topological_order", "predecessor_csr", "asap", "asap_loop", "asap_loop_on", "upstream_of", "level_plan",
-           "asap_levels", "back_pointers", "ready_times", "frontier_steps", "list_schedule", "event_list_schedule"]
+__all__ = ["topological_order", "predecessor_csr", "asap", "asap_loop", "asap_loop_on", "upstream_of", "upstream_mask",
+           "induced_csr", "level_plan", "asap_levels", "back_pointers", "ready_times", "frontier_steps", "list_schedule",
+           "event_list_schedule"]
 
 #: Below this many edges the plain loop is faster than planning levels.
 SMALL_GRAPH_EDGES = 20_000
@@ -183,6 +184,35 @@ def _ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
     out = np.repeat(starts - (ends - counts), counts)
     out += np.arange(total, dtype=out.dtype)
     return out
+
+
+def upstream_mask(indptr: np.ndarray, indices: np.ndarray, marked: np.ndarray) -> np.ndarray:
+    """The marked nodes and all their ancestors, as a mask: breadth first
+    over the predecessor lists, a whole frontier at a time."""
+    need = marked.astype(bool, copy=True)
+    counts = np.diff(indptr)
+    frontier = np.flatnonzero(need)
+    while frontier.size:
+        preds = indices[_ranges(indptr[frontier], counts[frontier])]
+        preds = preds[~need[preds]]
+        if not preds.size:
+            break
+        preds.sort()
+        frontier = preds[np.concatenate(([True], preds[1:] != preds[:-1]))]
+        need[frontier] = True
+    return need
+
+
+def induced_csr(indptr: np.ndarray, indices: np.ndarray, keep: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The predecessor CSR of the nodes in ``keep`` (a mask closed under
+    predecessors), renumbered in the same order: ``(nodes, indptr, indices)``."""
+    nodes = np.flatnonzero(keep)
+    number = np.full(indptr.size - 1, -1, dtype=np.int64)
+    number[nodes] = np.arange(nodes.size, dtype=np.int64)
+    counts = np.diff(indptr)[nodes]
+    sub_indptr = np.zeros(nodes.size + 1, dtype=np.int64)
+    np.cumsum(counts, out=sub_indptr[1:])
+    return nodes, sub_indptr, number[indices[_ranges(indptr[nodes], counts)]]
 
 
 def level_plan(indptr: np.ndarray, indices: np.ndarray, *, min_width: int = 0) -> LevelPlan | None:

@@ -217,6 +217,16 @@ def compile_graph(G: nx.DiGraph | EventTable, *, weight: str = "duration_s") -> 
     return _compile(_table(G, weight))
 
 
+def _starts(indptr: np.ndarray, indices: np.ndarray, *durations: np.ndarray) -> list[np.ndarray]:
+    """Start times under each of ``durations`` on one graph: by level on a
+    large, wide graph (one plan for all), else by the plain loop."""
+    plan = _kernel.level_plan(indptr, indices, min_width=_kernel.MIN_NODES_PER_LEVEL) \
+        if indices.size >= _kernel.SMALL_GRAPH_EDGES else None
+    if plan is None:
+        return [_kernel.asap_loop(d, indptr, indices)[0] for d in durations]
+    return [_kernel.asap_levels(d, plan)[0] for d in durations]
+
+
 def _schedule_arrays(cg: CompiledGraph, duration_s: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Start and finish of every node (with other durations if given): by
     level on a large, wide graph (the plan is made once per compiled graph),
@@ -350,9 +360,14 @@ def _resolve(table: EventTable) -> tuple[EventTable, CompiledGraph]:
     priority = cg.column("priority", ())
     indptr, indices = cg.pred_indptr, cg.pred_indices
     is_user = resource != None  # noqa: E711
-    if cg.num_edges >= _kernel.SMALL_GRAPH_EDGES:
-        release, _ = _schedule_arrays(cg)
-        waits = bool(np.any((_schedule_arrays(cg, is_user.astype(np.float64))[0] > 0)[users]))
+    if cg.num_edges >= _kernel.SMALL_GRAPH_EDGES:  # the same, on the users and their ancestors only
+        nodes, sub_indptr, sub_indices = _kernel.induced_csr(indptr, indices,
+                                                              _kernel.upstream_mask(indptr, indices, is_user))
+        mine = is_user[nodes]
+        starts, behind = _starts(sub_indptr, sub_indices, cg.duration_s[nodes], mine.astype(np.float64))
+        release = np.zeros(cg.num_nodes, dtype=np.float64)
+        release[nodes] = starts
+        waits = bool(np.any(behind[mine] > 0))
     else:  # release times are needed only upstream of the users
         upstream, waits = _upstream(cg, is_user)
         release = _kernel.asap_loop_on(cg.duration_s, indptr, indices, upstream)

@@ -195,7 +195,8 @@ def test_a_rule_that_fails_on_the_overlay_gets_the_real_graph():
     assert dg.compile_graph(G).column("priority", default=[]).size == G.number_of_nodes()  # unhashable default
 
 
-@pytest.mark.parametrize("requests, workers, timing", [(5, 2, "handoff"), (12, 3, "migration")])
+@pytest.mark.parametrize("requests, workers, timing", [(5, 2, "handoff"), (12, 3, "migration"),
+                                                     (80, 8, "handoff")])  # 80: above SMALL_GRAPH_EDGES
 def test_trace_table_is_its_networkx_view(requests, workers, timing):
     T = batching_trace("nemotron-3-nano-30b-a3b", requests=requests, prompt_tokens=1024, link="25g", mfu=0.4,
                        interarrival_s=0.004, prefill_workers=workers, timing=timing)
@@ -333,6 +334,12 @@ def test_release_times_only_upstream_of_the_users(G):
     full, _ = _kernel.asap_loop(cg.duration_s, cg.pred_indptr, cg.pred_indices)
     mine = _kernel.asap_loop_on(cg.duration_s, cg.pred_indptr, cg.pred_indices, subset)
     assert mine[subset].tobytes() == full[subset].tobytes()
+    # the large-graph path: the same set as a mask, and its induced CSR
+    mask = _kernel.upstream_mask(cg.pred_indptr, cg.pred_indices, is_user)
+    assert np.flatnonzero(mask).tolist() == subset.tolist()
+    nodes, indptr, indices = _kernel.induced_csr(cg.pred_indptr, cg.pred_indices, mask)
+    sub_start, _ = _kernel.asap_loop(cg.duration_s[nodes], indptr, indices)
+    assert nodes.tolist() == subset.tolist() and sub_start.tobytes() == full[subset].tobytes()
 
 
 def test_structure_cache_is_exact_and_thread_safe(monkeypatch):
