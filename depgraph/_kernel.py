@@ -16,7 +16,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-__all__ = ["topological_order", "predecessor_csr", "asap", "asap_loop", "asap_loop_on", "upstream_of", "upstream_mask",
+__all__ = ["topological_order", "predecessor_csr", "asap", "asap_loop", "upstream_of", "upstream_mask",
            "induced_csr", "level_plan", "asap_levels", "back_pointers", "ready_times", "frontier_steps", "list_schedule",
            "event_list_schedule"]
 
@@ -76,15 +76,18 @@ def predecessor_csr(n: int, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarra
 # ------------------------------------------------------------------ ASAP
 
 
-def asap_loop(duration_s: np.ndarray, indptr: np.ndarray, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Start and finish times by one pass over the nodes in topological order."""
+def asap_loop(duration_s: np.ndarray, indptr: np.ndarray, indices: np.ndarray,
+              nodes: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Start and finish times by one pass over the nodes in topological order;
+    with ``nodes`` (positions, increasing, closed under predecessors) over
+    those only, the other entries staying 0."""
     n = duration_s.size
     dur = duration_s.tolist()
     ptr = indptr.tolist()
     preds = indices.tolist()
     start = [0.0] * n
     finish = [0.0] * n
-    for i in range(n):
+    for i in range(n) if nodes is None else nodes.tolist():
         a, b = ptr[i], ptr[i + 1]
         if b - a == 1:
             s = finish[preds[a]]
@@ -117,28 +120,6 @@ def upstream_of(indptr: np.ndarray, indices: np.ndarray, marked: np.ndarray) -> 
         upstream[i] = u
         behind = behind or (u and mark[i])
     return np.asarray(subset, dtype=np.int64), behind
-
-
-def asap_loop_on(duration_s: np.ndarray, indptr: np.ndarray, indices: np.ndarray, subset: np.ndarray) -> np.ndarray:
-    """:func:`asap_loop`'s start times of the nodes of ``subset`` (positions,
-    increasing, closed under predecessors; the other entries are 0)."""
-    n = duration_s.size
-    dur = duration_s.tolist()
-    ptr = indptr.tolist()
-    preds = indices.tolist()
-    start = [0.0] * n
-    finish = [0.0] * n
-    for i in subset.tolist():
-        a, b = ptr[i], ptr[i + 1]
-        if b - a == 1:
-            s = finish[preds[a]]
-        elif a == b:
-            s = 0.0
-        else:
-            s = max([finish[j] for j in preds[a:b]])
-        start[i] = s
-        finish[i] = s + dur[i]
-    return np.asarray(start, dtype=np.float64)
 
 
 #: Predecessor entries a level sweep gathers as rows (see :class:`LevelPlan`);

@@ -217,11 +217,17 @@ def compile_graph(G: nx.DiGraph | EventTable, *, weight: str = "duration_s") -> 
     return _compile(_table(G, weight))
 
 
+def _plan(indptr: np.ndarray, indices: np.ndarray) -> _kernel.LevelPlan | None:
+    """A level plan for a large, wide graph; ``None`` where the plain loop is faster."""
+    if indices.size < _kernel.SMALL_GRAPH_EDGES:
+        return None
+    return _kernel.level_plan(indptr, indices, min_width=_kernel.MIN_NODES_PER_LEVEL)
+
+
 def _starts(indptr: np.ndarray, indices: np.ndarray, *durations: np.ndarray) -> list[np.ndarray]:
     """Start times under each of ``durations`` on one graph: by level on a
     large, wide graph (one plan for all), else by the plain loop."""
-    plan = _kernel.level_plan(indptr, indices, min_width=_kernel.MIN_NODES_PER_LEVEL) \
-        if indices.size >= _kernel.SMALL_GRAPH_EDGES else None
+    plan = _plan(indptr, indices)
     if plan is None:
         return [_kernel.asap_loop(d, indptr, indices)[0] for d in durations]
     return [_kernel.asap_levels(d, plan)[0] for d in durations]
@@ -232,9 +238,7 @@ def _schedule_arrays(cg: CompiledGraph, duration_s: np.ndarray | None = None) ->
     level on a large, wide graph (the plan is made once per compiled graph),
     else by the plain loop."""
     if cg._plan is None:
-        wide = cg.num_edges >= _kernel.SMALL_GRAPH_EDGES
-        plan = _kernel.level_plan(cg.pred_indptr, cg.pred_indices, min_width=_kernel.MIN_NODES_PER_LEVEL) \
-            if wide else None
+        plan = _plan(cg.pred_indptr, cg.pred_indices)
         cg._plan = plan if plan is not None else False
     durations = cg.duration_s if duration_s is None else duration_s
     if cg._plan is False:
@@ -350,7 +354,8 @@ def _resolve(table: EventTable) -> tuple[EventTable, CompiledGraph]:
     the table it was given (see :func:`resolve_resources`)."""
     cg = _compile(table)
     resource = cg.column("resource")
-    users = np.flatnonzero(resource != None)  # noqa: E711 - elementwise
+    is_user = resource != None  # noqa: E711 - elementwise
+    users = np.flatnonzero(is_user)
     if not users.size:
         return table, cg
     rules = dict(table.graph.get("resource_rules") or {})
@@ -359,7 +364,6 @@ def _resolve(table: EventTable) -> tuple[EventTable, CompiledGraph]:
             raise GraphError(f"resource_rules[{name!r}]: expected one of {', '.join(RESOURCE_RULES)}; got {rule!r}")
     priority = cg.column("priority", ())
     indptr, indices = cg.pred_indptr, cg.pred_indices
-    is_user = resource != None  # noqa: E711
     if cg.num_edges >= _kernel.SMALL_GRAPH_EDGES:  # the same, on the users and their ancestors only
         nodes, sub_indptr, sub_indices = _kernel.induced_csr(indptr, indices,
                                                               _kernel.upstream_mask(indptr, indices, is_user))
@@ -370,7 +374,7 @@ def _resolve(table: EventTable) -> tuple[EventTable, CompiledGraph]:
         waits = bool(np.any(behind[mine] > 0))
     else:  # release times are needed only upstream of the users
         upstream, waits = _upstream(cg, is_user)
-        release = _kernel.asap_loop_on(cg.duration_s, indptr, indices, upstream)
+        release, _ = _kernel.asap_loop(cg.duration_s, indptr, indices, upstream)
     if waits:
         # some user waits on another's service: simulate events
         res_list = resource.tolist()
