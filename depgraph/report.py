@@ -343,10 +343,15 @@ def _atomic_write_text(path: Path, text: str) -> None:
     _atomic_write_bytes(path, text.encode("utf-8"))
 
 
-def _save_figure(fig, path: Path) -> None:
+def _rendered(fig, fmt: str = "png") -> bytes:
+    """``fig`` as the bytes of a ``fmt`` file (PNG without the software stamp, so reruns are identical)."""
     buf = io.BytesIO()
-    fig.savefig(buf, format=path.suffix.lstrip("."), dpi=130, metadata={"Software": None} if path.suffix == ".png" else None)
-    _atomic_write_bytes(path, buf.getvalue())
+    fig.savefig(buf, format=fmt, dpi=130, metadata={"Software": None} if fmt == "png" else None)
+    return buf.getvalue()
+
+
+def _save_figure(fig, path: Path) -> None:
+    _atomic_write_bytes(path, _rendered(fig, path.suffix.lstrip(".")))
 
 
 def _table_md(df: pd.DataFrame, floatfmt: str = "{:.3f}") -> str:
@@ -433,9 +438,7 @@ def _submit(pool, fn: Callable, *args) -> Future:
 
 def _figure_bytes(make: Callable, *args) -> bytes:
     """``make(*args)`` rendered as PNG (in a worker: only bytes travel back)."""
-    buf = io.BytesIO()
-    make(*args).savefig(buf, format="png", dpi=130, metadata={"Software": None})
-    return buf.getvalue()
+    return _rendered(make(*args))
 
 
 def _reproduce(out: Path, folder: Path, pool, say: Callable[[str], None], show_bars: bool) -> Path:
