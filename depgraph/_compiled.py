@@ -19,6 +19,8 @@ a real networkx graph instead, with the same result.
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from typing import Any, Callable, Hashable, Iterator
 
 import networkx as nx
@@ -355,6 +357,30 @@ class TableBuilder:
                 edge_at[(pu, pv)] = len(out)
                 out.append((pu, pv, dict(d)))
 
+    def add_block(self, nodes: list[tuple[Hashable, dict]], edges: list[tuple[int, int, dict]]) -> bool:
+        """Append ``nodes`` (id, attributes), every one of them new, and
+        ``edges`` (i, j, attributes) between them, ``i`` and ``j`` indices
+        into ``nodes`` and no pair twice: the same as ``add_nodes_from`` and
+        ``add_edges_from`` with the ids, without looking anything up, except
+        that the node attribute dicts are kept, not copied. Returns ``False``,
+        adding nothing, when some id is already a node (or ``None``)."""
+        positions, names = self.positions, self.names
+        if any(n in positions or n is None for n, _ in nodes):
+            return False
+        first = len(names)
+        for k, (n, d) in enumerate(nodes, start=first):
+            positions[n] = k
+            names.append(n)
+            self.attrs.append(d)
+        edge_at, out = self._edge_at, self.edges
+        at = len(out)
+        for i, j, d in edges:
+            key = (first + i, first + j)
+            edge_at[key] = at
+            out.append((key[0], key[1], dict(d)))
+            at += 1
+        return True
+
     def to_table(self, *, weight: str = "duration_s") -> EventTable:
         """The :class:`EventTable` (checked as ``from_networkx`` checks)."""
         names, attrs = self.names, self.attrs
@@ -494,14 +520,56 @@ def _overlay_additions(table: EventTable, policy) -> PolicyOverlay:
     return H
 
 
+#: A policy's additions by policy and inputs (see :func:`_rule_inputs`), for
+#: rules that declare what they read; at most this many, of graphs up to
+#: ``MEMO_EDGES`` edges.
+MEMO_SIZE = 64
+MEMO_EDGES = 20_000
+_ADDITIONS: OrderedDict = OrderedDict()
+_MEMO_LOCK = threading.Lock()  # schedules may run in threads
+
+
+def _rule_inputs(table: EventTable, policy) -> tuple | None:
+    """Everything a rule that declares ``reads`` may look at: structure,
+    node ids and the attributes it reads (``None``: not remembered)."""
+    reads = getattr(policy, "reads", None)
+    if reads is None or table.num_edges > MEMO_EDGES:
+        return None
+    key = (policy, table.num_nodes, table.src.tobytes(), table.dst.tobytes(), tuple(table.names),
+           *(tuple(table.column(a)) for a in reads))
+    try:
+        hash(key)
+    except TypeError:  # an unhashable attribute value
+        return None
+    return key
+
+
 def apply_policy(table: EventTable, policy) -> EventTable:
     """``policy.apply`` on the graph ``table`` stands for, as a table.
 
     The rule runs on a :class:`PolicyOverlay` and its additions are appended
-    to ``table``; a rule that needs a real graph gets the networkx view.
+    to ``table``; a rule that needs a real graph gets the networkx view. A
+    rule that declares what it reads (``policy.reads``) runs once per
+    structure, node ids and those attributes; the next graph that matches
+    gets the same additions.
     """
+    key = _rule_inputs(table, policy)
+    if key is not None:
+        with _MEMO_LOCK:
+            hit = _ADDITIONS.get(key)
+            if hit is not None:
+                _ADDITIONS.move_to_end(key)
+        if hit is not None:
+            nodes, edges = hit
+            return table.extend(nodes=[(n, dict(d)) for n, d in nodes], edges=edges,
+                                graph={**table.graph, "policy": policy.name})
     try:
         H = _overlay_additions(table, policy)
     except NeedsGraph:
         return EventTable.from_networkx(policy.apply(table.to_networkx()), weight=table.weight)
+    if key is not None and H.graph == {**table.graph, "policy": policy.name}:  # graph attributes: only the name
+        with _MEMO_LOCK:
+            _ADDITIONS[key] = ([(n, dict(d)) for n, d in H.added_nodes], list(H.added_edges))
+            if len(_ADDITIONS) > MEMO_SIZE:
+                _ADDITIONS.popitem(last=False)
     return table.extend(nodes=H.added_nodes, edges=H.added_edges, graph=H.graph)

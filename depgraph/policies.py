@@ -107,11 +107,21 @@ def _compute_then_move(G: nx.DiGraph) -> nx.DiGraph:
 @dataclass(frozen=True, slots=True)
 class Policy:
     """A named readiness rule: ``apply(G)`` returns a copy of ``G`` with the
-    rule's ``policy`` edges added."""
+    rule's ``policy`` edges added.
+
+    ``reads`` optionally names every node attribute the rule looks at. The
+    rule may also use node ids and which edges exist, nothing else: no
+    duration unless named, no graph attribute, and it changes none. With
+    ``reads``, the scheduler remembers the rule's additions for graphs of
+    one structure, ids and those attributes, so that graphs differing only
+    in durations, as a sweep's often do, run the rule once. Leave it
+    ``None`` (the default) when unsure: the rule then always runs.
+    """
 
     name: str
     rule: Callable[[nx.DiGraph], nx.DiGraph]
     description: str = ""
+    reads: tuple[str, ...] | None = None
 
     def apply(self, G: nx.DiGraph) -> nx.DiGraph:
         H = self.rule(G)
@@ -119,13 +129,16 @@ class Policy:
         return H
 
 
+#: What the built-in rules read of a node (tests/test_policies.py checks it).
+_READS = ("kind", "request", "layer", "seq", "device")
+
 POLICIES: dict[str, Policy] = {
     p.name: p
     for p in (
-        Policy("compute-then-move", _compute_then_move, "move after all compute; decode waits for all of it"),
-        Policy("global", _global, "producer streams where timing allows; decode waits for every piece"),
-        Policy("layer", _per_layer, "a decode layer waits for that layer's state"),
-        Policy("component", lambda G: G.copy(), "a decode operator waits only for the components it reads"),
+        Policy("compute-then-move", _compute_then_move, "move after all compute; decode waits for all of it", _READS),
+        Policy("global", _global, "producer streams where timing allows; decode waits for every piece", _READS),
+        Policy("layer", _per_layer, "a decode layer waits for that layer's state", _READS),
+        Policy("component", lambda G: G.copy(), "a decode operator waits only for the components it reads", ()),
     )
 }
 #: From coarsest to finest.

@@ -226,3 +226,110 @@ def test_finer_policy_never_raises_ttft(model, timing, prompt_tokens, tenths, mf
         assert no_later(t[finer], t[coarser]), (finer, coarser)
     if timing == "migration":
         assert t["global"] == t["compute-then-move"]
+
+
+# ------------------------------------------------------------------ remembered additions
+
+
+class _Recording(dict):
+    """Node attributes that note which of them a rule reads."""
+
+    read: set = set()
+
+    def get(self, key, default=None):
+        _Recording.read.add(key)
+        return super().get(key, default)
+
+    def __getitem__(self, key):
+        _Recording.read.add(key)
+        return super().__getitem__(key)
+
+    def __contains__(self, key):
+        _Recording.read.add(key)
+        return super().__contains__(key)
+
+    def keys(self):
+        _Recording.read.add("*")
+        return super().keys()
+
+    def items(self):
+        _Recording.read.add("*")
+        return super().items()
+
+    def values(self):
+        _Recording.read.add("*")
+        return super().values()
+
+    def __iter__(self):
+        _Recording.read.add("*")
+        return super().__iter__()
+
+
+def _graphs_for_reads():
+    yield dg.single_request("qwen3.6-35b-a3b", prompt_tokens=1024, link="25g", mfu=0.4, timing="migration")
+    yield dg.interleaved("nemotron-3-nano-30b-a3b", prompt_tokens=1024, link="25g", mfu=0.4, requests=2)
+    yield dg.pipeline("qwen3.6-35b-a3b", prompt_tokens=1024, link="25g", mfu=0.4, stages=2)
+    yield dg.speculative("qwen3.6-35b-a3b", prompt_tokens=1024, link="25g", mfu=0.4)
+
+
+@pytest.mark.parametrize("name", dg.POLICY_NAMES)
+def test_built_in_rules_read_only_what_they_declare(name):
+    from depgraph._compiled import EventTable, PolicyOverlay
+
+    pol = dg.get_policy(name)
+    assert pol.reads is not None
+    for G in _graphs_for_reads():
+        H = G.copy()
+        for n in H:
+            H._node[n] = _Recording(H._node[n])
+        overlay = PolicyOverlay(EventTable.from_networkx(H))
+        _Recording.read = set()
+        pol.rule(overlay)  # as the scheduler runs it (its copy() reads nothing)
+        assert _Recording.read <= set(pol.reads), (name, _Recording.read - set(pol.reads))
+
+
+def _view(table):
+    G = table.to_networkx()
+    return list(G.nodes(data=True)), sorted(G.edges(data="kind")), G.graph
+
+
+def test_remembered_additions_are_the_rules_own():
+    """A second graph of the same shape (other durations) gets the additions
+    the rule makes on it afresh; another policy with the same rule gets its own name."""
+    from depgraph import _compiled
+    from depgraph._compiled import apply_policy
+
+    def build(mfu, link, requests=3):
+        return dg.interleaved("qwen3.6-35b-a3b", prompt_tokens=1024, link=link, mfu=mfu, requests=requests,
+                              as_table=True)
+
+    renamed = dg.Policy("my-layer", dg.get_policy("layer").rule, reads=dg.get_policy("layer").reads)
+    for pol in [dg.get_policy(n) for n in dg.POLICY_NAMES] + [renamed]:
+        _compiled._ADDITIONS.clear()
+        first = apply_policy(build(0.4, "25g"), pol)
+        assert len(_compiled._ADDITIONS) == 1
+        remembered = apply_policy(build(1.0, "100g"), pol)
+        _compiled._ADDITIONS.clear()
+        fresh = apply_policy(build(1.0, "100g"), pol)
+        assert _view(remembered) == _view(fresh) and remembered.graph["policy"] == pol.name
+        assert remembered.duration_s.tobytes() == fresh.duration_s.tobytes()
+        assert _view(first)[1] == _view(fresh)[1]  # the same structure: the same edges
+        other = apply_policy(build(1.0, "100g", requests=2), pol)  # another structure: not a hit
+        assert len(_compiled._ADDITIONS) == 2 and other.num_nodes < fresh.num_nodes
+
+
+def test_rules_without_reads_always_run():
+    from depgraph import _compiled
+    from depgraph._compiled import apply_policy
+
+    calls = []
+
+    def counted(G):
+        calls.append(1)
+        return dg.get_policy("global").rule(G)
+
+    pol = dg.Policy("counted", counted)
+    _compiled._ADDITIONS.clear()
+    table = dg.single_request("qwen3.6-35b-a3b", prompt_tokens=1024, link="25g", mfu=0.4, as_table=True)
+    a, b = apply_policy(table, pol), apply_policy(table, pol)
+    assert len(calls) == 2 and not _compiled._ADDITIONS and _view(a) == _view(b)

@@ -60,9 +60,9 @@ def interleaved(model, *, prompt_tokens: int, link, mfu: float | None = None, ti
             parts = request_parts(model, prompt_tokens=prompt_tokens, link=link, cost=cost, timing=timing,
                                   request=r, prefill_device=device)
             copier = RequestCopier(parts)
+            nodes = add_parts(G, parts)
         else:  # the requests are alike: the first one's events, renamed
-            parts = copier.copy(r, prefill_device=device)
-        nodes = add_parts(G, parts)
+            nodes = copier.add_copy(G, r, prefill_device=device)
         if prefill == "serial":
             if last_prefill is not None:
                 add_dep(G, last_prefill, nodes["prefill"][0], "program")

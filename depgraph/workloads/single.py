@@ -93,7 +93,7 @@ class RequestCopier:
         self.edges = [(at[u], at[v], d) for u, v, d in parts.new_edges]
         self.roles = {role: [at[n] for n in nodes] for role, nodes in parts.nodes.items()}
 
-    def copy(self, request: int, *, prefill_device: str) -> RequestParts:
+    def _nodes(self, request: int, prefill_device: str) -> tuple[list, list]:
         parts, prefix = self.parts, f"r{request}:"
         ids = [prefix + t for t in self.tails]
         nodes = []
@@ -104,9 +104,23 @@ class RequestCopier:
             if "priority" in d:
                 d["priority"] = (request, d["priority"][1])
             nodes.append((n, d))
+        return ids, nodes
+
+    def copy(self, request: int, *, prefill_device: str) -> RequestParts:
+        ids, nodes = self._nodes(request, prefill_device)
         edges = [(ids[a], ids[b], dict(d)) for a, b, d in self.edges]
         roles = {role: [ids[i] for i in at] for role, at in self.roles.items()}
         return RequestParts(roles, nodes, edges, request, prefill_device)
+
+    def add_copy(self, G, request: int, *, prefill_device: str) -> dict[str, list[Hashable]]:
+        """``add_parts(G, self.copy(request, prefill_device=...))``; on a
+        :class:`~depgraph.TableBuilder` whose nodes are all new, by index,
+        without looking up the copy's edges."""
+        if isinstance(G, TableBuilder):
+            ids, nodes = self._nodes(request, prefill_device)
+            if G.add_block(nodes, self.edges):
+                return {role: [ids[i] for i in at] for role, at in self.roles.items()}
+        return add_parts(G, self.copy(request, prefill_device=prefill_device))
 
 
 def request_parts(
