@@ -61,7 +61,9 @@ column by column; the assembled table is written as Parquet and CSV.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
+import gc
 import hashlib
 import io
 import json
@@ -72,6 +74,7 @@ import pickle
 import re
 import signal
 import sys
+import threading
 import time
 from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
 from pathlib import Path
@@ -195,9 +198,37 @@ def _check_rows(rows: Any, key: str) -> list[dict]:
     return out
 
 
+_GC_LOCK = threading.Lock()
+_gc_holds = 0  # points running with the collector paused (threads of one process)
+_gc_was_enabled = True
+
+
+@contextlib.contextmanager
+def _collector_paused():
+    """The cyclic garbage collector off while a point runs: a point builds
+    tens of thousands of short-lived, acyclic objects (freed as they go), and
+    the collector's passes over them cost about a seventh of a replay
+    point's time. Anything cyclic is collected after the point. Safe with
+    points running in several threads of one process."""
+    global _gc_holds, _gc_was_enabled
+    with _GC_LOCK:
+        if _gc_holds == 0:
+            _gc_was_enabled = gc.isenabled()
+            gc.disable()
+        _gc_holds += 1
+    try:
+        yield
+    finally:
+        with _GC_LOCK:
+            _gc_holds -= 1
+            if _gc_holds == 0 and _gc_was_enabled:
+                gc.enable()
+
+
 def _run_point(runner: Runner, point: dict) -> str:
     """Run one point (in a worker); its rows as JSON (exact floats, typed)."""
-    rows = runner({k: v for k, v in point.items() if k != "key"})
+    with _collector_paused():
+        rows = runner({k: v for k, v in point.items() if k != "key"})
     return json.dumps(_check_rows(rows, point["key"]))
 
 

@@ -432,3 +432,50 @@ def test_command_bad_scenario_raises_a_config_error(tmp_path):
     (tmp_path / "bad.toml").write_text('name = "x"\n')
     with pytest.raises(dg.ConfigError, match="bad.toml: grid: missing"):
         run_sweep_command(parse(str(tmp_path / "bad.toml")))
+
+
+def test_points_run_with_the_collector_paused_and_restored():
+    import gc
+    import threading
+
+    from depgraph.sweeps import _collector_paused
+
+    seen = []
+
+    def runner(point):
+        seen.append(gc.isenabled())
+        return [{"policy": "layer", "admission": "none", "ttft_s": 1.0, "frontier_max": 1}]
+
+    assert gc.isenabled()
+    from depgraph.sweeps import _run_point
+
+    _run_point(runner, {"key": "k", "model": "m"})
+    assert seen == [False] and gc.isenabled()
+    with pytest.raises(RuntimeError):  # an error in the point: the collector comes back all the same
+        with _collector_paused():
+            raise RuntimeError("boom")
+    assert gc.isenabled()
+    # overlapping points in threads: paused until the last one ends, then on again
+    inside, release = threading.Barrier(3), threading.Event()
+
+    def hold():
+        with _collector_paused():
+            inside.wait()
+            release.wait()
+
+    threads = [threading.Thread(target=hold) for _ in range(2)]
+    for t in threads:
+        t.start()
+    inside.wait()
+    assert not gc.isenabled()
+    release.set()
+    for t in threads:
+        t.join()
+    assert gc.isenabled()
+    gc.disable()  # a caller that turned it off keeps it off
+    try:
+        with _collector_paused():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

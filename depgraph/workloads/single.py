@@ -92,19 +92,19 @@ class RequestCopier:
         self.tails = [n[cut:] for n in ids]
         self.edges = [(at[u], at[v], d) for u, v, d in parts.new_edges]
         self.roles = {role: [at[n] for n in nodes] for role, nodes in parts.nodes.items()}
+        attrs = [d for _, d in parts.new_nodes]
+        self.on_prefill = [i for i, d in enumerate(attrs) if d["device"] == parts.prefill_device]
+        self.prioritised = [i for i, d in enumerate(attrs) if "priority" in d]
 
     def _nodes(self, request: int, prefill_device: str) -> tuple[list, list]:
-        parts, prefix = self.parts, f"r{request}:"
+        prefix = f"r{request}:"
         ids = [prefix + t for t in self.tails]
-        nodes = []
-        for n, (_, d) in zip(ids, parts.new_nodes):
-            d = dict(d, request=request)
-            if d["device"] == parts.prefill_device:
-                d["device"] = prefill_device
-            if "priority" in d:
-                d["priority"] = (request, d["priority"][1])
-            nodes.append((n, d))
-        return ids, nodes
+        attrs = [{**d, "request": request} for _, d in self.parts.new_nodes]
+        for i in self.on_prefill:
+            attrs[i]["device"] = prefill_device
+        for i in self.prioritised:
+            attrs[i]["priority"] = (request, attrs[i]["priority"][1])
+        return ids, list(zip(ids, attrs))
 
     def copy(self, request: int, *, prefill_device: str) -> RequestParts:
         ids, nodes = self._nodes(request, prefill_device)
