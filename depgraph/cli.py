@@ -12,8 +12,6 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from .anomalies import add_anomalies_command, run_anomalies_command
-from .capacity import add_capacity_command, run_capacity_command
 from .errors import DepgraphError
 
 __all__ = ["main"]
@@ -88,6 +86,8 @@ def _build_parser() -> argparse.ArgumentParser:
     _add_request_args(p)
     p.add_argument("-o", "--output", required=True, help="output .json file")
 
+    from .anomalies import add_anomalies_command
+    from .capacity import add_capacity_command
     from .sweeps import add_sweep_command
 
     add_sweep_command(sub)
@@ -361,14 +361,40 @@ def _cmd_sweep(args) -> int:
     return run_sweep_command(args)
 
 
+def _cmd_capacity(args) -> int:
+    from .capacity import run_capacity_command
+
+    return run_capacity_command(args)
+
+
+def _cmd_anomalies(args) -> int:
+    from .anomalies import run_anomalies_command
+
+    return run_anomalies_command(args)
+
+
 _COMMANDS = {"models": _cmd_models, "bytes": _cmd_bytes, "ttft": _cmd_ttft, "draw": _cmd_draw,
              "trace": _cmd_trace, "sweep": _cmd_sweep, "loadtest": _cmd_loadtest,
              "schedule": _cmd_schedule, "reproduce": _cmd_reproduce,
-             "capacity": run_capacity_command, "anomalies": run_anomalies_command}
+             "capacity": _cmd_capacity, "anomalies": _cmd_anomalies}
+
+
+def _warm_up(argv: Sequence[str]) -> None:
+    """For the commands that run worker processes, start them first (they
+    import depgraph while this process does): reproduce's also load matplotlib."""
+    args = list(argv)
+    if not args or args[0] not in ("reproduce", "sweep") or {"-h", "--help"} & set(args):
+        return
+    if "--workers=1" in args or any(a == "--workers" and b == "1" for a, b in zip(args, args[1:])):
+        return
+    from ._workers import FIGURES, warm_up
+
+    warm_up(FIGURES if args[0] == "reproduce" else ())
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit status."""
+    _warm_up(sys.argv[1:] if argv is None else argv)
     parser = _build_parser()
     args = parser.parse_args(argv)
     try:

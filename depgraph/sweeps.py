@@ -83,6 +83,7 @@ from typing import Any, Callable, TextIO
 import numpy as np
 import pandas as pd
 
+from ._workers import start_method
 from .errors import DepgraphError
 from .scenario import WORKLOADS, Scenario, expand_scenario, load_scenario
 
@@ -248,24 +249,10 @@ def worker_pool(workers: int | None = None) -> ProcessPoolExecutor:
                                initializer=_ignore_sigint)
 
 
-#: What the fork server imports once for every worker it forks.
-_PRELOAD = ["depgraph.sweeps", "depgraph.replay", "depgraph.report"]
-
-
 def _start_method():
-    """``forkserver`` where there is one (Linux; Python 3.14's default
-    there): a clean server process imports depgraph once and every worker is
-    forked from it, so nothing of this process is inherited and the imports
-    are not repeated per worker (measured: ``depgraph reproduce`` 1.5 to 3 s
-    faster on 2 cores); elsewhere ``spawn``."""
-    if "forkserver" not in multiprocessing.get_all_start_methods():
-        return multiprocessing.get_context("spawn")
-    ctx = multiprocessing.get_context("forkserver")
-    from multiprocessing import forkserver
-
-    current = list(getattr(getattr(forkserver, "_forkserver", None), "_preload_modules", None) or ["__main__"])
-    ctx.set_forkserver_preload(current + [m for m in _PRELOAD if m not in current])  # keep anyone else's
-    return ctx
+    """How workers start: see :mod:`depgraph._workers` (measured: the fork
+    server makes ``depgraph reproduce`` 1.5 to 3 s faster on 2 cores)."""
+    return start_method()
 
 
 # ------------------------------------------------------------------ parts
