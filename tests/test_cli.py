@@ -122,3 +122,35 @@ def test_draw_writes_dot_and_svg(tmp_path, capsys):
         text = out.read_text()
         assert ("digraph" in text) if suffix == "dot" else ("<svg" in text)
     assert not list(tmp_path.glob(".*tmp"))  # nothing half-written left behind
+
+
+def test_import_depgraph_is_light_and_every_public_name_resolves():
+    code = ("import sys, depgraph as dg; light = 'pandas' not in sys.modules; "
+            "missing = [n for n in dg.__all__ if getattr(dg, n, None) is None]; "
+            "print(light, missing, set(dg.__all__) <= set(dir(dg)), callable(dg.draw), dg.sweeps.__name__)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["True", "[]", "True", "True", "depgraph.sweeps"]
+    import depgraph as dg
+
+    with pytest.raises(AttributeError, match="no attribute 'nothing_here'"):
+        dg.nothing_here  # noqa: B018
+
+
+@pytest.mark.parametrize("argv, extra", [
+    (["reproduce", "out"], "figures"),
+    (["reproduce", "out", "--workers", "2"], "figures"),
+    (["sweep", "a.toml"], ()),
+    (["reproduce", "out", "--workers", "1"], None),
+    (["reproduce", "--workers=1"], None),
+    (["reproduce", "--help"], None),
+    (["ttft", "qwen3-32b"], None),
+    ([], None),
+])
+def test_worker_commands_start_their_fork_server_first(monkeypatch, argv, extra):
+    from depgraph import _workers
+    from depgraph.cli import _warm_up
+
+    calls = []
+    monkeypatch.setattr(_workers, "warm_up", lambda more=(): calls.append(more))
+    _warm_up(argv)
+    assert calls == ([] if extra is None else [_workers.FIGURES if extra == "figures" else ()])
