@@ -380,10 +380,12 @@ _COMMANDS = {"models": _cmd_models, "bytes": _cmd_bytes, "ttft": _cmd_ttft, "dra
 
 
 def _warm_up(argv: Sequence[str]) -> None:
-    """For the commands that run worker processes, start them first (they
-    import depgraph while this process does): reproduce's also load matplotlib."""
+    """For the commands that run local worker processes, start them first
+    (they import depgraph while this process does): reproduce's also load
+    matplotlib. Not for help, one worker, or a sweep on a Dask cluster."""
     args = list(argv)
-    if not args or args[0] not in ("reproduce", "sweep") or {"-h", "--help"} & set(args):
+    if not args or args[0] not in ("reproduce", "sweep") or {"-h", "--help", "--scheduler"} & set(args) \
+            or any(a.startswith("--scheduler=") for a in args):
         return
     if "--workers=1" in args or any(a == "--workers" and b == "1" for a, b in zip(args, args[1:])):
         return

@@ -140,6 +140,8 @@ def test_import_depgraph_is_light_and_every_public_name_resolves():
     (["reproduce", "out"], "figures"),
     (["reproduce", "out", "--workers", "2"], "figures"),
     (["sweep", "a.toml"], ()),
+    (["sweep", "a.toml", "--scheduler", "tcp://127.0.0.1:8786"], None),
+    (["sweep", "a.toml", "--scheduler=tcp://127.0.0.1:8786"], None),
     (["reproduce", "out", "--workers", "1"], None),
     (["reproduce", "--workers=1"], None),
     (["reproduce", "--help"], None),

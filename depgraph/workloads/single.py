@@ -114,7 +114,7 @@ class RequestCopier:
 
     def add_copy(self, G, request: int, *, prefill_device: str) -> dict[str, list[Hashable]]:
         """``add_parts(G, self.copy(request, prefill_device=...))``; on a
-        :class:`~depgraph.TableBuilder` whose nodes are all new, by index,
+        :class:`~depgraph._compiled.TableBuilder` whose nodes are all new, by index,
         without looking up the copy's edges."""
         if isinstance(G, TableBuilder):
             ids, nodes = self._nodes(request, prefill_device)
