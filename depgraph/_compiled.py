@@ -26,6 +26,7 @@ from typing import Any, Callable, Hashable, Iterator
 import networkx as nx
 import numpy as np
 
+from ._kernel import SMALL_GRAPH_EDGES
 from .graph import EDGE_KINDS, _check_duration
 
 __all__ = ["EventTable", "TableBuilder", "PolicyOverlay", "apply_policy", "EDGE_CODES"]
@@ -520,13 +521,36 @@ def _overlay_additions(table: EventTable, policy) -> PolicyOverlay:
     return H
 
 
+_CACHE_LOCK = threading.Lock()  # schedules may run in threads (a Dask worker's, a notebook's)
+
+
+def cached(cache: OrderedDict, key: Any) -> Any:
+    """``cache[key]`` marked as just used, or ``None`` (also for ``key`` ``None``)."""
+    if key is None:
+        return None
+    with _CACHE_LOCK:
+        hit = cache.get(key)
+        if hit is not None:
+            cache.move_to_end(key)
+        return hit
+
+
+def remember(cache: OrderedDict, key: Any, value: Any, size: int) -> None:
+    """``cache[key] = value``, dropping the least recently used beyond ``size`` (nothing for ``key`` ``None``)."""
+    if key is None:
+        return
+    with _CACHE_LOCK:
+        cache[key] = value
+        if len(cache) > size:
+            cache.popitem(last=False)
+
+
 #: A policy's additions by policy and inputs (see :func:`_rule_inputs`), for
-#: rules that declare what they read; at most this many, of graphs up to
-#: ``MEMO_EDGES`` edges.
-MEMO_SIZE = 64
-MEMO_EDGES = 20_000
+#: rules that declare what they read: at most MEMO_SIZE, of graphs up to
+#: MEMO_EDGES edges (the scheduler's structure cache keeps the same).
 _ADDITIONS: OrderedDict = OrderedDict()
-_MEMO_LOCK = threading.Lock()  # schedules may run in threads
+MEMO_SIZE = 64
+MEMO_EDGES = SMALL_GRAPH_EDGES
 
 
 def _rule_inputs(table: EventTable, policy) -> tuple | None:
@@ -554,22 +578,15 @@ def apply_policy(table: EventTable, policy) -> EventTable:
     gets the same additions.
     """
     key = _rule_inputs(table, policy)
-    if key is not None:
-        with _MEMO_LOCK:
-            hit = _ADDITIONS.get(key)
-            if hit is not None:
-                _ADDITIONS.move_to_end(key)
-        if hit is not None:
-            nodes, edges = hit
-            return table.extend(nodes=[(n, dict(d)) for n, d in nodes], edges=edges,
-                                graph={**table.graph, "policy": policy.name})
+    hit = cached(_ADDITIONS, key)
+    if hit is not None:
+        nodes, edges = hit
+        return table.extend(nodes=[(n, dict(d)) for n, d in nodes], edges=edges,
+                            graph={**table.graph, "policy": policy.name})
     try:
         H = _overlay_additions(table, policy)
     except NeedsGraph:
         return EventTable.from_networkx(policy.apply(table.to_networkx()), weight=table.weight)
     if key is not None and H.graph == {**table.graph, "policy": policy.name}:  # graph attributes: only the name
-        with _MEMO_LOCK:
-            _ADDITIONS[key] = ([(n, dict(d)) for n, d in H.added_nodes], list(H.added_edges))
-            if len(_ADDITIONS) > MEMO_SIZE:
-                _ADDITIONS.popitem(last=False)
+        remember(_ADDITIONS, key, ([(n, dict(d)) for n, d in H.added_nodes], list(H.added_edges)), MEMO_SIZE)
     return table.extend(nodes=H.added_nodes, edges=H.added_edges, graph=H.graph)

@@ -3,8 +3,9 @@ command line can start them before it loads anything else).
 
 Workers are forked from a clean fork server (``forkserver``, on Linux;
 Python 3.14's default there) that imports depgraph once, so nothing of the
-parent process is inherited and the imports are not repeated per worker;
-elsewhere they are fresh interpreters (``spawn``).
+parent process is inherited and the imports are not repeated per worker
+(measured: ``depgraph reproduce`` 1.5 to 3 s faster on 2 cores than with
+fresh interpreters); elsewhere they are fresh interpreters (``spawn``).
 """
 
 from __future__ import annotations

@@ -21,7 +21,6 @@ topological order and CSR predecessor arrays; the kernel runs on those.
 
 from __future__ import annotations
 
-import threading
 from collections import OrderedDict
 from typing import Any, Hashable
 
@@ -30,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from . import _kernel
-from ._compiled import POLICY, EventTable, apply_policy
+from ._compiled import POLICY, EventTable, apply_policy, cached, remember
 from .errors import CycleError, GraphError
 
 __all__ = ["CompiledGraph", "EventTable", "compile_graph", "resolve_resources", "Schedule", "schedule",
@@ -124,26 +123,6 @@ class CompiledGraph:
 _STRUCTURES: OrderedDict = OrderedDict()
 STRUCTURE_CACHE_SIZE = 64
 STRUCTURE_CACHE_EDGES = _kernel.SMALL_GRAPH_EDGES
-_CACHE_LOCK = threading.Lock()  # schedules may run in threads (a Dask worker's, a notebook's)
-
-
-def _cached(cache: OrderedDict, key: Any) -> Any:
-    if key is None:
-        return None
-    with _CACHE_LOCK:
-        hit = cache.get(key)
-        if hit is not None:
-            cache.move_to_end(key)
-        return hit
-
-
-def _remember(cache: OrderedDict, key: Any, value: Any) -> None:
-    if key is None:
-        return
-    with _CACHE_LOCK:
-        cache[key] = value
-        if len(cache) > STRUCTURE_CACHE_SIZE:
-            cache.popitem(last=False)
 
 
 def _structure(table: EventTable) -> tuple[tuple | None, tuple]:
@@ -153,7 +132,7 @@ def _structure(table: EventTable) -> tuple[tuple | None, tuple]:
     n = table.num_nodes
     small = table.num_edges <= STRUCTURE_CACHE_EDGES
     key = (n, table.src.tobytes(), table.dst.tobytes()) if small else None
-    hit = _cached(_STRUCTURES, key)
+    hit = cached(_STRUCTURES, key)
     if hit is not None:
         return key, hit
     order = _kernel.topological_order(n, table.src, table.dst)
@@ -175,7 +154,7 @@ def _structure(table: EventTable) -> tuple[tuple | None, tuple]:
     out = (order, identity, *_kernel.predecessor_csr(n, rank_src, rank_dst))
     for a in out[::2] + out[3:4]:
         a.flags.writeable = False  # shared by every graph of this shape
-    _remember(_STRUCTURES, key, out)
+    remember(_STRUCTURES, key, out, STRUCTURE_CACHE_SIZE)
     return key, out
 
 
@@ -194,12 +173,12 @@ _UPSTREAM: OrderedDict = OrderedDict()
 
 def _upstream(cg: CompiledGraph, is_user: np.ndarray) -> tuple[np.ndarray, bool]:
     key = (cg._shape, is_user.tobytes()) if cg._shape is not None else None
-    hit = _cached(_UPSTREAM, key)
+    hit = cached(_UPSTREAM, key)
     if hit is not None:
         return hit
     out = _kernel.upstream_of(cg.pred_indptr, cg.pred_indices, is_user)
     out[0].flags.writeable = False
-    _remember(_UPSTREAM, key, out)
+    remember(_UPSTREAM, key, out, STRUCTURE_CACHE_SIZE)
     return out
 
 
