@@ -16,7 +16,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-__all__ = ["topological_order", "predecessor_csr", "asap", "asap_loop", "upstream_of", "upstream_mask",
+__all__ = ["topological_order", "predecessor_csr", "has_edges", "asap", "asap_loop", "upstream_of", "upstream_mask",
            "induced_csr", "level_plan", "asap_levels", "back_pointers", "ready_times", "frontier_steps", "list_schedule",
            "event_list_schedule"]
 
@@ -71,6 +71,29 @@ def predecessor_csr(n: int, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarra
     indptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(np.bincount(dst, minlength=n), out=indptr[1:])
     return indptr, src[edge_of].astype(np.int64, copy=False), edge_of
+
+
+#: Predecessor lists up to this long are searched entry by entry (see :func:`has_edges`).
+SHORT_LIST = 8
+
+
+def has_edges(indptr: np.ndarray, indices: np.ndarray, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+    """Whether each edge ``src -> dst`` (positions) is already in the CSR
+    predecessor lists: compared entry by entry along the short lists of the
+    ``dst`` nodes, or by binary search in all edges when some list is long."""
+    first = indptr[dst]
+    deg = indptr[dst + 1] - first
+    found = np.zeros(dst.size, dtype=bool)
+    top = int(deg.max()) if dst.size else 0
+    if top <= SHORT_LIST:
+        for j in range(top):
+            np.logical_or(found, (indices[np.minimum(first + j, first + deg - 1)] == src) & (deg > j), out=found)
+        return found
+    n = indptr.size - 1
+    existing = np.repeat(np.arange(n, dtype=np.int64), np.diff(indptr)) * n + indices  # sorted, as the CSR is
+    wanted = dst * n + src
+    at = np.minimum(np.searchsorted(existing, wanted), existing.size - 1)
+    return existing[at] == wanted
 
 
 # ------------------------------------------------------------------ ASAP
@@ -395,9 +418,10 @@ def frontier_steps(ready: np.ndarray, finish: np.ndarray, keep: np.ndarray) -> t
 
 
 def list_schedule(users: np.ndarray, release_s: np.ndarray, duration_s: np.ndarray, priority: Sequence[Any],
-                  *, rule: str) -> list[int]:
+                  *, rule: str) -> np.ndarray:
     """The order in which one resource serves ``users`` (topological
-    positions, increasing) whose release times do not depend on the order.
+    positions, increasing) whose release times do not depend on the order,
+    as an array of those positions.
 
     Whenever the resource is free it takes, among the users released by
     then, the least key: ``(release, priority, position)`` under ``fifo``,
@@ -406,15 +430,15 @@ def list_schedule(users: np.ndarray, release_s: np.ndarray, duration_s: np.ndarr
     go before one with a smaller key, which would have been waiting.
     """
     if rule == "fifo" and isinstance(priority, np.ndarray) and priority.ndim == 2:  # integer tuples as columns
-        return users[np.lexsort((users, *priority.T[::-1], release_s))].tolist()
+        return users[np.lexsort((users, *priority.T[::-1], release_s))]
     if isinstance(priority, np.ndarray):
         priority = [tuple(p) for p in priority.tolist()] if priority.ndim == 2 else priority.tolist()
     rel = release_s.tolist()
     pos = users.tolist()
     if rule == "fifo":
         if all(p == () for p in priority):
-            return users[np.lexsort((users, release_s))].tolist()
-        return [p for _, _, p in sorted(zip(rel, priority, pos))]
+            return users[np.lexsort((users, release_s))]
+        return np.array([p for _, _, p in sorted(zip(rel, priority, pos))], dtype=np.int64)
     by_release = np.argsort(release_s, kind="stable").tolist()
     dur = duration_s.tolist()
     order: list[int] = []
@@ -430,7 +454,7 @@ def list_schedule(users: np.ndarray, release_s: np.ndarray, duration_s: np.ndarr
         j = heapq.heappop(heap)[3]
         order.append(pos[j])
         now = now + dur[j]
-    return order
+    return np.array(order, dtype=np.int64)
 
 
 def event_list_schedule(duration_s: np.ndarray, indptr: np.ndarray, indices: np.ndarray, resource: list,

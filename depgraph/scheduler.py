@@ -371,13 +371,10 @@ def _resolve(table: EventTable) -> tuple[EventTable, CompiledGraph]:
             order[r] = _kernel.list_schedule(mine, release[mine], cg.duration_s[mine], priority[mine],
                                              rule=rules.get(r, "fifo"))
     # consecutive users of each resource, in topological positions, less the edges already there
-    a = np.concatenate([np.asarray(o[:-1], dtype=np.int64) for o in order.values()])
-    b = np.concatenate([np.asarray(o[1:], dtype=np.int64) for o in order.values()])
-    n = cg.num_nodes
-    existing = np.repeat(np.arange(n, dtype=np.int64), np.diff(indptr)) * n + indices  # sorted, as the CSR is
-    wanted = b * n + a
-    at = np.minimum(np.searchsorted(existing, wanted), max(existing.size - 1, 0))
-    new = existing[at] != wanted if existing.size else np.ones(wanted.size, dtype=bool)
+    orders = [np.asarray(o, dtype=np.int64) for o in order.values()]
+    a = np.concatenate([o[:-1] for o in orders])
+    b = np.concatenate([o[1:] for o in orders])
+    new = ~_kernel.has_edges(indptr, indices, a, b)
     return table.extend_positions(cg.order[a[new]], cg.order[b[new]], kind="resource"), cg
 
 
@@ -534,8 +531,10 @@ def frontier(S: Schedule, *, admitted: bool = True, kinds: tuple[str, ...] | Non
 
     Returns a DataFrame with ``time_s`` (increasing) and ``width`` (the
     frontier size from that time until the next row). Computed on arrays:
-    ready times by one ``maximum.reduceat`` over the predecessor lists, then
-    the sorted entry and exit times and a cumulative sum.
+    ready times (with ``admitted=True`` the start times, as the schedule is
+    as soon as possible; otherwise one ``maximum.reduceat`` over the kept
+    predecessor lists), then the sorted entry and exit times and a
+    cumulative sum.
     """
     times, width = _frontier_steps(S, admitted, kinds)
     return pd.DataFrame({"time_s": times, "width": width})
@@ -550,8 +549,10 @@ def frontier_width_max(S: Schedule, *, admitted: bool = True, kinds: tuple[str, 
 def _frontier_steps(S: Schedule, admitted: bool, kinds: tuple[str, ...] | None) -> tuple[np.ndarray, np.ndarray]:
     """:func:`frontier`'s two columns as arrays, starting at time 0."""
     cg = S.compiled
-    keep_edges = None if admitted else cg.pred_kind != POLICY
-    ready = _kernel.ready_times(S.finish, cg.pred_indptr, cg.pred_indices, keep_edges)
+    if admitted:  # every dependency: as soon as possible, a node starts when the last one finishes
+        ready = S.start
+    else:
+        ready = _kernel.ready_times(S.finish, cg.pred_indptr, cg.pred_indices, cg.pred_kind != POLICY)
     keep = (S.finish > ready) & (cg.duration_s > 0)  # zero-duration nodes never count
     if kinds is not None:
         keep &= _isin(cg.column("kind"), tuple(kinds))

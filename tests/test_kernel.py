@@ -113,6 +113,18 @@ def test_a_deep_chain_is_not_planned_by_level():
     assert _kernel.level_plan(indptr, indices).num_levels == n
 
 
+
+@settings(max_examples=80)
+@given(st.integers(1, 30), st.integers(0, 2**32 - 1), st.integers(1, 12))
+def test_has_edges_finds_exactly_the_edges_there(n, seed, max_deg):
+    rng = np.random.default_rng(seed)
+    preds = [sorted(rng.choice(n, min(n, int(rng.integers(0, max_deg + 1))), replace=False).tolist()) for _ in range(n)]
+    indptr = np.concatenate([[0], np.cumsum([len(p) for p in preds])]).astype(np.int64)
+    indices = np.array([u for p in preds for u in p], dtype=np.int64)
+    src, dst = rng.integers(0, n, 50), rng.integers(0, n, 50)
+    expected = [int(u) in preds[v] for u, v in zip(src, dst)]
+    assert _kernel.has_edges(indptr, indices, src, dst).tolist() == expected
+
 WORKLOADS = {
     "single-handoff": lambda: dg.single_request("qwen3.6-35b-a3b", prompt_tokens=1024, link="25g", mfu=0.4),
     "single-migration": lambda: dg.single_request("nemotron-3-nano-30b-a3b", prompt_tokens=8192, link="pcie4",
