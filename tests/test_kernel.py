@@ -225,6 +225,18 @@ def test_trace_table_is_its_networkx_view(requests, workers, timing):
     assert S.ttft_by_request == R.token_finish()
 
 
+
+@pytest.mark.parametrize("requests, workers", [(1, 1), (9, 4), (6, 6), (3, 8)])
+def test_trace_edges_come_by_target_then_source(requests, workers):
+    T = batching_trace("qwen3.6-35b-a3b", requests=requests, prompt_tokens=1024, link="25g", mfu=0.4,
+                       interarrival_s=0.002, prefill_workers=workers)
+    key = T.dst * T.num_nodes + T.src
+    assert np.all(np.diff(key) > 0)  # the order of the predecessor lists: compiling sorts nothing
+    G = T.to_networkx()
+    chain = [(u, v) for u, v, k in G.edges(data="kind") if k == "program" and u.split(":")[0] != v.split(":")[0]]
+    assert sorted(chain) == sorted((f"r{r - workers}:prefill:L39", f"r{r}:prefill:L00")
+                                   for r in range(workers, requests))
+
 def test_a_large_trace_takes_the_level_kernel_and_agrees_with_the_loop():
     T = batching_trace("qwen3.6-35b-a3b", requests=120, prompt_tokens=1024, link="25g", mfu=0.4,
                        interarrival_s=0.002, prefill_workers=60)

@@ -65,14 +65,29 @@ def batching_trace(model, *, requests: int, prompt_tokens: int, link, mfu: float
     duration = np.empty((requests, block), dtype=np.float64)
     duration[:, 0] = np.arange(requests, dtype=np.float64) * float(interarrival_s)
     duration[:, 1:] = one.duration_s
-    # one request's edges, its arrival, and the worker's program chain to the request before
-    src = [np.add.outer(base, one.src + 1).ravel(), base]  # then wait -> first prefill layer
-    dst = [np.add.outer(base, one.dst + 1).ravel(), base + first_prefill]
-    kinds = [np.tile(one.edge_kind, requests), np.full(requests, EDGE_CODES["data"], dtype=np.int8)]
-    later = np.arange(workers, requests, dtype=np.int64)
-    src.append(base[later - workers] + last_prefill)
-    dst.append(base[later] + first_prefill)
-    kinds.append(np.full(later.size, EDGE_CODES["program"], dtype=np.int8))
+    # Each request's edges: its own (one request's, shifted past the wait node), the worker's program
+    # chain from the request before on that worker, and its arrival (wait -> first prefill layer).
+    # They are laid out by target, then source, as the scheduler's predecessor lists are, so compiling
+    # the table sorts runs that are already in order.
+    by_target = np.lexsort((one.src, one.dst))
+    t_src, t_dst, t_kind = one.src[by_target] + 1, one.dst[by_target] + 1, one.edge_kind[by_target]
+    k = int(np.searchsorted(t_dst, first_prefill))  # the chain and arrival edges go before its other edges
+    width = t_src.size + 2
+    src = np.empty((requests, width), dtype=np.int64)
+    dst = np.empty((requests, width), dtype=np.int64)
+    kinds = np.empty((requests, width), dtype=np.int8)
+    for cols, t_cols in ((slice(0, k), slice(0, k)), (slice(k + 2, width), slice(k, None))):
+        src[:, cols] = base[:, None] + t_src[t_cols]
+        dst[:, cols] = base[:, None] + t_dst[t_cols]
+        kinds[:, cols] = t_kind[t_cols]
+    src[workers:, k] = base[:-workers] + last_prefill  # the program chain, from the worker's request before
+    src[:, k + 1] = base  # the arrival
+    dst[:, k:k + 2] = (base + first_prefill)[:, None]
+    kinds[:, k] = EDGE_CODES["program"]
+    kinds[:, k + 1] = EDGE_CODES["data"]
+
+    def rows(a: np.ndarray) -> np.ndarray:  # a worker's first request follows no other: no chain edge
+        return np.concatenate([np.delete(a[:workers], k, axis=1).ravel(), a[workers:].ravel()])
 
     kind_of = np.array(["wait"] + [d["kind"] for d in attrs])
     is_send = np.array([False] + [d.get("resource") is not None for d in attrs])
@@ -116,8 +131,8 @@ def batching_trace(model, *, requests: int, prompt_tokens: int, link, mfu: float
         return out
 
     graph = dict(G.graph, target_request=0)
-    return EventTable(duration_s=duration.ravel(), src=np.concatenate(src), dst=np.concatenate(dst),
-                      edge_kind=np.concatenate(kinds), graph=graph, columns=columns, name_of=name_of,
+    return EventTable(duration_s=duration.ravel(), src=rows(src), dst=rows(dst),
+                      edge_kind=rows(kinds), graph=graph, columns=columns, name_of=name_of,
                       make_names=make_names, make_attrs=make_attrs)
 
 
