@@ -15,7 +15,9 @@ the last line. Ratios are measured within one run; times are medians of
     ``depgraph.schedule`` call instead (compile, plan, kernel, back-pointers).
 ``kernel_vs_csr_loop``
     depgraph's kernel divided by a plain compiled CSR loop (numba) over
-    the same arrays; ``null`` without numba.
+    the same arrays; ``null`` without numba. The two run in turn, at least
+    ``KERNEL_RUNS`` times each (a few milliseconds a run), and their
+    medians are divided.
 ``e2e_1m_edges_s``, ``e2e_peak_rss_mb``
     build + schedule + TTFT + frontier of a continuous-batching trace of
     about 1M edges (:func:`depgraph.workloads.trace.batching_trace`), in a
@@ -66,6 +68,8 @@ EDGES_PER_REQUEST = 392  # of the trace above, resource edges included
 
 #: Runs of depgraph reproduce timed for reproduce_s (their median).
 REPRODUCE_RUNS = 3
+#: Runs, at least, of the level kernel and the CSR loop (a few milliseconds each), taken in turn.
+KERNEL_RUNS = 21
 
 def median_time(fn, repeat: int) -> float:
     times = []
@@ -109,13 +113,11 @@ def bench_kernel(edges: int, repeat: int) -> dict:
     plan_s = median_time(lambda: _kernel.level_plan(cg.pred_indptr, cg.pred_indices), 1)
     plan = cg.level_plan()
     _kernel.asap_levels(cg.duration_s, plan)  # one untimed run, as the CSR loop's compiling call below
-    kernel_s = median_time(lambda: _kernel.asap_levels(cg.duration_s, plan), repeat)
     schedule_s = median_time(lambda: dg.schedule(T), max(1, repeat // 2))
     start, finish = _kernel.asap_levels(cg.duration_s, plan)
     loop_start, _ = _kernel.asap_loop(cg.duration_s, cg.pred_indptr, cg.pred_indices)
     assert start.tobytes() == loop_start.tobytes()
 
-    csr_s = None
     try:
         import numba
 
@@ -132,10 +134,22 @@ def bench_kernel(edges: int, repeat: int) -> dict:
 
         s0, f0 = np.zeros(cg.num_nodes), np.zeros(cg.num_nodes)
         csr_loop(cg.duration_s, cg.pred_indptr, cg.pred_indices, s0, f0)  # compile
-        csr_s = median_time(lambda: csr_loop(cg.duration_s, cg.pred_indptr, cg.pred_indices, s0, f0), repeat)
         assert f0.max() == finish.max()
     except ImportError:
-        pass
+        csr_loop = None
+    # both in turn, so that a drift of the machine's speed falls on both: milliseconds each, so
+    # at least KERNEL_RUNS runs
+    kernel_times, csr_times = [], []
+    for _ in range(max(repeat, KERNEL_RUNS)):
+        t = time.perf_counter()
+        _kernel.asap_levels(cg.duration_s, plan)
+        kernel_times.append(time.perf_counter() - t)
+        if csr_loop is not None:
+            t = time.perf_counter()
+            csr_loop(cg.duration_s, cg.pred_indptr, cg.pred_indices, s0, f0)
+            csr_times.append(time.perf_counter() - t)
+    kernel_s = statistics.median(kernel_times)
+    csr_s = statistics.median(csr_times) if csr_times else None
 
     # networkx: the same DAG, each edge weighted by its source's duration, plus a sink edge per node
     G = nx.DiGraph()
