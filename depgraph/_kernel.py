@@ -17,7 +17,7 @@ from typing import Any, Sequence
 import numpy as np
 
 __all__ = ["topological_order", "predecessor_csr", "has_edges", "asap", "asap_loop", "upstream_of", "upstream_mask",
-           "induced_csr", "level_plan", "asap_levels", "back_pointers", "ready_times", "frontier_steps", "list_schedule",
+           "induced_csr", "restricted_csr", "chain_starts", "level_plan", "asap_levels", "back_pointers", "ready_times", "frontier_steps", "list_schedule",
            "event_list_schedule"]
 
 #: Below this many edges the plain loop is faster than planning levels.
@@ -100,16 +100,18 @@ def has_edges(indptr: np.ndarray, indices: np.ndarray, src: np.ndarray, dst: np.
 
 
 def asap_loop(duration_s: np.ndarray, indptr: np.ndarray, indices: np.ndarray,
-              nodes: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+              nodes: np.ndarray | None = None, floor_s: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Start and finish times by one pass over the nodes in topological order;
     with ``nodes`` (positions, increasing, closed under predecessors) over
-    those only, the other entries staying 0."""
+    those only, the other entries staying 0. With ``floor_s``, no node
+    starts before its floor (as in :func:`asap_levels`)."""
     n = duration_s.size
     dur = duration_s.tolist()
     ptr = indptr.tolist()
     preds = indices.tolist()
     start = [0.0] * n
     finish = [0.0] * n
+    floor = floor_s.tolist() if floor_s is not None else None
     for i in range(n) if nodes is None else nodes.tolist():
         a, b = ptr[i], ptr[i + 1]
         if b - a == 1:
@@ -118,6 +120,8 @@ def asap_loop(duration_s: np.ndarray, indptr: np.ndarray, indices: np.ndarray,
             s = 0.0
         else:
             s = max([finish[j] for j in preds[a:b]])
+        if floor is not None:
+            s = max(s, floor[i])
         start[i] = s
         finish[i] = s + dur[i]
     return np.asarray(start, dtype=np.float64), np.asarray(finish, dtype=np.float64)
@@ -300,15 +304,21 @@ def level_plan(indptr: np.ndarray, indices: np.ndarray, *, min_width: int = 0) -
                      extra_node_ptr=extra_node_ptr)
 
 
-def asap_levels(duration_s: np.ndarray, plan: LevelPlan) -> tuple[np.ndarray, np.ndarray]:
+def asap_levels(duration_s: np.ndarray, plan: LevelPlan,
+                floor_s: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Start and finish times one level at a time, on arrays laid out in
     level order (then put back in topological order): per level one
     ``take`` per predecessor row into the start times, elementwise maxima,
     a ``maximum.reduceat`` only for nodes with many predecessors, and one
-    addition."""
+    addition. With ``floor_s``, no node starts before its floor (the
+    finish of predecessors outside the graph; 0.0 where there are none)."""
     n = duration_s.size
     dur = duration_s if plan.identity else duration_s[plan.nodes]
-    start = np.zeros(n, dtype=np.float64)
+    if floor_s is None:
+        start = np.zeros(n, dtype=np.float64)
+    else:
+        start = floor_s.astype(np.float64, copy=True) if plan.identity else floor_s[plan.nodes]
+        floor = start.copy()
     finish = np.empty(n, dtype=np.float64)
     node_ptr = plan.node_ptr.tolist()
     rows = plan.rows.tolist()
@@ -319,7 +329,7 @@ def asap_levels(duration_s: np.ndarray, plan: LevelPlan) -> tuple[np.ndarray, np
     take, maximum, add = np.take, np.maximum, np.add
     if plan.num_levels:
         b = node_ptr[1]
-        add(start[:b], dur[:b], out=finish[:b])  # sources start at 0.0
+        add(start[:b], dur[:b], out=finish[:b])  # sources start at 0.0 (or their floor)
     for k in range(1, plan.num_levels):
         a, b = node_ptr[k], node_ptr[k + 1]
         m = b - a
@@ -335,6 +345,8 @@ def asap_levels(duration_s: np.ndarray, plan: LevelPlan) -> tuple[np.ndarray, np
             red = maximum.reduceat(finish[extra[e0:e1]], extra_seg[x0:x1])
             at = extra_at[x0:x1]
             s[at] = maximum(s[at], red)
+        if floor_s is not None:
+            maximum(s, floor[a:b], out=s)
         add(s, dur[a:b], out=finish[a:b])
     if plan.identity:
         return start, finish
@@ -343,6 +355,69 @@ def asap_levels(duration_s: np.ndarray, plan: LevelPlan) -> tuple[np.ndarray, np
     out_start[plan.nodes] = start
     out_finish[plan.nodes] = finish
     return out_start, out_finish
+
+
+
+#: A resource's users are chained one step per user for all resources at once
+#: (see :func:`chain_starts`) when the steps hold at least this many users on average.
+MIN_USERS_PER_STEP = 16
+
+
+def chain_starts(release_s: np.ndarray, duration_s: np.ndarray, chains: list[np.ndarray]) -> np.ndarray | None:
+    """Start times of nodes served one after another on each chain (the
+    users of one resource, in service order): a user starts at its release
+    or when the one before it finishes, whichever is later, exactly as the
+    graph with an edge between consecutive users would have it. Step ``k``
+    serves the ``k``-th user of every chain at once; ``None`` when the
+    chains are too uneven for that (fewer than ``MIN_USERS_PER_STEP`` users
+    per step)."""
+    lengths = np.fromiter((c.size for c in chains), dtype=np.int64, count=len(chains))
+    steps = int(lengths.max()) if lengths.size else 0
+    total = int(lengths.sum())
+    if steps * MIN_USERS_PER_STEP > total:
+        return None
+    # users by step: the chains as columns, padded at the bottom with a scratch slot
+    n = release_s.size
+    order = np.argsort(lengths, kind="stable")[::-1]  # longest first: step k's users are a prefix
+    cols = np.full((steps, len(chains)), n, dtype=np.int64)
+    for j, c in enumerate(order.tolist()):
+        cols[:chains[c].size, j] = chains[c]
+    rel = np.append(release_s, 0.0)[cols]
+    dur = np.append(duration_s, 0.0)[cols]
+    active = np.searchsorted(-lengths[order], -np.arange(1, steps + 1), side="right")  # chains with a k-th user
+    start = np.empty_like(rel)
+    done = np.full(len(chains), -np.inf)  # when each chain's previous user finishes
+    for k, m in enumerate(active.tolist()):
+        np.maximum(rel[k, :m], done[:m], out=start[k, :m])
+        np.add(start[k, :m], dur[k, :m], out=done[:m])
+    out = np.zeros(n + 1, dtype=np.float64)
+    real = cols < n
+    out[cols[real]] = start[real]
+    return out[:n]
+
+
+def restricted_csr(indptr: np.ndarray, indices: np.ndarray, keep: np.ndarray,
+                   finish_s: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The predecessor CSR among the nodes in ``keep`` (renumbered in the
+    same order), and each such node's floor: the latest ``finish_s`` of its
+    predecessors outside ``keep`` (0.0 with none). Returns ``(nodes,
+    indptr, indices, floor_s)``."""
+    nodes = np.flatnonzero(keep)
+    number = np.full(indptr.size - 1, -1, dtype=np.int64)
+    number[nodes] = np.arange(nodes.size, dtype=np.int64)
+    counts = np.diff(indptr)[nodes]
+    owner = np.repeat(np.arange(nodes.size, dtype=np.int64), counts)
+    preds = indices[_ranges(indptr[nodes], counts)]
+    inside = keep[preds]
+    sub_indptr = np.zeros(nodes.size + 1, dtype=np.int64)
+    np.cumsum(np.bincount(owner[inside], minlength=nodes.size), out=sub_indptr[1:])
+    floor = np.zeros(nodes.size, dtype=np.float64)
+    outside = ~inside
+    if outside.any():
+        who = owner[outside]  # increasing
+        first = np.flatnonzero(_run_starts(who))
+        floor[who[first]] = np.maximum.reduceat(finish_s[preds[outside]], first)
+    return nodes, sub_indptr, number[preds[inside]], floor
 
 
 def asap(duration_s: np.ndarray, indptr: np.ndarray, indices: np.ndarray, *,

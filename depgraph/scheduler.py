@@ -328,24 +328,27 @@ class Schedule:
 RESOURCE_RULES = ("fifo", "priority")
 
 
-def _resolve(table: EventTable) -> tuple[EventTable, CompiledGraph]:
-    """The table with its ``resource`` edges added, and the compiled form of
-    the table it was given (see :func:`resolve_resources`)."""
+def _resolve(table: EventTable) -> tuple[EventTable, CompiledGraph, tuple | None]:
+    """The table with its ``resource`` edges added, the compiled form of the
+    table it was given (see :func:`resolve_resources`) and, when they were
+    found on the way, the start and finish times of the resolved graph (in
+    that compiled form's order; else ``None``)."""
     cg = _compile(table)
     resource = cg.column("resource")
     is_user = resource != None  # noqa: E711 - elementwise
     users = np.flatnonzero(is_user)
     if not users.size:
-        return table, cg
+        return table, cg, None
     rules = dict(table.graph.get("resource_rules") or {})
     for name, rule in rules.items():
         if rule not in RESOURCE_RULES:
             raise GraphError(f"resource_rules[{name!r}]: expected one of {', '.join(RESOURCE_RULES)}; got {rule!r}")
     priority = cg.column("priority", ())
     indptr, indices = cg.pred_indptr, cg.pred_indices
+    upstream = None
     if cg.num_edges >= _kernel.SMALL_GRAPH_EDGES:  # the same, on the users and their ancestors only
-        nodes, sub_indptr, sub_indices = _kernel.induced_csr(indptr, indices,
-                                                              _kernel.upstream_mask(indptr, indices, is_user))
+        upstream = _kernel.upstream_mask(indptr, indices, is_user)
+        nodes, sub_indptr, sub_indices = _kernel.induced_csr(indptr, indices, upstream)
         mine = is_user[nodes]
         starts, behind = _starts(sub_indptr, sub_indices, cg.duration_s[nodes], mine.astype(np.float64))
         release = np.zeros(cg.num_nodes, dtype=np.float64)
@@ -375,7 +378,51 @@ def _resolve(table: EventTable) -> tuple[EventTable, CompiledGraph]:
     a = np.concatenate([o[:-1] for o in orders])
     b = np.concatenate([o[1:] for o in orders])
     new = ~_kernel.has_edges(indptr, indices, a, b)
-    return table.extend_positions(cg.order[a[new]], cg.order[b[new]], kind="resource"), cg
+    resolved = table.extend_positions(cg.order[a[new]], cg.order[b[new]], kind="resource")
+    times = None
+    if upstream is not None and not waits:
+        times = _times_by_parts(cg, upstream, users, release, orders)
+    return resolved, cg, times
+
+
+def _times_by_parts(cg: CompiledGraph, upstream: np.ndarray, users: np.ndarray, release: np.ndarray,
+                    orders: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray] | None:
+    """ASAP start and finish of the resolved graph, without planning it
+    whole, when no user waits behind another (so the resource edges join
+    only users, and nothing upstream of a user depends on them): the users'
+    ancestors start at their release times, the users follow their
+    resources' service order (:func:`_kernel.chain_starts`), and the rest, the
+    graph downstream, is swept once from the finish times of what feeds it.
+    The same bits as scheduling the resolved graph; ``None`` where the
+    service orders are too uneven to chain all resources at once."""
+    user_start = _kernel.chain_starts(release, cg.duration_s, orders)
+    if user_start is None:
+        return None
+    start = release.copy()  # the users' ancestors (0.0 elsewhere, set below)
+    start[users] = user_start[users]
+    finish = start + cg.duration_s
+    nodes, indptr, indices, floor = _kernel.restricted_csr(cg.pred_indptr, cg.pred_indices, ~upstream, finish)
+    duration = cg.duration_s[nodes]
+    plan = _plan(indptr, indices)
+    if plan is None:
+        start[nodes], finish[nodes] = _kernel.asap_loop(duration, indptr, indices, floor_s=floor)
+    else:
+        start[nodes], finish[nodes] = _kernel.asap_levels(duration, plan, floor)
+    return start, finish
+
+
+def _in_order_of(times: tuple[np.ndarray, np.ndarray], before: CompiledGraph,
+                 after: CompiledGraph) -> tuple[np.ndarray, np.ndarray]:
+    """Per-node arrays in ``before``'s topological order, put in ``after``'s
+    (two compiled forms of tables that share their node positions)."""
+    if np.array_equal(before.order, after.order):
+        return times
+    out = []
+    for values in times:
+        by_position = np.empty_like(values)
+        by_position[before.order] = values
+        out.append(by_position[after.order])
+    return tuple(out)
 
 
 def resolve_resources(G: nx.DiGraph, *, weight: str = "duration_s") -> nx.DiGraph:
@@ -398,7 +445,7 @@ def resolve_resources(G: nx.DiGraph, *, weight: str = "duration_s") -> nx.DiGrap
     schedule is exactly the list schedule. A graph without resource nodes is
     returned unchanged.
     """
-    resolved, _ = _resolve(_table(G, weight))
+    resolved, _, _ = _resolve(_table(G, weight))
     return resolved.to_networkx()
 
 
@@ -426,10 +473,12 @@ def schedule(G: nx.DiGraph | EventTable, *, policy: Any = None, weight: str = "d
         pol = get_policy(policy)
         table = apply_policy(table, pol)
         name = pol.name
-    resolved, cg = _resolve(table)
-    if resolved is not table:
-        cg = _compile(resolved)
-    start, finish = _schedule_arrays(cg)
+    resolved, before, times = _resolve(table)
+    cg = before if resolved is table else _compile(resolved)
+    if times is not None:
+        start, finish = _in_order_of(times, before, cg)
+    else:
+        start, finish = _schedule_arrays(cg)
     via = _kernel.back_pointers(start, finish, cg.pred_indptr, cg.pred_indices)
     return Schedule(None, name, compiled=cg, start=start, finish=finish, via=via)
 

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 import depgraph as dg
 from depgraph import _kernel
 from depgraph import _reference as ref
+from depgraph import scheduler
 from depgraph._compiled import EventTable, apply_policy
 from depgraph.policies import Policy
 from depgraph.scheduler import resolve_resources
@@ -84,6 +85,82 @@ def test_random_dags_with_resources_match_the_reference(G):
             i = int(R.via[i])
         assert S.critical_path(target) == path[::-1]
 
+
+
+def _every_graph_large(mp):
+    """Thresholds down, so that every graph takes the large-graph paths."""
+    mp.setattr(_kernel, "SMALL_GRAPH_EDGES", 0)
+    mp.setattr(_kernel, "MIN_NODES_PER_LEVEL", 0)
+    mp.setattr(_kernel, "MIN_USERS_PER_STEP", 0)
+
+
+@settings(max_examples=150)
+@given(event_dags())
+def test_random_dags_on_the_large_graph_paths_match_the_reference(G):
+    # release times on the users' ancestors, the users chained per resource, the rest swept from them
+    with pytest.MonkeyPatch.context() as mp:
+        _every_graph_large(mp)
+        S = dg.schedule(G)
+    assert_same_schedule(S, ref.schedule(G))
+
+
+@pytest.mark.parametrize("requests, workers", [(12, 3), (9, 9), (20, 1)])
+def test_a_trace_scheduled_by_parts_matches_the_reference(monkeypatch, requests, workers):
+    _every_graph_large(monkeypatch)
+    T = batching_trace("nemotron-3-nano-30b-a3b", requests=requests, prompt_tokens=1024, link="25g", mfu=0.4,
+                       interarrival_s=0.004, prefill_workers=workers)
+    by_parts = scheduler._times_by_parts
+    used = []
+    monkeypatch.setattr(scheduler, "_times_by_parts", lambda *a: used.append(by_parts(*a)) or used[-1])
+    S = dg.schedule(T)
+    assert used and used[0] is not None  # the resolved graph was not planned whole
+    assert_same_schedule(S, ref.schedule(T.to_networkx()))
+
+
+@settings(max_examples=80)
+@given(st.lists(st.lists(st.tuples(st.integers(0, 6).map(lambda k: k / 4), st.floats(0.0, 10.0)), max_size=12),
+                min_size=1, max_size=6))
+def test_chain_starts_follow_each_chain_in_turn(chains):
+    # users of several resources, each chain in service order: (release, duration) per user
+    release = np.array([r for c in chains for r, _ in c] + [7.0])  # and one node on no chain
+    duration = np.array([d for c in chains for _, d in c] + [1.0])
+    bounds = np.cumsum([0] + [len(c) for c in chains])
+    positions = [np.arange(a, b, dtype=np.int64) for a, b in zip(bounds[:-1], bounds[1:])]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(_kernel, "MIN_USERS_PER_STEP", 0)
+        start = _kernel.chain_starts(release, duration, positions)
+    expected = [0.0] * release.size
+    for p in positions:
+        done = None
+        for i in p.tolist():
+            s = release[i] if done is None else max(release[i], done)
+            expected[i], done = s, s + duration[i]
+    assert start.tolist() == expected
+    longest = max(len(c) for c in chains)
+    if longest * _kernel.MIN_USERS_PER_STEP > sum(len(c) for c in chains):
+        assert _kernel.chain_starts(release, duration, positions) is None  # too uneven: the caller plans whole
+
+
+@settings(max_examples=60)
+@given(st.integers(1, 30), st.integers(1, 12), st.integers(0, 2**32 - 1))
+def test_a_graph_swept_after_its_settled_part_equals_the_whole(width, depth, seed):
+    # settle an upstream-closed part, sweep the rest from its finish times: the same as one sweep
+    rng = np.random.default_rng(seed)
+    n = width * depth
+    src, dst = rng.integers(0, n, 3 * n), rng.integers(0, n, 3 * n)
+    keep = src < dst
+    T = EventTable(duration_s=rng.choice([0.0, 0.25, 1 / 3, 0.7], n), src=src[keep], dst=dst[keep],
+                   edge_kind=np.zeros(int(keep.sum()), dtype=np.int8))
+    cg = dg.compile_graph(T)
+    start, finish = _kernel.asap_loop(cg.duration_s, cg.pred_indptr, cg.pred_indices)
+    settled = _kernel.upstream_mask(cg.pred_indptr, cg.pred_indices, rng.random(n) < 0.3)
+    nodes, indptr, indices, floor = _kernel.restricted_csr(cg.pred_indptr, cg.pred_indices, ~settled,
+                                                           np.where(settled, finish, np.nan))
+    a_start, a_finish = _kernel.asap_loop(cg.duration_s[nodes], indptr, indices, floor_s=floor)
+    plan = _kernel.level_plan(indptr, indices)
+    b_start, b_finish = _kernel.asap_levels(cg.duration_s[nodes], plan, floor)
+    for s, f in ((a_start, a_finish), (b_start, b_finish)):
+        assert s.tobytes() == start[nodes].tobytes() and f.tobytes() == finish[nodes].tobytes()
 
 @settings(max_examples=60)
 @given(st.integers(1, 40), st.integers(1, 30), st.integers(0, 2**32 - 1), st.booleans())
@@ -237,15 +314,21 @@ def test_trace_edges_come_by_target_then_source(requests, workers):
     assert sorted(chain) == sorted((f"r{r - workers}:prefill:L39", f"r{r}:prefill:L00")
                                    for r in range(workers, requests))
 
-def test_a_large_trace_takes_the_level_kernel_and_agrees_with_the_loop():
+
+def test_a_large_trace_takes_the_large_graph_paths_and_agrees_with_the_loop(monkeypatch):
     T = batching_trace("qwen3.6-35b-a3b", requests=120, prompt_tokens=1024, link="25g", mfu=0.4,
                        interarrival_s=0.002, prefill_workers=60)
     assert T.num_edges > _kernel.SMALL_GRAPH_EDGES
+    by_parts = scheduler._times_by_parts
+    used = []
+    monkeypatch.setattr(scheduler, "_times_by_parts", lambda *a: used.append(by_parts(*a)) or used[-1])
     S = dg.schedule(T)
+    assert used and used[0] is not None  # the resolved graph was not planned whole
     cg = S.compiled
-    assert cg._plan is not False and cg._plan is not None  # planned by level
     start, finish = _kernel.asap_loop(cg.duration_s, cg.pred_indptr, cg.pred_indices)
     assert S.start.tobytes() == start.tobytes() and S.finish.tobytes() == finish.tobytes()
+    level_start, level_finish = _kernel.asap_levels(cg.duration_s, cg.level_plan())  # planned whole, the same
+    assert level_start.tobytes() == start.tobytes() and level_finish.tobytes() == finish.tobytes()
     # the resource order of the fast path equals the event simulation's
     before = dg.compile_graph(T)
     res = before.column("resource").tolist()
@@ -369,7 +452,6 @@ def test_release_times_only_upstream_of_the_users(G):
 def test_structure_cache_is_exact_and_thread_safe(monkeypatch):
     from concurrent.futures import ThreadPoolExecutor
 
-    from depgraph import scheduler
 
     build = lambda mfu: dg.interleaved("qwen3.6-35b-a3b", prompt_tokens=1024, link="25g", mfu=mfu, requests=3,
                                        as_table=True)
