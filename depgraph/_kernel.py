@@ -376,24 +376,28 @@ def chain_starts(release_s: np.ndarray, duration_s: np.ndarray, chains: list[np.
     total = int(lengths.sum())
     if steps * MIN_USERS_PER_STEP > total:
         return None
-    # users by step: the chains as columns, padded at the bottom with a scratch slot
-    n = release_s.size
-    order = np.argsort(lengths, kind="stable")[::-1]  # longest first: step k's users are a prefix
-    cols = np.full((steps, len(chains)), n, dtype=np.int64)
-    for j, c in enumerate(order.tolist()):
-        cols[:chains[c].size, j] = chains[c]
-    rel = np.append(release_s, 0.0)[cols]
-    dur = np.append(duration_s, 0.0)[cols]
-    active = np.searchsorted(-lengths[order], -np.arange(1, steps + 1), side="right")  # chains with a k-th user
-    start = np.empty_like(rel)
+    # the users step by step: step k holds the k-th user of every chain that long, longest chains first
+    by_length = np.argsort(-lengths, kind="stable")
+    longest_first = lengths[by_length]
+    active = np.searchsorted(-longest_first, -np.arange(1, steps + 1), side="right")  # chains with a k-th user
+    step_ptr = np.zeros(steps + 1, dtype=np.int64)
+    np.cumsum(active, out=step_ptr[1:])
+    users = np.concatenate([chains[c] for c in by_length.tolist()]) if chains else np.zeros(0, dtype=np.int64)
+    chain_first = np.cumsum(longest_first) - longest_first
+    k = np.arange(total, dtype=np.int64) - np.repeat(chain_first, longest_first)  # each user's step
+    slot = step_ptr[k] + np.repeat(np.arange(len(chains), dtype=np.int64), longest_first)
+    served = np.empty(total, dtype=np.int64)
+    served[slot] = users
+    rel, dur = release_s[served], duration_s[served]
+    start = np.empty(total, dtype=np.float64)
     done = np.full(len(chains), -np.inf)  # when each chain's previous user finishes
-    for k, m in enumerate(active.tolist()):
-        np.maximum(rel[k, :m], done[:m], out=start[k, :m])
-        np.add(start[k, :m], dur[k, :m], out=done[:m])
-    out = np.zeros(n + 1, dtype=np.float64)
-    real = cols < n
-    out[cols[real]] = start[real]
-    return out[:n]
+    for a, b in zip(step_ptr[:-1].tolist(), step_ptr[1:].tolist()):
+        m = b - a
+        np.maximum(rel[a:b], done[:m], out=start[a:b])
+        np.add(start[a:b], dur[a:b], out=done[:m])
+    out = np.zeros(release_s.size, dtype=np.float64)
+    out[served] = start
+    return out
 
 
 def restricted_csr(indptr: np.ndarray, indices: np.ndarray, keep: np.ndarray,
