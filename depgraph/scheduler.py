@@ -240,15 +240,23 @@ class Schedule:
     start, finish
         Arrays aligned with ``compiled.nodes``.
     via
-        The critical predecessor of each node (-1 for a source).
+        The critical predecessor of each node (-1 for a source), found on
+        first use (critical paths, breakdowns) by back-pointers.
     """
 
-    __slots__ = ("_graph", "policy", "compiled", "start", "finish", "via")
+    __slots__ = ("_graph", "policy", "compiled", "start", "finish", "_via")
 
     def __init__(self, graph: nx.DiGraph | None = None, policy: str | None = None, *, compiled: CompiledGraph,
-                 start: np.ndarray, finish: np.ndarray, via: np.ndarray) -> None:
+                 start: np.ndarray, finish: np.ndarray, via: np.ndarray | None = None) -> None:
         self._graph, self.policy, self.compiled = graph, policy, compiled
-        self.start, self.finish, self.via = start, finish, via
+        self.start, self.finish, self._via = start, finish, via
+
+    @property
+    def via(self) -> np.ndarray:
+        if self._via is None:
+            cg = self.compiled
+            self._via = _kernel.back_pointers(self.start, self.finish, cg.pred_indptr, cg.pred_indices)
+        return self._via
 
     def __repr__(self) -> str:
         return f"Schedule(policy={self.policy!r}, compiled={self.compiled!r}, makespan_s={self.makespan_s!r})"
@@ -479,8 +487,7 @@ def schedule(G: nx.DiGraph | EventTable, *, policy: Any = None, weight: str = "d
         start, finish = _in_order_of(times, before, cg)
     else:
         start, finish = _schedule_arrays(cg)
-    via = _kernel.back_pointers(start, finish, cg.pred_indptr, cg.pred_indices)
-    return Schedule(None, name, compiled=cg, start=start, finish=finish, via=via)
+    return Schedule(None, name, compiled=cg, start=start, finish=finish)
 
 
 # ------------------------------------------------------------------ analyses
