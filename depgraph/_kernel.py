@@ -17,8 +17,8 @@ from typing import Any, Sequence
 import numpy as np
 
 __all__ = ["topological_order", "predecessor_csr", "has_edges", "asap", "asap_loop", "upstream_of", "upstream_mask",
-           "induced_csr", "restricted_csr", "chain_starts", "level_plan", "asap_levels", "back_pointers", "ready_times", "frontier_steps", "list_schedule",
-           "event_list_schedule"]
+           "induced_csr", "restricted_csr", "chain_starts", "level_plan", "asap_levels", "back_pointers", "ready_times",
+           "frontier_steps", "list_schedule", "event_list_schedule"]
 
 #: Below this many edges the plain loop is faster than planning levels.
 SMALL_GRAPH_EDGES = 20_000
@@ -355,7 +355,6 @@ def asap_levels(duration_s: np.ndarray, plan: LevelPlan,
     out_start[plan.nodes] = start
     out_finish[plan.nodes] = finish
     return out_start, out_finish
-
 
 
 #: A resource's users are chained one step per user for all resources at once
