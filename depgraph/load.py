@@ -297,7 +297,9 @@ class _Simulation:
         self.thread_last = -1
         self.pending_posting: list[int] = []
         self.ready_queue: list[int] = []
-        self.running: list[int] = []
+        self.running: dict[int, None] = {}  # the requests in the batch, in the order they joined
+        self.context_sum = 0  # their prompt and generated tokens, all together
+        self.finishing_at: dict[int, list[int]] = {}  # loop iteration -> requests whose last token it makes
         self.loop_busy = False
         self.iterations: list[dict] = []
         self.waiting_log: list[tuple[float, int]] = [(0.0, 0)]
@@ -329,10 +331,13 @@ class _Simulation:
     def step_s(self, contexts: list[int]) -> float:
         """The cost model's memory-bound step (CostModel.decode_step_s), split into what depends on the
         batch size only (weights, per-layer overhead, head: cached) and what every request reads."""
-        batch = len(contexts)
+        return self._step_s(len(contexts), sum(contexts))
+
+    def _step_s(self, batch: int, context_tokens: int) -> float:
+        """:meth:`step_s` of ``batch`` requests holding ``context_tokens`` tokens in all."""
         if batch not in self._weights_s:
             self._weights_s[batch] = self.cost.decode_step_s(self.model, [0] * batch) - batch * self._state_s
-        per_request = self._kv_token_s * sum(contexts) + batch * self._state_s
+        per_request = self._kv_token_s * context_tokens + batch * self._state_s
         return self.p.decode_step_overhead_s + (self._weights_s[batch] + per_request) / self.p.tp
 
     def log_waiting(self, t: float) -> None:
@@ -418,8 +423,11 @@ class _Simulation:
             self.push_event(t, "loop", -1)
 
     def iterate(self, t: float) -> None:
-        posting = list(self.pending_posting)
-        self.pending_posting.clear()
+        """One loop iteration: posting work first (pull), then one decode step of the whole batch,
+        the requests that joined included. Each request's last iteration is known when it joins
+        (it makes one token per iteration), so an iteration touches only the requests that join
+        or finish in it."""
+        posting, self.pending_posting = self.pending_posting, []
         joining = sorted(self.ready_queue)
         self.ready_queue.clear()
         start = t
@@ -429,28 +437,29 @@ class _Simulation:
             t = t + self.p.posting_s(r.prompt)
             r.posting_end = t
             self.push_event(t, "posted", i)
-        self.running.extend(joining)
         k = len(self.iterations)
-        step = 0.0
-        if self.running:
-            contexts = [self.reqs[i].prompt + self.reqs[i].generated for i in self.running]
-            step = self.step_s(contexts)
+        for i in joining:
+            r = self.reqs[i]
+            self.running[i] = None
+            self.context_sum += r.prompt + r.generated
+            self.finishing_at.setdefault(k + r.out - r.generated - 1, []).append(i)
+        batch = len(self.running)
+        step = self._step_s(batch, self.context_sum) if batch else 0.0
         end = t + step
         self.iterations.append({"iteration": k, "start_s": start, "posting_s": t - start, "step_s": step,
-                                "end_s": end, "running": len(self.running), "joined": joining,
-                                "posted": posting, "members": list(self.running)})
-        finished = []
-        for i in self.running:
+                                "end_s": end, "running": batch, "joined": joining, "posted": posting})
+        for i in joining:
             r = self.reqs[i]
-            r.generated += 1
-            if r.generated == 1:
+            if r.generated == 0:
                 r.first_token, r.first_iter = end, k
-            if r.generated == r.out:
-                r.last_token, r.last_iter = end, k
-                finished.append(i)
-        if finished:
-            done = set(finished)
-            self.running = [i for i in self.running if i not in done]
+        self.context_sum += batch  # one token each
+        finished = self.finishing_at.pop(k, [])
+        for i in finished:  # in the order they joined
+            r = self.reqs[i]
+            r.generated = r.out
+            r.last_token, r.last_iter = end, k
+            del self.running[i]
+            self.context_sum -= r.prompt + r.out
         self.push_event(end, "loop", -1)
         self._finishing = finished
 
