@@ -86,12 +86,18 @@ def test_random_dags_with_resources_match_the_reference(G):
         assert S.critical_path(target) == path[::-1]
 
 
-
 def _every_graph_large(mp):
     """Thresholds down, so that every graph takes the large-graph paths."""
     mp.setattr(_kernel, "SMALL_GRAPH_EDGES", 0)
     mp.setattr(_kernel, "MIN_NODES_PER_LEVEL", 0)
     mp.setattr(_kernel, "MIN_USERS_PER_STEP", 0)
+
+
+def _spy_on_parts(monkeypatch) -> list:
+    """What each call of the scheduling by parts returned (``None``: the whole graph was planned)."""
+    by_parts, used = scheduler._times_by_parts, []
+    monkeypatch.setattr(scheduler, "_times_by_parts", lambda *a: used.append(by_parts(*a)) or used[-1])
+    return used
 
 
 @settings(max_examples=150)
@@ -109,9 +115,7 @@ def test_a_trace_scheduled_by_parts_matches_the_reference(monkeypatch, requests,
     _every_graph_large(monkeypatch)
     T = batching_trace("nemotron-3-nano-30b-a3b", requests=requests, prompt_tokens=1024, link="25g", mfu=0.4,
                        interarrival_s=0.004, prefill_workers=workers)
-    by_parts = scheduler._times_by_parts
-    used = []
-    monkeypatch.setattr(scheduler, "_times_by_parts", lambda *a: used.append(by_parts(*a)) or used[-1])
+    used = _spy_on_parts(monkeypatch)
     S = dg.schedule(T)
     assert used and used[0] is not None  # the resolved graph was not planned whole
     assert_same_schedule(S, ref.schedule(T.to_networkx()))
@@ -162,6 +166,7 @@ def test_a_graph_swept_after_its_settled_part_equals_the_whole(width, depth, see
     for s, f in ((a_start, a_finish), (b_start, b_finish)):
         assert s.tobytes() == start[nodes].tobytes() and f.tobytes() == finish[nodes].tobytes()
 
+
 @settings(max_examples=60)
 @given(st.integers(1, 40), st.integers(1, 30), st.integers(0, 2**32 - 1), st.booleans())
 def test_level_kernel_equals_the_loop(width, depth, seed, zeros):
@@ -190,7 +195,6 @@ def test_a_deep_chain_is_not_planned_by_level():
     assert _kernel.level_plan(indptr, indices).num_levels == n
 
 
-
 @settings(max_examples=80)
 @given(st.integers(1, 30), st.integers(0, 2**32 - 1), st.integers(1, 12))
 def test_has_edges_finds_exactly_the_edges_there(n, seed, max_deg):
@@ -201,6 +205,7 @@ def test_has_edges_finds_exactly_the_edges_there(n, seed, max_deg):
     src, dst = rng.integers(0, n, 50), rng.integers(0, n, 50)
     expected = [int(u) in preds[v] for u, v in zip(src, dst)]
     assert _kernel.has_edges(indptr, indices, src, dst).tolist() == expected
+
 
 WORKLOADS = {
     "single-handoff": lambda: dg.single_request("qwen3.6-35b-a3b", prompt_tokens=1024, link="25g", mfu=0.4),
@@ -302,7 +307,6 @@ def test_trace_table_is_its_networkx_view(requests, workers, timing):
     assert S.ttft_by_request == R.token_finish()
 
 
-
 @pytest.mark.parametrize("requests, workers", [(1, 1), (9, 4), (6, 6), (3, 8)])
 def test_trace_edges_come_by_target_then_source(requests, workers):
     T = batching_trace("qwen3.6-35b-a3b", requests=requests, prompt_tokens=1024, link="25g", mfu=0.4,
@@ -319,9 +323,7 @@ def test_a_large_trace_takes_the_large_graph_paths_and_agrees_with_the_loop(monk
     T = batching_trace("qwen3.6-35b-a3b", requests=120, prompt_tokens=1024, link="25g", mfu=0.4,
                        interarrival_s=0.002, prefill_workers=60)
     assert T.num_edges > _kernel.SMALL_GRAPH_EDGES
-    by_parts = scheduler._times_by_parts
-    used = []
-    monkeypatch.setattr(scheduler, "_times_by_parts", lambda *a: used.append(by_parts(*a)) or used[-1])
+    used = _spy_on_parts(monkeypatch)
     S = dg.schedule(T)
     assert used and used[0] is not None  # the resolved graph was not planned whole
     cg = S.compiled
