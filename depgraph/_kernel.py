@@ -214,13 +214,22 @@ def upstream_mask(indptr: np.ndarray, indices: np.ndarray, marked: np.ndarray) -
 def induced_csr(indptr: np.ndarray, indices: np.ndarray, keep: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The predecessor CSR of the nodes in ``keep`` (a mask closed under
     predecessors), renumbered in the same order: ``(nodes, indptr, indices)``."""
+    nodes, number, counts, preds = _kept_rows(indptr, indices, keep)
+    sub_indptr = np.zeros(nodes.size + 1, dtype=np.int64)
+    np.cumsum(counts, out=sub_indptr[1:])
+    return nodes, sub_indptr, number[preds]
+
+
+def _kept_rows(indptr: np.ndarray, indices: np.ndarray,
+               keep: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The nodes in ``keep`` (positions, increasing), each node's number
+    among them (-1 for the others), their predecessor counts and their
+    predecessor lists one after the other (positions)."""
     nodes = np.flatnonzero(keep)
     number = np.full(indptr.size - 1, -1, dtype=np.int64)
     number[nodes] = np.arange(nodes.size, dtype=np.int64)
     counts = np.diff(indptr)[nodes]
-    sub_indptr = np.zeros(nodes.size + 1, dtype=np.int64)
-    np.cumsum(counts, out=sub_indptr[1:])
-    return nodes, sub_indptr, number[indices[_ranges(indptr[nodes], counts)]]
+    return nodes, number, counts, indices[_ranges(indptr[nodes], counts)]
 
 
 def level_plan(indptr: np.ndarray, indices: np.ndarray, *, min_width: int = 0) -> LevelPlan | None:
@@ -314,11 +323,8 @@ def asap_levels(duration_s: np.ndarray, plan: LevelPlan,
     finish of predecessors outside the graph; 0.0 where there are none)."""
     n = duration_s.size
     dur = duration_s if plan.identity else duration_s[plan.nodes]
-    if floor_s is None:
-        start = np.zeros(n, dtype=np.float64)
-    else:
-        start = floor_s.astype(np.float64, copy=True) if plan.identity else floor_s[plan.nodes]
-        floor = start.copy()
+    floor = None if floor_s is None else floor_s if plan.identity else floor_s[plan.nodes]
+    start = np.zeros(n, dtype=np.float64) if floor is None else floor.astype(np.float64, copy=True)
     finish = np.empty(n, dtype=np.float64)
     node_ptr = plan.node_ptr.tolist()
     rows = plan.rows.tolist()
@@ -345,7 +351,7 @@ def asap_levels(duration_s: np.ndarray, plan: LevelPlan,
             red = maximum.reduceat(finish[extra[e0:e1]], extra_seg[x0:x1])
             at = extra_at[x0:x1]
             s[at] = maximum(s[at], red)
-        if floor_s is not None:
+        if floor is not None:
             maximum(s, floor[a:b], out=s)
         add(s, dur[a:b], out=finish[a:b])
     if plan.identity:
@@ -405,12 +411,8 @@ def restricted_csr(indptr: np.ndarray, indices: np.ndarray, keep: np.ndarray,
     same order), and each such node's floor: the latest ``finish_s`` of its
     predecessors outside ``keep`` (0.0 with none). Returns ``(nodes,
     indptr, indices, floor_s)``."""
-    nodes = np.flatnonzero(keep)
-    number = np.full(indptr.size - 1, -1, dtype=np.int64)
-    number[nodes] = np.arange(nodes.size, dtype=np.int64)
-    counts = np.diff(indptr)[nodes]
+    nodes, number, counts, preds = _kept_rows(indptr, indices, keep)
     owner = np.repeat(np.arange(nodes.size, dtype=np.int64), counts)
-    preds = indices[_ranges(indptr[nodes], counts)]
     inside = keep[preds]
     sub_indptr = np.zeros(nodes.size + 1, dtype=np.int64)
     np.cumsum(np.bincount(owner[inside], minlength=nodes.size), out=sub_indptr[1:])
