@@ -26,7 +26,7 @@ the last line. Ratios are measured within one run; times are medians of
     as Linux carries it over ``exec``). Every scaling row is its own process.
 ``e2e_vs_networkx``
     the same work through networkx graphs (the trace as a networkx graph,
-    the networkx-level scheduler of :mod:`depgraph._reference`), divided
+    the networkx-level scheduler of ``tests/reference.py``), divided
     by depgraph's.
 ``reproduce_s``
     the whole ``depgraph reproduce`` (both sweeps, tables, figures), each
@@ -56,10 +56,11 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))  # the networkx-level reference scheduler lives with the tests
 
 import depgraph as dg  # noqa: E402
-from depgraph import _kernel  # noqa: E402
-from depgraph._compiled import EventTable  # noqa: E402
+from depgraph.core import _kernel  # noqa: E402
+from depgraph.core.table import EventTable  # noqa: E402
 from depgraph.workloads.trace import batching_trace, trace_ttft_s  # noqa: E402
 
 TRACE = dict(model="qwen3.6-35b-a3b", prompt_tokens=1024, link="25g", mfu=0.4, interarrival_s=0.01)
@@ -181,7 +182,7 @@ def e2e_once(requests: int, workers: int) -> dict:
 
 
 def e2e_networkx(requests: int, workers: int) -> dict:
-    from depgraph import _reference as ref
+    import reference as ref
 
     T = batching_trace(requests=requests, prefill_workers=workers, **TRACE)
     t = time.perf_counter()

@@ -8,35 +8,42 @@
 """
 
 import importlib
-from pathlib import Path
 
-# imported now: importing the submodule ``depgraph.draw`` would otherwise set
-# the package's ``draw`` to that module instead of the function
-from .draw import draw, gantt, plot_frontier
+from . import _moved
+from ._version import __version__
+from .io.draw import draw, gantt, plot_frontier
+
+# the modules of depgraph's first, flat layout stay importable under their old names
+_moved.install(__name__)
 
 #: Where each public name lives: imported on first use (PEP 562), so that
 #: ``import depgraph`` and the command line start fast.
 _EXPORTS: dict[str, str] = {
     **dict.fromkeys(("Anomaly", "find_anomalies"), "anomalies"),
-    **dict.fromkeys(("CostModel",), "cost"),
     **dict.fromkeys(("ConfigError", "CycleError", "DepgraphError", "GraphError"), "errors"),
-    **dict.fromkeys(("EDGE_KINDS", "NODE_KINDS", "validate_graph"), "graph"),
-    **dict.fromkeys(("GPU", "Link", "load_gpu", "load_link"), "hardware"),
-    **dict.fromkeys(("read_graph", "write_graph"), "io"),
-    **dict.fromkeys(("LoadModel", "LoadResult", "loadtest"), "load"),
+    # core: the event graph, policies, the scheduler
+    **dict.fromkeys(("EDGE_KINDS", "NODE_KINDS", "validate_graph"), "core.graph"),
+    **dict.fromkeys(("POLICIES", "POLICY_NAMES", "Policy", "get_policy"), "core.policies"),
+    **dict.fromkeys(("CompiledGraph", "Schedule", "breakdown", "compile_graph", "critical_path", "frontier",
+                     "frontier_width_max", "schedule"), "core.scheduler"),
+    **dict.fromkeys(("EventTable",), "core.table"),
+    # specs: models, hardware, costs
+    **dict.fromkeys(("CostModel",), "specs.cost"),
+    **dict.fromkeys(("GPU", "Link", "load_gpu", "load_link"), "specs.hardware"),
     **dict.fromkeys(("COMPONENTS", "LayerSpec", "ModelSpec", "catalog", "handoff_bytes", "load_model",
-                     "model_from_config"), "models"),
-    **dict.fromkeys(("to_perfetto", "trace_events"), "perfetto"),
-    **dict.fromkeys(("POLICIES", "POLICY_NAMES", "Policy", "get_policy"), "policies"),
-    **dict.fromkeys(("plot_loadtest", "plot_pushpull_sweep"), "pushpull_plots"),
-    **dict.fromkeys(("Scenario", "expand_scenario", "load_scenario"), "scenario"),
-    **dict.fromkeys(("CompiledGraph", "EventTable", "Schedule", "breakdown", "compile_graph", "critical_path",
-                     "frontier", "frontier_width_max", "schedule"), "scheduler"),
-    **dict.fromkeys(("read_sweep", "sweep"), "sweeps"),
+                     "model_from_config"), "specs.models"),
+    # workloads, the serving engine, sweeps
     **dict.fromkeys(("ADMISSIONS", "HOOK_SCOPES", "LINK_RULES", "TIMINGS", "continuous_batching",
                      "expected_step_admission", "interleaved", "pipeline", "single_request", "speculative",
                      "stall_s"), "workloads"),
     **dict.fromkeys(("batching_trace", "trace_ttft_s"), "workloads.trace"),
+    **dict.fromkeys(("LoadModel", "LoadResult", "loadtest"), "serving.simulator"),
+    **dict.fromkeys(("plot_loadtest", "plot_pushpull_sweep"), "serving.plots"),
+    **dict.fromkeys(("Scenario", "expand_scenario", "load_scenario"), "sweeps.scenario"),
+    **dict.fromkeys(("read_sweep", "sweep"), "sweeps"),
+    # files and pictures
+    **dict.fromkeys(("read_graph", "write_graph"), "io.graphfile"),
+    **dict.fromkeys(("to_perfetto", "trace_events"), "io.perfetto"),
 }
 
 __all__ = [
@@ -60,14 +67,10 @@ __all__ = [
     "ConfigError", "CycleError", "DepgraphError", "GraphError",
 ]
 
-__version__ = "0.1.0"
-
-
 def __getattr__(name: str):
     module = _EXPORTS.get(name)
     if module is None:
-        here = Path(__file__).parent
-        if name.startswith("_") or not ((here / f"{name}.py").is_file() or (here / name / "__init__.py").is_file()):
+        if name.startswith("_") or not _moved.is_submodule(__name__, name):
             raise AttributeError(f"module 'depgraph' has no attribute {name!r}")
         return importlib.import_module(f"{__name__}.{name}")  # a submodule, as after an eager import
     value = getattr(importlib.import_module(f"{__name__}.{module}"), name)

@@ -48,13 +48,13 @@ import networkx as nx
 
 from ._validate import one_of, positive_int
 from .errors import ConfigError
-from .models import model_from_config
-from .policies import POLICY_NAMES
-from .scheduler import Schedule, schedule
+from .specs.models import model_from_config
+from .core.policies import POLICY_NAMES
+from .core.scheduler import Schedule, schedule
 from .workloads import (ADMISSIONS, HOOK_SCOPES, LINK_RULES, TIMINGS, continuous_batching, interleaved, pipeline,
                         single_request, speculative, stall_s)
 
-__all__ = ["Anomaly", "FAMILIES", "KINDS", "find_anomalies", "add_anomalies_command", "run_anomalies_command"]
+__all__ = ["Anomaly", "FAMILIES", "KINDS", "find_anomalies", "workload_name"]
 
 #: Workload families that can be searched, by builder name.
 FAMILIES: tuple[str, ...] = ("interleaved", "continuous_batching", "pipeline", "single_request", "speculative")
@@ -193,7 +193,7 @@ class Anomaly:
         """
         from graphviz import Digraph
 
-        from .draw import _lib_text, draw
+        from .io.draw import _lib_text, draw
 
         rankdir = one_of("rankdir", rankdir, ("TB", "LR", "BT", "RL"))
         out = Digraph(name="anomaly")
@@ -213,7 +213,7 @@ class Anomaly:
         the variant, on one time axis; a :class:`matplotlib.figure.Figure`."""
         from matplotlib.figure import Figure
 
-        from .draw import gantt
+        from .io.draw import gantt
 
         sides = (("baseline", self.baseline_schedule), ("variant", self.variant_schedule))
         lanes = [len({(d.get("device"), d.get("request")) for _, d in S.graph.nodes(data=True)}) for _, S in sides]
@@ -494,7 +494,7 @@ def _anomaly(family: str, kind: str, key: tuple[str, ...], case: _Case) -> Anoma
                    baseline_schedule=S_base, variant_schedule=S_var, policy=policy, _case=case)
 
 
-def _family(family: Any) -> str:
+def workload_name(family: Any) -> str:
     name = _ALIASES.get(family.strip().lower(), family) if isinstance(family, str) else None
     try:
         return one_of("family", name, FAMILIES)
@@ -551,7 +551,7 @@ def find_anomalies(family: str, *, kind: str = "policy", max_examples: int = 200
     >>> a.variant_s > a.baseline_s
     True
     """
-    family = _family(family)
+    family = workload_name(family)
     kind = one_of("kind", kind, KINDS)
     max_examples = positive_int("max_examples", max_examples, upper=_MAX_EXAMPLES)
     if isinstance(seed, bool) or not isinstance(seed, int):
@@ -572,56 +572,3 @@ def find_anomalies(family: str, *, kind: str = "policy", max_examples: int = 200
         if len(found) == len(keys):
             break
     return list(found.values())
-
-
-# ------------------------------------------------------------------ command line
-
-
-def add_anomalies_command(subparsers) -> argparse.ArgumentParser:
-    """Add ``depgraph anomalies FAMILY [--kind K] [--max-examples N] [--seed S] [-o DIR]``."""
-    p = subparsers.add_parser("anomalies", help="search a workload family for cases where a finer policy or "
-                                                "more bandwidth makes a request slower")
-    p.add_argument("family", help=f"{', '.join(FAMILIES)} (or batch, single)")
-    p.add_argument("--kind", default="policy", help="policy (finer readiness) or bandwidth (faster link); default policy")
-    p.add_argument("--max-examples", type=int, default=200, metavar="N",
-                   help="random cases to try (default 200; bandwidth anomalies are rarer, try 2000)")
-    p.add_argument("--seed", type=int, default=0, metavar="S", help="search seed (default 0)")
-    p.add_argument("-o", "--output", default=None, metavar="DIR",
-                   help="write each anomaly's side-by-side drawing (SVG), Gantt charts (PNG) and parameters (JSON)")
-    return p
-
-
-def run_anomalies_command(args) -> int:
-    """Run ``depgraph anomalies``; prints one or two lines per anomaly found.
-
-    >>> import argparse
-    >>> parser = argparse.ArgumentParser(prog="depgraph")
-    >>> _ = add_anomalies_command(parser.add_subparsers(dest="command"))
-    >>> run_anomalies_command(parser.parse_args(["anomalies", "single", "--max-examples", "5"]))
-    single_request: no policy anomaly found (5 examples, seed 0)
-    0
-    """
-    from .errors import DepgraphError
-    from .report import _atomic_write_bytes, _atomic_write_text, _save_figure
-
-    found = find_anomalies(args.family, kind=args.kind, max_examples=args.max_examples, seed=args.seed)
-    if not found:  # the arguments were valid: find_anomalies checked them
-        print(f"{_family(args.family)}: no {one_of('kind', args.kind, KINDS)} anomaly found ({args.max_examples} examples, "
-              f"seed {args.seed})")
-        return 0
-    out = Path(args.output) if args.output else None
-    for i, a in enumerate(found, 1):
-        print(f"[{i}] {a.describe()}")
-        if out is None:
-            continue
-        stem = out / f"{a.family}-{a.kind}-{i:02d}"
-        try:
-            svg = a.drawing().pipe(format="svg")
-        except Exception as exc:  # graphviz.ExecutableNotFound and friends
-            raise DepgraphError(f"--output: Graphviz could not render svg ({exc.__class__.__name__}); "
-                                "install Graphviz's dot (apt-get install graphviz)") from None
-        _atomic_write_bytes(stem.with_suffix(".svg"), svg)
-        _save_figure(a.figure(), stem.with_suffix(".png"))
-        _atomic_write_text(stem.with_suffix(".json"), json.dumps(a.as_dict(), indent=2, default=str) + "\n")
-        print(f"    wrote {stem}.svg, .png, .json")
-    return 0

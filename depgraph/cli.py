@@ -10,7 +10,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 from .errors import DepgraphError
 
@@ -86,10 +86,6 @@ def _build_parser() -> argparse.ArgumentParser:
     _add_request_args(p)
     p.add_argument("-o", "--output", required=True, help="output .json file")
 
-    from .anomalies import add_anomalies_command
-    from .capacity import add_capacity_command
-    from .sweeps import add_sweep_command
-
     add_sweep_command(sub)
     add_capacity_command(sub)
     add_anomalies_command(sub)
@@ -129,8 +125,200 @@ def _build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# ------------------------------------------------------------------ sweep
+
+def _workers_arg(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
+    return value
+
+
+def add_sweep_command(subparsers) -> argparse.ArgumentParser:
+    """Add ``depgraph sweep SCENARIO [-o OUT] [--workers N | --scheduler ADDRESS] [--fresh] [--quiet]``."""
+    p = subparsers.add_parser("sweep", help="run a scenario file's grid into one table (CSV and Parquet), resumably")
+    p.add_argument("scenario", help="scenario TOML file, e.g. workloads/replay.toml")
+    p.add_argument("-o", "--out", default="results",
+                   help="output folder (default results): <name>.csv, <name>.parquet, and .parts/ to resume from")
+    p.add_argument("--workers", type=_workers_arg, default=None, metavar="N",
+                   help="worker processes (default: one per CPU; 1 runs in this process)")
+    p.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                   help="run the points on an existing Dask cluster, e.g. tcp://10.0.0.5:8786 "
+                        "(needs depgraph[dask]; default: local worker processes)")
+    p.add_argument("--fresh", action="store_true", help="recompute every point instead of resuming")
+    p.add_argument("--quiet", action="store_true", help="no progress on standard error")
+    return p
+
+
+def run_sweep_command(args: argparse.Namespace) -> int:
+    """Run ``depgraph sweep``; 130 and one line when interrupted."""
+    from .sweeps import SweepInterrupted, sweep
+    from .sweeps.scenario import load_scenario
+
+    scenario = load_scenario(args.scenario)
+    out = Path(args.out)
+    address = getattr(args, "scheduler", None)
+    client = _connect(address, args.workers) if address else None
+    try:
+        table = sweep(scenario, out_dir=out, workers=args.workers, progress=not args.quiet, resume=not args.fresh,
+                      client=client)
+    except SweepInterrupted as exc:
+        print(f"depgraph: {exc}", file=sys.stderr)
+        return 130
+    finally:
+        if client is not None:
+            client.close()
+    print(f"wrote {out / (scenario.name + '.csv')} and {out / (scenario.name + '.parquet')} "
+          f"({scenario.num_points} points, {len(table)} rows)")
+    return 0
+
+
+def _connect(address: str, workers: int | None) -> Any:
+    """A Dask client of the cluster at ``address``, or a DepgraphError that says why not."""
+    if workers is not None:
+        raise DepgraphError("--workers: not with --scheduler (the cluster's workers run the points)")
+    try:
+        from distributed import Client
+    except ImportError:
+        raise DepgraphError("--scheduler: needs dask.distributed (pip install 'depgraph[dask]')") from None
+    try:
+        return Client(address, timeout="10s")
+    except (OSError, TimeoutError) as exc:
+        raise DepgraphError(f"--scheduler: cannot reach a Dask scheduler at {address} ({exc})") from None
+
+
+# ------------------------------------------------------------------ capacity
+
+def add_capacity_command(subparsers) -> argparse.ArgumentParser:
+    """Add ``depgraph capacity MODEL --qps Q --prompt-tokens N --out-tokens M
+    --tpot-ms T --max-num-seqs S [--link L] [--tp P] [--headroom H] ...``."""
+    from .serving.capacity import DEFAULT_LINK
+
+    p = subparsers.add_parser("capacity", help="decode slots held (Little's law), handoff bytes and transfer time, "
+                                               "with a verdict against --max-num-seqs")
+    p.add_argument("model", help="catalog name (see 'depgraph models') or path to a config.json")
+    p.add_argument("--qps", type=_number(float, "--qps"), required=True, metavar="Q",
+                   help="arrival rate at peak, requests per second")
+    p.add_argument("--prompt-tokens", type=_number(int, "--prompt-tokens"), required=True, metavar="N")
+    p.add_argument("--out-tokens", type=_number(int, "--out-tokens"), required=True, metavar="M",
+                   help="output tokens per request (your real length: agents write long answers)")
+    p.add_argument("--tpot-ms", type=_number(float, "--tpot-ms"), required=True, metavar="T",
+                   help="time per output token at peak, in ms (measured in production, not a quiet benchmark)")
+    p.add_argument("--max-num-seqs", type=_number(int, "--max-num-seqs"), required=True, metavar="S",
+                   help="slots of one decode server (vLLM --max-num-seqs)")
+    p.add_argument("--link", default=DEFAULT_LINK,
+                   help=f"link of one GPU: pcie5, 400g, ..., '<n>gbps' (gigabits/s) or '<n>GBps' (gigabytes/s) "
+                        f"(default {DEFAULT_LINK}, the study's)")
+    p.add_argument("--tp", type=_number(int, "--tp"), default=1, metavar="P",
+                   help="tensor-parallel degree; each GPU sends its own slice over its own link (default 1)")
+    p.add_argument("--headroom", type=_number(float, "--headroom"), default=0.8, metavar="H",
+                   help="share of --max-num-seqs to stay under, in (0, 1] (default 0.8)")
+    p.add_argument("--kv-dtype", default=None, help="store KV in this dtype, e.g. fp8")
+    p.add_argument("--gpu", default=None, help="decode GPU for the memory check (default h200, the study's)")
+    p.add_argument("--gpu-memory-utilization", type=_number(float, "--gpu-memory-utilization"), default=0.9,
+                   metavar="U", help="share of HBM for weights and KV, in (0, 1] (default 0.9, as vLLM)")
+    p.add_argument("--json", action="store_true", help="print the plan as one JSON object")
+    return p
+
+
+def run_capacity_command(args: argparse.Namespace) -> int:
+    """Run ``depgraph capacity``: a short table and the verdict, or ``--json``."""
+    from ._validate import positive_int, positive_number
+    from .serving.capacity import MAX_NUM_SEQS, MAX_QPS, MAX_TOKENS, MAX_TP, MAX_TPOT_S, plan
+
+    # Checked here under the flags' own names; --tpot-ms is in ms where plan() takes seconds.
+    positive_number("--qps", args.qps, upper=MAX_QPS)
+    positive_int("--prompt-tokens", args.prompt_tokens, upper=MAX_TOKENS)
+    positive_int("--out-tokens", args.out_tokens, upper=MAX_TOKENS)
+    positive_number("--tpot-ms", args.tpot_ms, upper=MAX_TPOT_S * 1e3)
+    positive_int("--max-num-seqs", args.max_num_seqs, upper=MAX_NUM_SEQS)
+    positive_int("--tp", args.tp, upper=MAX_TP)
+    positive_number("--headroom", args.headroom, upper=1.0)
+    positive_number("--gpu-memory-utilization", args.gpu_memory_utilization, upper=1.0)
+    p = plan(args.model, qps=args.qps, prompt_tokens=args.prompt_tokens, out_tokens=args.out_tokens,
+             tpot_s=args.tpot_ms / 1e3, max_num_seqs=args.max_num_seqs, link=args.link, tp=args.tp,
+             headroom=args.headroom, kv_dtype=args.kv_dtype, gpu=args.gpu,
+             gpu_memory_utilization=args.gpu_memory_utilization)
+    if args.json:
+        print(json.dumps(p.to_dict()))
+        return 0
+    gb = 1e9
+    state = "" if not (p.ssm_bytes or p.conv_bytes) else \
+        f"  (KV {p.kv_bytes / gb:.2f} GB, ssm {p.ssm_bytes / gb:.3f} GB, conv {p.conv_bytes / gb:.4f} GB)"
+    print(f"{p.model}: {p.qps:g} req/s, {p.prompt_tokens:,} prompt + {p.out_tokens:,} output tokens, "
+          f"{p.tpot_s * 1e3:g} ms/token, TP {p.tp}, {p.link} ({p.link_bytes_per_s / gb:g} GB/s) per GPU")
+    print(f"  handoff bytes    {p.total_bytes / gb:10.2f} GB{state}")
+    slice_text = ("one GPU sends it all" if p.tp == 1
+                  else f"each of {p.tp} GPUs sends {p.total_bytes / p.tp / gb:.2f} GB")
+    print(f"  transfer         {p.transfer_s * 1e3:10.2f} ms  ({slice_text})")
+    print(f"  slots held       {p.slots_held:10.2f}     (Little's law: {p.qps:g} x {p.out_tokens:,} x "
+          f"{p.tpot_s * 1e3:g} ms)")
+    print(f"  max-num-seqs     {p.max_num_seqs:10d}     utilisation {100 * p.utilization:.0f}%, "
+          f"headroom target {100 * p.headroom:g}% = {p.headroom_slots:g} slots")
+    print(f"  per-slot memory  {p.memory_per_slot_bytes / gb:10.2f} GB  per GPU (KV and state at "
+          f"{p.context_tokens:,} tokens)")
+    print(f"verdict: {p.verdict}")
+    print(f"advice: {p.advice}")
+    return 0
+
+
+# ------------------------------------------------------------------ anomalies
+
+def add_anomalies_command(subparsers) -> argparse.ArgumentParser:
+    """Add ``depgraph anomalies FAMILY [--kind K] [--max-examples N] [--seed S] [-o DIR]``."""
+    from .anomalies import FAMILIES
+
+    p = subparsers.add_parser("anomalies", help="search a workload family for cases where a finer policy or "
+                                                "more bandwidth makes a request slower")
+    p.add_argument("family", help=f"{', '.join(FAMILIES)} (or batch, single)")
+    p.add_argument("--kind", default="policy", help="policy (finer readiness) or bandwidth (faster link); default policy")
+    p.add_argument("--max-examples", type=int, default=200, metavar="N",
+                   help="random cases to try (default 200; bandwidth anomalies are rarer, try 2000)")
+    p.add_argument("--seed", type=int, default=0, metavar="S", help="search seed (default 0)")
+    p.add_argument("-o", "--output", default=None, metavar="DIR",
+                   help="write each anomaly's side-by-side drawing (SVG), Gantt charts (PNG) and parameters (JSON)")
+    return p
+
+
+def run_anomalies_command(args) -> int:
+    """Run ``depgraph anomalies``; prints one or two lines per anomaly found.
+
+    >>> main(["anomalies", "single", "--max-examples", "5"])
+    single_request: no policy anomaly found (5 examples, seed 0)
+    0
+    """
+    from ._validate import one_of
+    from .anomalies import KINDS, find_anomalies, workload_name
+    from .io.atomic import atomic_write_bytes, atomic_write_text, save_figure
+
+    found = find_anomalies(args.family, kind=args.kind, max_examples=args.max_examples, seed=args.seed)
+    if not found:  # the arguments were valid: find_anomalies checked them
+        print(f"{workload_name(args.family)}: no {one_of('kind', args.kind, KINDS)} anomaly found ({args.max_examples} examples, "
+              f"seed {args.seed})")
+        return 0
+    out = Path(args.output) if args.output else None
+    for i, a in enumerate(found, 1):
+        print(f"[{i}] {a.describe()}")
+        if out is None:
+            continue
+        stem = out / f"{a.family}-{a.kind}-{i:02d}"
+        try:
+            svg = a.drawing().pipe(format="svg")
+        except Exception as exc:  # graphviz.ExecutableNotFound and friends
+            raise DepgraphError(f"--output: Graphviz could not render svg ({exc.__class__.__name__}); "
+                                "install Graphviz's dot (apt-get install graphviz)") from None
+        atomic_write_bytes(stem.with_suffix(".svg"), svg)
+        save_figure(a.figure(), stem.with_suffix(".png"))
+        atomic_write_text(stem.with_suffix(".json"), json.dumps(a.as_dict(), indent=2, default=str) + "\n")
+        print(f"    wrote {stem}.svg, .png, .json")
+    return 0
+
+
 def _cost(args):
-    from .cost import CostModel
+    from .specs.cost import CostModel
 
     kwargs = {"mfu": args.mfu}
     if args.gpu:
@@ -143,7 +331,7 @@ _WORKLOADS = ("single", "speculative", "batch", "interleaved", "pipeline")
 
 def _point(args) -> dict:
     from ._validate import one_of
-    from .models import load_model
+    from .specs.models import load_model
 
     workload = one_of("--workload", args.workload, _WORKLOADS)
     return {"model": load_model(args.model, kv_dtype=args.kv_dtype), "prompt_tokens": args.prompt_tokens,
@@ -154,8 +342,8 @@ def _point(args) -> dict:
 
 def _scheduled(args):
     """The schedule the command shows, and the point it came from."""
-    from .replay import build
-    from .scheduler import schedule
+    from .sweeps.points import build
+    from .core.scheduler import schedule
 
     point = _point(args)
     kw = {"policy": args.policy, "admission": args.admission,
@@ -163,7 +351,7 @@ def _scheduled(args):
     G = build(point, cost=_cost(args), **kw)
     return schedule(G, policy=None if point["workload"] == "batch" else args.policy), point
 def _cmd_models(args) -> int:
-    from .models import catalog, handoff_bytes, load_model
+    from .specs.models import catalog, handoff_bytes, load_model
 
     rows = []
     for name in catalog():
@@ -184,7 +372,7 @@ def _cmd_models(args) -> int:
 
 
 def _cmd_bytes(args) -> int:
-    from .models import handoff_bytes, load_model
+    from .specs.models import handoff_bytes, load_model
 
     m = load_model(args.model, kv_dtype=args.kv_dtype)
     b = handoff_bytes(m, prompt_tokens=args.prompt_tokens)
@@ -243,8 +431,8 @@ def _cmd_ttft(args) -> int:
 
 
 def _cmd_draw(args) -> int:
-    from .draw import draw
-    from .report import _atomic_write_bytes, _atomic_write_text
+    from .io.draw import draw
+    from .io.atomic import atomic_write_bytes, atomic_write_text
 
     out = Path(args.output)
     fmt = out.suffix.lower().lstrip(".")
@@ -254,20 +442,20 @@ def _cmd_draw(args) -> int:
     G = S.graph
     dot = draw(G, schedule=S, max_nodes=args.max_nodes)
     if fmt in ("dot", "gv"):
-        _atomic_write_text(out, dot.source)
+        atomic_write_text(out, dot.source)
     else:
         try:
             data = dot.pipe(format=fmt)
         except Exception as exc:  # graphviz.ExecutableNotFound and friends
             raise DepgraphError(f"--output: Graphviz could not render {fmt} ({exc.__class__.__name__}); "
                                 "install Graphviz's dot (apt-get install graphviz) or write .dot") from None
-        _atomic_write_bytes(out, data)
+        atomic_write_bytes(out, data)
     print(f"wrote {out} ({G.number_of_nodes()} nodes, {G.number_of_edges()} edges)")
     return 0
 
 
 def _cmd_trace(args) -> int:
-    from .perfetto import to_perfetto
+    from .io.perfetto import to_perfetto
 
     out = Path(args.output)
     if out.suffix.lower() != ".json":
@@ -279,7 +467,7 @@ def _cmd_trace(args) -> int:
 
 
 def _cmd_reproduce(args) -> int:
-    from .report import write_reproduction
+    from .studies.reproduce import write_reproduction
 
     from .sweeps import SweepInterrupted
 
@@ -294,8 +482,8 @@ def _cmd_reproduce(args) -> int:
 
 
 def _cmd_loadtest(args) -> int:
-    from .load import loadtest
-    from .report import _atomic_write_text, _save_figure
+    from .serving.simulator import loadtest
+    from .io.atomic import atomic_write_text, save_figure
 
     for flag, value, suffixes in (("--plot", args.plot, (".png", ".svg", ".pdf")), ("--perfetto", args.perfetto, (".json",)),
                                   ("--requests-csv", args.requests_csv, (".csv",))):
@@ -307,16 +495,16 @@ def _cmd_loadtest(args) -> int:
                       prefill_servers=args.prefill_servers, slot_scope=args.slot_scope)
     s = result.summary
     if args.plot:
-        from .pushpull_plots import plot_loadtest
+        from .serving.plots import plot_loadtest
 
-        _save_figure(plot_loadtest(result), Path(args.plot))
+        save_figure(plot_loadtest(result), Path(args.plot))
     if args.perfetto:
-        from .perfetto import to_perfetto
-        from .scheduler import schedule
+        from .io.perfetto import to_perfetto
+        from .core.scheduler import schedule
 
         to_perfetto(schedule(result.graph()), args.perfetto)
     if args.requests_csv:
-        _atomic_write_text(Path(args.requests_csv), result.requests.to_csv(index=False, float_format="%.9g"))
+        atomic_write_text(Path(args.requests_csv), result.requests.to_csv(index=False, float_format="%.9g"))
     if args.json:
         print(json.dumps(s))
         return 0
@@ -335,8 +523,8 @@ def _cmd_loadtest(args) -> int:
 
 
 def _cmd_schedule(args) -> int:
-    from .io import read_graph
-    from .scheduler import schedule
+    from .io.graphfile import read_graph
+    from .core.scheduler import schedule
 
     S = schedule(read_graph(args.graph), policy=args.policy)
     path = S.critical_path()
@@ -355,28 +543,10 @@ def _cmd_schedule(args) -> int:
     return 0
 
 
-def _cmd_sweep(args) -> int:
-    from .sweeps import run_sweep_command
-
-    return run_sweep_command(args)
-
-
-def _cmd_capacity(args) -> int:
-    from .capacity import run_capacity_command
-
-    return run_capacity_command(args)
-
-
-def _cmd_anomalies(args) -> int:
-    from .anomalies import run_anomalies_command
-
-    return run_anomalies_command(args)
-
-
 _COMMANDS = {"models": _cmd_models, "bytes": _cmd_bytes, "ttft": _cmd_ttft, "draw": _cmd_draw,
-             "trace": _cmd_trace, "sweep": _cmd_sweep, "loadtest": _cmd_loadtest,
+             "trace": _cmd_trace, "sweep": run_sweep_command, "loadtest": _cmd_loadtest,
              "schedule": _cmd_schedule, "reproduce": _cmd_reproduce,
-             "capacity": _cmd_capacity, "anomalies": _cmd_anomalies}
+             "capacity": run_capacity_command, "anomalies": run_anomalies_command}
 
 
 def _warm_up(argv: Sequence[str]) -> None:
@@ -389,7 +559,7 @@ def _warm_up(argv: Sequence[str]) -> None:
         return
     if "--workers=1" in args or any(a == "--workers" and b == "1" for a, b in zip(args, args[1:])):
         return
-    from ._workers import FIGURES, warm_up
+    from .sweeps.workers import FIGURES, warm_up
 
     warm_up(FIGURES if args[0] == "reproduce" else ())
 

@@ -61,11 +61,11 @@ except ImportError as exc:  # pragma: no cover - hypothesis is a test extra
 
 import networkx as nx
 
-from .graph import EDGE_KINDS, NODE_KINDS
-from .hardware import Link, link_names, load_link
-from .models import COMPONENTS, ModelSpec, load_model, model_from_config
-from .policies import POLICY_NAMES, Policy
-from .scheduler import schedule
+from .core.graph import EDGE_KINDS, NODE_KINDS
+from .specs.hardware import Link, link_names, load_link
+from .specs.models import COMPONENTS, ModelSpec, load_model, model_from_config
+from .core.policies import POLICY_NAMES, Policy
+from .core.scheduler import schedule
 from .workloads import (ADMISSIONS, HOOK_SCOPES, LINK_RULES, TIMINGS, continuous_batching, interleaved, pipeline,
                         single_request, speculative)
 

@@ -7,7 +7,8 @@ import json
 import pytest
 
 import depgraph as dg
-from depgraph.anomalies import Anomaly, add_anomalies_command, find_anomalies, run_anomalies_command
+from depgraph.anomalies import Anomaly, find_anomalies
+from depgraph.cli import add_anomalies_command, run_anomalies_command
 
 # The search is a function of its seed alone; this one meets the interleaved
 # anomaly within its first examples.

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import depgraph as dg
-from depgraph.capacity import STATUSES, decode_memory_per_slot_bytes, plan, slots_held, transfer_time_s
+from depgraph.serving.capacity import STATUSES, decode_memory_per_slot_bytes, plan, slots_held, transfer_time_s
 from depgraph.cli import main
 
 # The study's run: Qwen3-32B on TP 8, 16,000-token prompts, 128-token answers, 8 req/s, --max-num-seqs 8.

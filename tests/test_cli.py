@@ -149,7 +149,7 @@ def test_import_depgraph_is_light_and_every_public_name_resolves():
     ([], None),
 ])
 def test_worker_commands_start_their_fork_server_first(monkeypatch, argv, extra):
-    from depgraph import _workers
+    from depgraph.sweeps import workers as _workers
     from depgraph.cli import _warm_up
 
     calls = []

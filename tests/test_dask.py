@@ -13,8 +13,9 @@ import pytest
 distributed = pytest.importorskip("distributed", reason="dask.distributed is not installed (pip install 'depgraph[dask]')")
 
 import depgraph as dg  # noqa: E402
-from depgraph.scenario import parse_scenario  # noqa: E402
-from depgraph.sweeps import add_sweep_command, read_sweep, run_sweep_command, sweep  # noqa: E402
+from depgraph.sweeps.scenario import parse_scenario  # noqa: E402
+from depgraph.cli import add_sweep_command, run_sweep_command  # noqa: E402
+from depgraph.sweeps import read_sweep, sweep  # noqa: E402
 
 SCENARIO = """
 name = "dask"
@@ -35,7 +36,7 @@ CALLS: list[str] = []
 
 
 def counting_runner(point):
-    from depgraph.replay import run_point
+    from depgraph.sweeps.points import run_point
 
     CALLS.append(point["variant"])
     return run_point(point)
@@ -44,7 +45,7 @@ def counting_runner(point):
 def dying_runner(point):
     """Kills its worker the first time it sees the first point (a marker
     file remembers), as an out-of-memory kill would."""
-    from depgraph.replay import run_point
+    from depgraph.sweeps.points import run_point
 
     marker = Path(os.environ["DEPGRAPH_TEST_MARKER"])
     if point["link"] == "25g" and point["workload"] == "single" and point["model"] == "qwen3.6-35b-a3b" \

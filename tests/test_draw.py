@@ -8,9 +8,9 @@ import pytest
 from matplotlib.figure import Figure
 
 import depgraph as dg
-from depgraph.draw import COMPONENT_COLORS, draw, gantt, plot_frontier
+from depgraph.io.draw import COMPONENT_COLORS, draw, gantt, plot_frontier
 from depgraph.errors import ConfigError, GraphError
-from depgraph.graph import chain
+from depgraph.core.graph import chain
 from depgraph.workloads.single import add_request
 
 

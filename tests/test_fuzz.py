@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 import depgraph as dg
 from depgraph.cli import main
 from depgraph.io import read_graph, write_graph
-from depgraph.load import read_trace
-from depgraph.scenario import load_scenario
+from depgraph.serving.simulator import read_trace
+from depgraph.sweeps.scenario import load_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
 FUZZ = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -6,8 +6,8 @@ import networkx as nx
 import pytest
 
 import depgraph as dg
-from depgraph.draw import COMPONENT_COLORS
-from depgraph.gallery import WORKLOAD_FAMILIES, figure5, small_model, workload_graphs
+from depgraph.io.draw import COMPONENT_COLORS
+from depgraph.studies.gallery import WORKLOAD_FAMILIES, figure5, small_model, workload_graphs
 
 FAMILIES = ("qwen3.6", "nemotron", "qwen3")
 
@@ -42,7 +42,7 @@ def test_small_model_layers(family, layers, kinds):
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_small_model_keeps_the_catalog_layer_shapes(family):
-    from depgraph.gallery import FAMILIES as CATALOG
+    from depgraph.studies.gallery import FAMILIES as CATALOG
 
     full = dg.load_model(CATALOG[family])
     small = small_model(4, family=family)

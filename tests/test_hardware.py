@@ -5,7 +5,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import depgraph as dg
-from depgraph.hardware import gpu_names, link_names
+from depgraph.specs.hardware import gpu_names, link_names
 
 LINKS = ("pcie4", "pcie5", "nvlink4", "400g", "200g", "100g", "25g")
 GPUS = ("study-effective", "h100-sxm", "h200", "a100-80g", "l40s", "b200")

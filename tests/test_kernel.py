@@ -1,4 +1,4 @@
-"""The compiled form against the networkx-level reference (:mod:`depgraph._reference`).
+"""The compiled form against the networkx-level reference (``tests/reference.py``).
 
 Every comparison is exact: the same topological order, the same bits of
 every start and finish time, the same back-pointers (so the same critical
@@ -14,12 +14,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import depgraph as dg
-from depgraph import _kernel
-from depgraph import _reference as ref
-from depgraph import scheduler
-from depgraph._compiled import EventTable, apply_policy
-from depgraph.policies import Policy
-from depgraph.scheduler import resolve_resources
+from depgraph.core import _kernel
+import reference as ref
+from depgraph.core import scheduler
+from depgraph.core.table import EventTable, apply_policy
+from depgraph.core.policies import Policy
+from depgraph.core.scheduler import resolve_resources
 from depgraph.workloads.trace import batching_trace, trace_ttft_s
 
 durations = st.one_of(st.integers(0, 8).map(lambda k: k / 4), st.floats(0.0, 1e3, allow_nan=False))
@@ -373,7 +373,7 @@ def test_builders_straight_into_a_table(name, timing):
 
 
 def test_table_builder_keeps_networkx_meaning():
-    from depgraph._compiled import TableBuilder
+    from depgraph.core.table import TableBuilder
 
     ops = [("node", "a", {"duration_s": 1.0, "kind": "prefill"}), ("node", "b", {"duration_s": 2.0}),
            ("edge", "a", "b", {"kind": "data"}), ("node", "a", {"duration_s": 3.0}),  # updated in place
@@ -402,7 +402,7 @@ def test_table_builder_keeps_networkx_meaning():
 @pytest.mark.parametrize("prefill", ["parallel", "serial"])
 @pytest.mark.parametrize("rule", dg.LINK_RULES)
 def test_interleaved_copies_are_the_requests_built_one_by_one(rule, prefill, timing):
-    from depgraph.graph import add_dep
+    from depgraph.core.graph import add_dep
     from depgraph.workloads.single import add_request, new_graph
 
     kw = dict(prompt_tokens=1024, link="25g", mfu=0.4, timing=timing)

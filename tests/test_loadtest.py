@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 import depgraph as dg
-from depgraph.load import HANDOFFS, LoadModel, arrivals, read_trace
+from depgraph.serving.simulator import HANDOFFS, LoadModel, arrivals, read_trace
 
 STUDY = dict(prompt_tokens=16384, out_tokens=128, num_prompts=400, max_num_seqs=8, seed=0)
 

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 import depgraph as dg
 from depgraph.errors import ConfigError, GraphError
-from depgraph.graph import add_dep, add_event
-from depgraph.perfetto import to_perfetto, trace_events
+from depgraph.core.graph import add_dep, add_event
+from depgraph.io.perfetto import to_perfetto, trace_events
 
 # Trace times are whole nanoseconds (Perfetto's resolution, see the module
 # docstring), so they match the schedule to half a nanosecond = 5e-4 us.

@@ -274,7 +274,7 @@ def _graphs_for_reads():
 
 @pytest.mark.parametrize("name", dg.POLICY_NAMES)
 def test_built_in_rules_read_only_what_they_declare(name):
-    from depgraph._compiled import EventTable, PolicyOverlay
+    from depgraph.core.table import EventTable, PolicyOverlay
 
     pol = dg.get_policy(name)
     assert pol.reads is not None
@@ -296,8 +296,8 @@ def _view(table):
 def test_remembered_additions_are_the_rules_own():
     """A second graph of the same shape (other durations) gets the additions
     the rule makes on it afresh; another policy with the same rule gets its own name."""
-    from depgraph import _compiled
-    from depgraph._compiled import apply_policy
+    from depgraph.core import table as _compiled
+    from depgraph.core.table import apply_policy
 
     def build(mfu, link, requests=3):
         return dg.interleaved("qwen3.6-35b-a3b", prompt_tokens=1024, link=link, mfu=mfu, requests=requests,
@@ -319,8 +319,8 @@ def test_remembered_additions_are_the_rules_own():
 
 
 def test_rules_without_reads_always_run():
-    from depgraph import _compiled
-    from depgraph._compiled import apply_policy
+    from depgraph.core import table as _compiled
+    from depgraph.core.table import apply_policy
 
     calls = []
 

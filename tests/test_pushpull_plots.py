@@ -10,9 +10,9 @@ from matplotlib.figure import Figure
 
 import depgraph as dg
 from depgraph.errors import ConfigError
-from depgraph.pushpull_plots import (PART_COLORS, STUDY_TPOT_S, STUDY_TTFT_S, TTFT_PARTS, plot_loadtest,
+from depgraph.serving.plots import (PART_COLORS, STUDY_TPOT_S, STUDY_TTFT_S, TTFT_PARTS, plot_loadtest,
                                      plot_pushpull_sweep)
-from depgraph.replay import run_point
+from depgraph.sweeps.points import run_point
 
 # Small runs: 30 requests of 8 output tokens each simulate in tens of milliseconds.
 TINY = dict(qps=8, prompt_tokens=16384, out_tokens=8, num_prompts=30, seed=0)

@@ -6,8 +6,8 @@ import itertools
 import pandas as pd
 import pytest
 
-from depgraph.replay import run_point
-from depgraph.replay_study import family_summary, replay_gains
+from depgraph.sweeps.points import run_point
+from depgraph.studies.replay import family_summary, replay_gains
 
 VARIANTS = [("speculative", "k=3", {"spec_k": 3}), ("batch", "c=8", {"batch": 8}), ("batch", "c=32", {"batch": 32}),
             ("interleaved", "K=4", {"interleave": 4}), ("interleaved", "K=16", {"interleave": 16}),

@@ -6,7 +6,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from depgraph.report import CLAIMS, REPLAY_CLAIMS, write_reproduction
+from depgraph.studies.claims import CLAIMS, REPLAY_CLAIMS
+from depgraph.studies.reproduce import write_reproduction
 
 SINGLE = """name = "single"
 [grid]

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 import depgraph as dg
-from depgraph.scenario import MAX_POINTS, Scenario, WorkloadSpec, expand_scenario, load_scenario, parse_scenario
-from depgraph.study import STUDY_LINKS, STUDY_MFUS, STUDY_MODELS, STUDY_PROMPTS
+from depgraph.sweeps.scenario import MAX_POINTS, Scenario, WorkloadSpec, expand_scenario, load_scenario, parse_scenario
+from depgraph.studies.single import STUDY_LINKS, STUDY_MFUS, STUDY_MODELS, STUDY_PROMPTS
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 
 import depgraph as dg
-from depgraph.report import CLAIMS, evaluate_claims, study_context
-from depgraph.study import conv_head_start, single_request_sweep, study_gains
+from depgraph.studies.claims import CLAIMS, evaluate_claims, study_context
+from depgraph.studies.single import conv_head_start, single_request_sweep, study_gains
 
 
 @pytest.fixture(scope="module")

@@ -21,12 +21,12 @@ import pandas as pd
 import pytest
 
 import depgraph as dg
-from depgraph.scenario import expand_scenario, parse_scenario
-from depgraph.study import single_request_sweep
-from depgraph.sweeps import (LEAD_COLUMNS, ROW_COLUMNS, SweepInterrupted, add_sweep_command, read_sweep,
-                            run_sweep_command, sweep)
+from depgraph.sweeps.scenario import expand_scenario, parse_scenario
+from depgraph.studies.single import single_request_sweep
+from depgraph.cli import add_sweep_command, run_sweep_command
+from depgraph.sweeps import LEAD_COLUMNS, ROW_COLUMNS, SweepInterrupted, read_sweep, sweep, worker_pool
 
-sweep_module = importlib.import_module("depgraph.sweeps")
+sweep_module = importlib.import_module("depgraph.sweeps.runner")
 
 # ------------------------------------------------------------ fake runners
 
@@ -144,7 +144,7 @@ def test_two_workers_give_the_same_table_as_one(scenario, tmp_path):
 
 def test_one_pool_serves_several_sweeps(scenario, tmp_path):
     serial = sweep(scenario, workers=1, runner=fake_runner, progress=False)
-    with sweep_module.worker_pool(2) as pool:
+    with worker_pool(2) as pool:
         first = sweep(scenario, executor=pool, runner=sleepy_runner, progress=False, out_dir=tmp_path)
         workers = set(pool._processes)
         again = sweep(scenario, executor=pool, runner=sleepy_runner, progress=False, resume=False)
@@ -167,7 +167,7 @@ def test_executor_arguments(scenario, kwargs, message):
     with pytest.raises(dg.DepgraphError, match="executor: expected a concurrent.futures executor"):
         sweep(scenario, executor=object(), runner=fake_runner, progress=False)
     with pytest.raises(dg.DepgraphError, match="workers: expected an integer >= 1 or None, got 0"):
-        sweep_module.worker_pool(0)
+        worker_pool(0)
 
 
 # ------------------------------------------------------------ files and resume
@@ -319,16 +319,9 @@ def test_bad_arguments(scenario, kwargs, message):
 
 
 def test_a_lambda_runs_in_process_by_default(scenario, monkeypatch):
-    monkeypatch.setattr(sweep_module, "_cpu_count", lambda: 2)
+    monkeypatch.setattr(sweep_module, "cpu_count", lambda: 2)
     df = sweep(scenario, runner=lambda p: fake_runner(p), progress=False)  # no pool: it could not be sent
     assert len(CALLS) == 18 and len(df) == 36
-
-
-def test_without_replay_only_single_runs(monkeypatch, tmp_path):
-    monkeypatch.setitem(sys.modules, "depgraph.replay", None)  # as if depgraph/replay.py were absent
-    assert sweep_module._default_runner() is sweep_module._single_runner
-    with pytest.raises(dg.DepgraphError, match="workload batch needs depgraph.replay.run_point"):
-        sweep(parse_scenario(SCENARIO), workers=1, progress=False)
 
 
 # ------------------------------------------------------------ the real runner
@@ -346,10 +339,7 @@ workload = "single"
 """
 
 
-@pytest.mark.parametrize("replay", ["present", "absent"])
-def test_default_runner_matches_the_single_request_study(monkeypatch, tmp_path, replay):
-    if replay == "absent":
-        monkeypatch.setitem(sys.modules, "depgraph.replay", None)
+def test_default_runner_matches_the_single_request_study(tmp_path):
     path = tmp_path / "tiny.toml"
     path.write_text(TINY)
     df = sweep(path, out_dir=tmp_path / "out", workers=1, progress=False)
@@ -362,9 +352,13 @@ def test_default_runner_matches_the_single_request_study(monkeypatch, tmp_path, 
     pd.testing.assert_frame_equal(read_sweep(tmp_path / "out" / "tiny.parquet"), df, check_exact=True)
 
 
-def test_default_runner_is_replay_run_point_when_present():
-    replay = pytest.importorskip("depgraph.replay")
-    assert sweep_module._default_runner() is replay.run_point
+def test_the_default_runner_is_the_point_runner(monkeypatch):
+    from depgraph.sweeps import points
+
+    seen = []
+    monkeypatch.setattr(sweep_module, "run_point", lambda p: seen.append(p) or fake_runner(p))
+    sweep(parse_scenario(SCENARIO), workers=1, progress=False)
+    assert len(seen) == 18 and sweep_module.run_point is not points.run_point
 
 
 # ------------------------------------------------------------ progress
@@ -405,7 +399,7 @@ def parse(*argv):
 def test_command_writes_the_tables(tmp_path, capsys, monkeypatch):
     path = tmp_path / "fake.toml"
     path.write_text(SCENARIO)
-    monkeypatch.setattr(sweep_module, "_default_runner", lambda: fake_runner)
+    monkeypatch.setattr(sweep_module, "run_point", fake_runner)
     assert run_sweep_command(parse(str(path), "-o", str(tmp_path / "out"), "--workers", "1", "--quiet")) == 0
     out, err = capsys.readouterr()
     assert out == f"wrote {tmp_path / 'out' / 'fake.csv'} and {tmp_path / 'out' / 'fake.parquet'} (18 points, 36 rows)\n"
@@ -415,7 +409,7 @@ def test_command_writes_the_tables(tmp_path, capsys, monkeypatch):
 def test_command_interrupted_prints_one_line_and_exits_130(tmp_path, capsys, monkeypatch):
     path = tmp_path / "fake.toml"
     path.write_text(SCENARIO)
-    monkeypatch.setattr(sweep_module, "_default_runner", lambda: fake_runner)
+    monkeypatch.setattr(sweep_module, "run_point", fake_runner)
     monkeypatch.setattr(sys.modules[__name__], "INTERRUPT_AT", 4)
     assert run_sweep_command(parse(str(path), "-o", str(tmp_path / "out"), "--workers", "1", "--quiet")) == 130
     _, err = capsys.readouterr()
@@ -438,7 +432,7 @@ def test_points_run_with_the_collector_paused_and_restored():
     import gc
     import threading
 
-    from depgraph.sweeps import _collector_paused
+    from depgraph.sweeps.execute import collector_paused as _collector_paused
 
     seen = []
 
@@ -447,7 +441,7 @@ def test_points_run_with_the_collector_paused_and_restored():
         return [{"policy": "layer", "admission": "none", "ttft_s": 1.0, "frontier_max": 1}]
 
     assert gc.isenabled()
-    from depgraph.sweeps import _run_point
+    from depgraph.sweeps.execute import run_point_json as _run_point
 
     _run_point(runner, {"key": "k", "model": "m"})
     assert seen == [False] and gc.isenabled()

@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 
 import depgraph as dg
-from depgraph.replay import run_point
-from depgraph.scheduler import resolve_resources
+from depgraph.sweeps.points import run_point
+from depgraph.core.scheduler import resolve_resources
 
 Q = "qwen3.6-35b-a3b"
 N = "nemotron-3-nano-30b-a3b"

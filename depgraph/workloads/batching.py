@@ -41,12 +41,12 @@ import math
 
 import networkx as nx
 
-from .._compiled import EventTable, apply_policy
+from ..core.table import EventTable, apply_policy
 from .._validate import one_of, positive_int
 from ..errors import ConfigError
-from ..graph import add_dep, add_event, chain, event_attrs
-from ..policies import Policy, get_policy
-from ..scheduler import Schedule, schedule
+from ..core.graph import add_dep, add_event, chain, event_attrs
+from ..core.policies import Policy, get_policy
+from ..core.scheduler import Schedule, schedule
 from .single import add_request, new_graph
 
 __all__ = ["continuous_batching", "continuous_batching_tables", "expected_step_admission", "step_admission_expectation",

@@ -22,8 +22,8 @@ from __future__ import annotations
 import networkx as nx
 
 from .._validate import one_of
-from ..graph import add_dep, check_graph_size
-from ..models import load_model
+from ..core.graph import add_dep, check_graph_size
+from ..specs.models import load_model
 from .single import RequestCopier, add_parts, new_graph, request_parts
 
 __all__ = ["interleaved", "LINK_RULES"]

@@ -24,11 +24,11 @@ from typing import Any, Hashable, NamedTuple, Sequence
 import networkx as nx
 
 from .._validate import one_of, positive_int
-from ..cost import CostModel
-from .._compiled import EventTable, TableBuilder
-from ..graph import event_attrs
-from ..hardware import Link, load_link
-from ..models import ModelSpec, load_model
+from ..specs.cost import CostModel
+from ..core.table import EventTable, TableBuilder
+from ..core.graph import event_attrs
+from ..specs.hardware import Link, load_link
+from ..specs.models import ModelSpec, load_model
 
 __all__ = ["single_request", "add_request", "request_parts", "add_parts", "RequestCopier", "RequestParts",
            "new_graph", "TIMINGS"]

@@ -16,7 +16,7 @@ from __future__ import annotations
 import networkx as nx
 
 from .._validate import positive_int
-from ..graph import add_dep, add_event
+from ..core.graph import add_dep, add_event
 from .single import add_request, new_graph
 
 __all__ = ["speculative"]

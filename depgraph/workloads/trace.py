@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._compiled import EDGE_CODES, EventTable
+from ..core.table import EDGE_CODES, EventTable
 from .._validate import positive_int
 from ..errors import ConfigError
 from .single import add_request, new_graph

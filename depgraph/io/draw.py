@@ -27,8 +27,8 @@ from typing import Any, Hashable, Iterable, Sequence
 
 import networkx as nx
 
-from ._validate import one_of, positive_int
-from .errors import ConfigError, GraphError
+from .._validate import one_of, positive_int
+from ..errors import ConfigError, GraphError
 
 __all__ = ["draw", "gantt", "plot_frontier"]
 
@@ -65,7 +65,7 @@ def _check_graph(G: Any, where: str) -> None:
 
 
 def _check_schedule(S: Any, where: str) -> None:
-    from .scheduler import Schedule
+    from ..core.scheduler import Schedule
 
     if not isinstance(S, Schedule):
         raise GraphError(f"{where}: expected a depgraph Schedule (from depgraph.schedule), got {type(S).__name__}")

@@ -36,7 +36,7 @@ from typing import Any, Hashable, Iterable
 
 import networkx as nx
 
-from .errors import GraphError
+from ..errors import GraphError
 
 __all__ = ["NODE_KINDS", "EDGE_KINDS", "EventGraph", "validate_graph", "add_event", "add_dep", "event_attrs",
            "MAX_EVENTS", "check_graph_size"]
@@ -101,7 +101,7 @@ def chain(G: nx.DiGraph, nodes: Iterable[Hashable], kind: str) -> None:
 def check_graph_size(field: str, count: int, events_each: int, *, unit: str) -> None:
     """Refuse, before building anything, a graph of ``count`` x ``events_each``
     events above :data:`MAX_EVENTS`, with an estimate of what it would need."""
-    from .errors import ConfigError
+    from ..errors import ConfigError
 
     if isinstance(count, bool) or not isinstance(count, int) or count < 1:
         raise ConfigError(f"{field}: expected an integer >= 1, got {count!r}")

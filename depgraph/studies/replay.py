@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .policies import POLICY_NAMES
-from .study import study_gains
+from ..core.policies import POLICY_NAMES
+from .single import study_gains
 
 __all__ = ["replay_gains", "family_summary", "figure9_numbers", "plot_fig6", "plot_fig7", "plot_fig8",
            "plot_fig9", "FAMILY_ORDER"]
@@ -188,3 +188,18 @@ def plot_fig9(numbers: pd.DataFrame, phase_curve: pd.DataFrame | None = None):
     right.set_title("admitting an unready request (batch-scope hook)")
     right.legend(fontsize=8)
     return fig
+
+
+def phase_curve(*, model: str = "qwen3.6-35b-a3b", batch: int = 8, phases: int = 32, **kw) -> pd.DataFrame:
+    """TTFT of a new request against the arrival phase (Figure 9, left)."""
+    from ..core.scheduler import schedule
+    from ..workloads.batching import continuous_batching_tables
+
+    kw = {"prompt_tokens": 1024, "link": "25g", "mfu": 0.4, "timing": "handoff", **kw}
+    rows: dict[str, list] = {"global": [], "layer": []}
+    for k in range(phases):
+        phase = (k + 0.5) / phases
+        tables = continuous_batching_tables(model, batch=batch, policies=tuple(rows), phase=phase, **kw)
+        for policy, table in tables.items():
+            rows[policy].append({"policy": policy, "phase": phase, "ttft_s": schedule(table).ttft_s})
+    return pd.DataFrame(rows["global"] + rows["layer"])

@@ -33,12 +33,12 @@ from pathlib import Path
 
 import networkx as nx
 
-from ._validate import one_of, positive_int
-from .draw import draw
-from .errors import ConfigError
-from .models import ModelSpec, catalog, load_model, model_from_config
-from .policies import get_policy
-from .workloads import continuous_batching, interleaved, pipeline, speculative
+from .._validate import one_of, positive_int
+from ..io.draw import draw
+from ..errors import ConfigError
+from ..specs.models import ModelSpec, catalog, load_model, model_from_config
+from ..core.policies import get_policy
+from ..workloads import continuous_batching, interleaved, pipeline, speculative
 
 __all__ = ["small_model", "workload_graphs", "figure5"]
 

@@ -33,7 +33,7 @@ from typing import Callable
 
 import networkx as nx
 
-from .errors import ConfigError
+from ..errors import ConfigError
 from .graph import add_dep, add_event
 
 __all__ = ["Policy", "POLICY_NAMES", "POLICIES", "get_policy"]

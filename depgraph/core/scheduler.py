@@ -29,8 +29,8 @@ import numpy as np
 import pandas as pd
 
 from . import _kernel
-from ._compiled import POLICY, EventTable, apply_policy, cached, remember
-from .errors import CycleError, GraphError
+from .table import POLICY, EventTable, apply_policy, cached, remember
+from ..errors import CycleError, GraphError
 
 __all__ = ["CompiledGraph", "EventTable", "compile_graph", "resolve_resources", "Schedule", "schedule",
            "critical_path", "breakdown", "frontier", "frontier_width_max"]

@@ -97,10 +97,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import ConfigError
-from .hardware import load_link
-from .models import catalog, load_model
-from .workloads.single import MAX_PROMPT_TOKENS, TIMINGS
+from ..errors import ConfigError
+from ..specs.hardware import load_link
+from ..specs.models import catalog, load_model
+from ..workloads.single import MAX_PROMPT_TOKENS, TIMINGS
 
 __all__ = ["Scenario", "WorkloadSpec", "WORKLOADS", "GRID_KEYS", "MAX_POINTS", "load_scenario", "parse_scenario",
            "expand_scenario"]

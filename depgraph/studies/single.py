@@ -22,12 +22,12 @@ from typing import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from .cost import CostModel
-from .hardware import load_link
-from .models import COMPONENTS, handoff_bytes, load_model
-from .policies import POLICY_NAMES
-from .scheduler import schedule
-from .workloads.single import TIMINGS, single_request
+from ..specs.cost import CostModel
+from ..specs.hardware import load_link
+from ..specs.models import COMPONENTS, handoff_bytes, load_model
+from ..core.policies import POLICY_NAMES
+from ..core.scheduler import schedule
+from ..workloads.single import TIMINGS, single_request
 
 __all__ = [
     "STUDY_MODELS", "STUDY_PROMPTS", "STUDY_LINKS", "STUDY_MFUS",

@@ -30,8 +30,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Mapping
 
-from ._validate import positive_int
-from .errors import ConfigError
+from .._validate import positive_int
+from ..errors import ConfigError
 
 __all__ = [
     "LayerSpec",
@@ -190,7 +190,7 @@ def handoff_bytes(model: ModelSpec, *, prompt_tokens: int) -> dict[str, int]:
 
 def catalog() -> dict[str, str]:
     """Catalog names mapped to the config file shipped for each."""
-    root = resources.files("depgraph") / "data" / "models"
+    root = resources.files("depgraph.specs") / "data" / "models"
     return {p.name[: -len(".json")]: str(p) for p in sorted(root.iterdir(), key=lambda p: p.name) if p.name.endswith(".json")}
 
 

@@ -24,8 +24,8 @@ from typing import Any
 
 import networkx as nx
 
-from .errors import ConfigError, GraphError
-from .graph import EDGE_KINDS, NODE_KINDS
+from ..errors import ConfigError, GraphError
+from ..core.graph import EDGE_KINDS, NODE_KINDS
 
 __all__ = ["read_graph", "write_graph", "MAX_GRAPH_FILE_BYTES", "MAX_GRAPH_NODES"]
 
@@ -168,7 +168,7 @@ def _validated(path: Path, G: nx.DiGraph) -> nx.DiGraph:
 
 def write_graph(G: nx.DiGraph, path: str | Path) -> Path:
     """Write ``G`` as ``.graphml`` or node-link ``.json`` (atomically)."""
-    from .report import _atomic_write_bytes, _atomic_write_text
+    from .atomic import atomic_write_bytes, atomic_write_text
 
     path = Path(path)
     suffix = path.suffix.lower()
@@ -181,13 +181,13 @@ def write_graph(G: nx.DiGraph, path: str | Path) -> Path:
         H.add_edge(str(u), str(v), **{k: x for k, x in d.items() if _plain(x) and x is not None})
     if suffix == ".json":
         data = nx.node_link_data(H, edges="links")
-        _atomic_write_text(path, json.dumps(data))
+        atomic_write_text(path, json.dumps(data))
     elif suffix == ".graphml":
         for _, d in H.nodes(data=True):
             for k, v in list(d.items()):
                 if isinstance(v, list):
                     d[k] = ",".join(map(str, v))
-        _atomic_write_bytes(path, "\n".join(nx.generate_graphml(H)).encode("utf-8"))
+        atomic_write_bytes(path, "\n".join(nx.generate_graphml(H)).encode("utf-8"))
     else:
         raise ConfigError(f"{path}: expected a .graphml or .json file name")
     return path

@@ -17,10 +17,10 @@ import networkx as nx
 import numpy as np
 import pandas as pd
 
-from .errors import CycleError, GraphError
-from . import _kernel
-from .graph import _check_duration
-from .scheduler import RESOURCE_RULES
+from depgraph.errors import CycleError, GraphError
+from depgraph.core import _kernel
+from depgraph.core.graph import _check_duration
+from depgraph.core.scheduler import RESOURCE_RULES
 
 __all__ = ["compile_graph", "resolve_resources", "schedule", "frontier", "RefSchedule"]
 
@@ -162,7 +162,7 @@ def resolve_resources(G: nx.DiGraph, *, weight: str = "duration_s") -> nx.DiGrap
 def schedule(G: nx.DiGraph, *, policy: Any = None, weight: str = "duration_s") -> RefSchedule:
     """Policy (on a networkx copy), resources (another copy), compile, the loop."""
     if policy is not None:
-        from .policies import get_policy
+        from depgraph.core.policies import get_policy
 
         G = get_policy(policy).apply(G)
     G = resolve_resources(G, weight=weight)

@@ -37,15 +37,13 @@ The study's Qwen3-32B run: 16,000-token prompts at 8 requests per second,
 
 from __future__ import annotations
 
-import argparse
-import json
 import math
 from dataclasses import asdict, dataclass
 
-from ._validate import positive_int, positive_number
-from .errors import ConfigError
-from .hardware import GPU, Link, load_gpu, load_link
-from .models import ModelSpec, handoff_bytes, load_model
+from .._validate import positive_int, positive_number
+from ..errors import ConfigError
+from ..specs.hardware import GPU, Link, load_gpu, load_link
+from ..specs.models import ModelSpec, handoff_bytes, load_model
 
 __all__ = [
     "CapacityPlan",
@@ -54,8 +52,11 @@ __all__ = [
     "slots_held",
     "decode_memory_per_slot_bytes",
     "plan",
-    "add_capacity_command",
-    "run_capacity_command",
+    "MAX_QPS",
+    "MAX_TOKENS",
+    "MAX_TPOT_S",
+    "MAX_NUM_SEQS",
+    "MAX_TP",
 ]
 
 #: The three verdicts, from best to worst.
@@ -65,12 +66,12 @@ STATUSES: tuple[str, ...] = ("within_headroom", "above_headroom", "over_capacity
 DEFAULT_LINK = "50GBps"
 
 # Upper bounds, so that a typo (ms for s, a missing decimal point) is refused rather than planned for.
-_MAX_QPS = 1e6
-_MAX_TOKENS = 100_000_000
-_MAX_TPOT_S = 10.0  # 10 s per token is a unit slip (ms given as s), not a server
-_MAX_NUM_SEQS = 1_000_000
-_MAX_TP = 1024
-_MAX_BYTES = 1e18
+MAX_QPS = 1e6
+MAX_TOKENS = 100_000_000
+MAX_TPOT_S = 10.0  # 10 s per token is a unit slip (ms given as s), not a server
+MAX_NUM_SEQS = 1_000_000
+MAX_TP = 1024
+MAX_BYTES = 1e18
 # Relative slack when comparing slots with a threshold: 0.8 x 8 is 6.4000000000000004 in floating point,
 # and a load of exactly 6.4 slots must count as within it.
 _REL_TOL = 1e-9
@@ -178,8 +179,8 @@ def transfer_time_s(nbytes: int | float, link: str | Link = DEFAULT_LINK, *, tp:
     >>> transfer_time_s(1e9, "8gbps")                                    # one GPU, 1 GB/s
     1.0
     """
-    nbytes = positive_number("nbytes", nbytes, allow_zero=True, upper=_MAX_BYTES)
-    tp = positive_int("tp", tp, upper=_MAX_TP)
+    nbytes = positive_number("nbytes", nbytes, allow_zero=True, upper=MAX_BYTES)
+    tp = positive_int("tp", tp, upper=MAX_TP)
     return load_link(link).transfer_s(nbytes / tp)
 
 
@@ -195,9 +196,9 @@ def slots_held(qps: float, out_tokens: int, tpot_s: float) -> float:
     >>> slots_held(1, 128, 7.8125e-3)            # 1 req/s holds one slot for one second
     1.0
     """
-    qps = positive_number("qps", qps, upper=_MAX_QPS)
-    out_tokens = positive_int("out_tokens", out_tokens, upper=_MAX_TOKENS)
-    tpot_s = positive_number("tpot_s", tpot_s, upper=_MAX_TPOT_S)
+    qps = positive_number("qps", qps, upper=MAX_QPS)
+    out_tokens = positive_int("out_tokens", out_tokens, upper=MAX_TOKENS)
+    tpot_s = positive_number("tpot_s", tpot_s, upper=MAX_TPOT_S)
     return qps * out_tokens * tpot_s
 
 
@@ -227,8 +228,8 @@ def decode_memory_per_slot_bytes(model: str | ModelSpec, context_tokens: int, *,
     True
     """
     model = load_model(model, kv_dtype=kv_dtype)
-    tp = positive_int("tp", tp, upper=_MAX_TP)
-    parts = handoff_bytes(model, prompt_tokens=positive_int("context_tokens", context_tokens, upper=_MAX_TOKENS))
+    tp = positive_int("tp", tp, upper=MAX_TP)
+    parts = handoff_bytes(model, prompt_tokens=positive_int("context_tokens", context_tokens, upper=MAX_TOKENS))
     out = {k: v / tp for k, v in parts.items()}
     out["total"] = sum(out.values())
     return out
@@ -310,23 +311,23 @@ def plan(model: str | ModelSpec, *, qps: float, prompt_tokens: int, out_tokens: 
     >>> round(pull.transfer_s * 1e3, 1), round(pull.total_bytes / 1e9, 1)
     (10.5, 4.2)
     """
-    from .load import LoadModel
+    from .simulator import LoadModel
 
     DEFAULT_GPU = LoadModel().gpu
 
-    qps = positive_number("qps", qps, upper=_MAX_QPS)
-    prompt_tokens = positive_int("prompt_tokens", prompt_tokens, upper=_MAX_TOKENS)
-    out_tokens = positive_int("out_tokens", out_tokens, upper=_MAX_TOKENS)
-    tpot_s = positive_number("tpot_s", tpot_s, upper=_MAX_TPOT_S)
-    max_num_seqs = positive_int("max_num_seqs", max_num_seqs, upper=_MAX_NUM_SEQS)
-    tp = positive_int("tp", tp, upper=_MAX_TP)
+    qps = positive_number("qps", qps, upper=MAX_QPS)
+    prompt_tokens = positive_int("prompt_tokens", prompt_tokens, upper=MAX_TOKENS)
+    out_tokens = positive_int("out_tokens", out_tokens, upper=MAX_TOKENS)
+    tpot_s = positive_number("tpot_s", tpot_s, upper=MAX_TPOT_S)
+    max_num_seqs = positive_int("max_num_seqs", max_num_seqs, upper=MAX_NUM_SEQS)
+    tp = positive_int("tp", tp, upper=MAX_TP)
     headroom = positive_number("headroom", headroom, upper=1.0)
     gpu_memory_utilization = positive_number("gpu_memory_utilization", gpu_memory_utilization, upper=1.0)
     link = load_link(link)
     gpu = load_gpu(DEFAULT_GPU if gpu is None else gpu)
     spec = load_model(model, kv_dtype=kv_dtype)
-    if prompt_tokens + out_tokens > _MAX_TOKENS:
-        raise ConfigError(f"out_tokens: expected prompt_tokens + out_tokens <= {_MAX_TOKENS:,}, "
+    if prompt_tokens + out_tokens > MAX_TOKENS:
+        raise ConfigError(f"out_tokens: expected prompt_tokens + out_tokens <= {MAX_TOKENS:,}, "
                           f"got {prompt_tokens:,} + {out_tokens:,}")
 
     parts = handoff_bytes(spec, prompt_tokens=prompt_tokens)
@@ -358,79 +359,6 @@ def plan(model: str | ModelSpec, *, qps: float, prompt_tokens: int, out_tokens: 
         context_tokens=context, memory_per_slot_bytes=per_slot, extra_memory_bytes=extra * per_slot,
         gpu=gpu.name, hbm_bytes=gpu.hbm_bytes, gpu_memory_utilization=gpu_memory_utilization,
         usable_hbm_bytes=usable, weights_per_gpu_bytes=weights, memory_needed_bytes=needed,
-        max_slots_in_memory=max(0, math.floor((usable - weights) / per_slot)) if per_slot else _MAX_NUM_SEQS,
+        max_slots_in_memory=max(0, math.floor((usable - weights) / per_slot)) if per_slot else MAX_NUM_SEQS,
         memory_fits=needed <= usable,
     )
-
-
-# ------------------------------------------------------------------ command line
-
-
-def add_capacity_command(subparsers) -> argparse.ArgumentParser:
-    """Add ``depgraph capacity MODEL --qps Q --prompt-tokens N --out-tokens M
-    --tpot-ms T --max-num-seqs S [--link L] [--tp P] [--headroom H] ...``."""
-    from .cli import _number
-
-    p = subparsers.add_parser("capacity", help="decode slots held (Little's law), handoff bytes and transfer time, "
-                                               "with a verdict against --max-num-seqs")
-    p.add_argument("model", help="catalog name (see 'depgraph models') or path to a config.json")
-    p.add_argument("--qps", type=_number(float, "--qps"), required=True, metavar="Q",
-                   help="arrival rate at peak, requests per second")
-    p.add_argument("--prompt-tokens", type=_number(int, "--prompt-tokens"), required=True, metavar="N")
-    p.add_argument("--out-tokens", type=_number(int, "--out-tokens"), required=True, metavar="M",
-                   help="output tokens per request (your real length: agents write long answers)")
-    p.add_argument("--tpot-ms", type=_number(float, "--tpot-ms"), required=True, metavar="T",
-                   help="time per output token at peak, in ms (measured in production, not a quiet benchmark)")
-    p.add_argument("--max-num-seqs", type=_number(int, "--max-num-seqs"), required=True, metavar="S",
-                   help="slots of one decode server (vLLM --max-num-seqs)")
-    p.add_argument("--link", default=DEFAULT_LINK,
-                   help=f"link of one GPU: pcie5, 400g, ..., '<n>gbps' (gigabits/s) or '<n>GBps' (gigabytes/s) "
-                        f"(default {DEFAULT_LINK}, the study's)")
-    p.add_argument("--tp", type=_number(int, "--tp"), default=1, metavar="P",
-                   help="tensor-parallel degree; each GPU sends its own slice over its own link (default 1)")
-    p.add_argument("--headroom", type=_number(float, "--headroom"), default=0.8, metavar="H",
-                   help="share of --max-num-seqs to stay under, in (0, 1] (default 0.8)")
-    p.add_argument("--kv-dtype", default=None, help="store KV in this dtype, e.g. fp8")
-    p.add_argument("--gpu", default=None, help="decode GPU for the memory check (default h200, the study's)")
-    p.add_argument("--gpu-memory-utilization", type=_number(float, "--gpu-memory-utilization"), default=0.9,
-                   metavar="U", help="share of HBM for weights and KV, in (0, 1] (default 0.9, as vLLM)")
-    p.add_argument("--json", action="store_true", help="print the plan as one JSON object")
-    return p
-
-
-def run_capacity_command(args: argparse.Namespace) -> int:
-    """Run ``depgraph capacity``: a short table and the verdict, or ``--json``."""
-    # Checked here under the flags' own names; --tpot-ms is in ms where plan() takes seconds.
-    positive_number("--qps", args.qps, upper=_MAX_QPS)
-    positive_int("--prompt-tokens", args.prompt_tokens, upper=_MAX_TOKENS)
-    positive_int("--out-tokens", args.out_tokens, upper=_MAX_TOKENS)
-    positive_number("--tpot-ms", args.tpot_ms, upper=_MAX_TPOT_S * 1e3)
-    positive_int("--max-num-seqs", args.max_num_seqs, upper=_MAX_NUM_SEQS)
-    positive_int("--tp", args.tp, upper=_MAX_TP)
-    positive_number("--headroom", args.headroom, upper=1.0)
-    positive_number("--gpu-memory-utilization", args.gpu_memory_utilization, upper=1.0)
-    p = plan(args.model, qps=args.qps, prompt_tokens=args.prompt_tokens, out_tokens=args.out_tokens,
-             tpot_s=args.tpot_ms / 1e3, max_num_seqs=args.max_num_seqs, link=args.link, tp=args.tp,
-             headroom=args.headroom, kv_dtype=args.kv_dtype, gpu=args.gpu,
-             gpu_memory_utilization=args.gpu_memory_utilization)
-    if args.json:
-        print(json.dumps(p.to_dict()))
-        return 0
-    gb = 1e9
-    state = "" if not (p.ssm_bytes or p.conv_bytes) else \
-        f"  (KV {p.kv_bytes / gb:.2f} GB, ssm {p.ssm_bytes / gb:.3f} GB, conv {p.conv_bytes / gb:.4f} GB)"
-    print(f"{p.model}: {p.qps:g} req/s, {p.prompt_tokens:,} prompt + {p.out_tokens:,} output tokens, "
-          f"{p.tpot_s * 1e3:g} ms/token, TP {p.tp}, {p.link} ({p.link_bytes_per_s / gb:g} GB/s) per GPU")
-    print(f"  handoff bytes    {p.total_bytes / gb:10.2f} GB{state}")
-    slice_text = ("one GPU sends it all" if p.tp == 1
-                  else f"each of {p.tp} GPUs sends {p.total_bytes / p.tp / gb:.2f} GB")
-    print(f"  transfer         {p.transfer_s * 1e3:10.2f} ms  ({slice_text})")
-    print(f"  slots held       {p.slots_held:10.2f}     (Little's law: {p.qps:g} x {p.out_tokens:,} x "
-          f"{p.tpot_s * 1e3:g} ms)")
-    print(f"  max-num-seqs     {p.max_num_seqs:10d}     utilisation {100 * p.utilization:.0f}%, "
-          f"headroom target {100 * p.headroom:g}% = {p.headroom_slots:g} slots")
-    print(f"  per-slot memory  {p.memory_per_slot_bytes / gb:10.2f} GB  per GPU (KV and state at "
-          f"{p.context_tokens:,} tokens)")
-    print(f"verdict: {p.verdict}")
-    print(f"advice: {p.advice}")
-    return 0

@@ -37,13 +37,13 @@ from typing import Any
 
 import numpy as np
 
-from .cost import CostModel
-from .errors import ConfigError
-from .models import load_model
-from .policies import POLICY_NAMES
-from .scheduler import Schedule, frontier_width_max, schedule
-from .workloads import continuous_batching, interleaved, pipeline, single_request, speculative
-from .workloads.batching import continuous_batching_tables, step_admission_expectation
+from ..specs.cost import CostModel
+from ..errors import ConfigError
+from ..specs.models import load_model
+from ..core.policies import POLICY_NAMES
+from ..core.scheduler import Schedule, frontier_width_max, schedule
+from ..workloads import continuous_batching, interleaved, pipeline, single_request, speculative
+from ..workloads.batching import continuous_batching_tables, step_admission_expectation
 
 __all__ = ["run_point", "WORKLOADS", "build"]
 
@@ -96,7 +96,7 @@ def _analyses(S: Schedule) -> dict[str, float]:
 def _loadtest_row(point: dict[str, Any]) -> dict[str, Any]:
     """One row for a push/pull load-test point: its summary (``frontier_max``
     is the largest decode batch the loop ran)."""
-    from .load import loadtest
+    from ..serving.simulator import loadtest
 
     r = loadtest(point["model"], handoff=point["handoff"], qps=point["qps"], prompt_tokens=point["prompt_tokens"],
                  out_tokens=point["out_tokens"], num_prompts=point["num_prompts"],

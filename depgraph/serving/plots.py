@@ -35,8 +35,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ._validate import one_of
-from .errors import ConfigError
+from .._validate import one_of
+from ..errors import ConfigError
 
 __all__ = ["plot_loadtest", "plot_pushpull_sweep"]
 
@@ -98,7 +98,7 @@ def _fmt(x: float) -> str:
 
 
 def _check_result(result: Any):
-    from .load import LoadResult
+    from .simulator import LoadResult
 
     if not isinstance(result, LoadResult):
         raise ConfigError(f"result: expected a depgraph LoadResult (from depgraph.load), "

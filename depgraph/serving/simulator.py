@@ -51,12 +51,12 @@ import networkx as nx
 import numpy as np
 import pandas as pd
 
-from ._validate import one_of, positive_int, positive_number
-from .cost import CostModel
-from .errors import ConfigError
-from .graph import add_dep, add_event
-from .hardware import load_gpu, load_link
-from .models import ModelSpec, handoff_bytes, load_model
+from .._validate import one_of, positive_int, positive_number
+from ..specs.cost import CostModel
+from ..errors import ConfigError
+from ..core.graph import add_dep, add_event
+from ..specs.hardware import load_gpu, load_link
+from ..specs.models import ModelSpec, handoff_bytes, load_model
 
 __all__ = ["HANDOFFS", "LoadModel", "LoadResult", "loadtest", "arrivals", "read_trace", "run_graph"]
 

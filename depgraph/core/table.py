@@ -90,7 +90,7 @@ class EventTable:
     @classmethod
     def from_networkx(cls, G: nx.DiGraph, *, weight: str = "duration_s") -> "EventTable":
         """The table of ``G`` (checked: a DiGraph with a valid ``weight`` on every node)."""
-        from .errors import GraphError
+        from ..errors import GraphError
 
         if not isinstance(G, nx.DiGraph) or G.is_multigraph():
             raise GraphError(f"graph: expected a networkx.DiGraph, got {type(G).__name__}")

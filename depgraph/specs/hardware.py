@@ -20,8 +20,8 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
-from ._validate import positive_number
-from .errors import ConfigError
+from .._validate import positive_number
+from ..errors import ConfigError
 
 __all__ = ["Link", "GPU", "load_link", "load_gpu", "link_names", "gpu_names"]
 
@@ -57,7 +57,7 @@ class GPU:
 
 @lru_cache(maxsize=1)
 def _data() -> dict[str, Any]:
-    text = (resources.files("depgraph") / "data" / "hardware.json").read_text(encoding="utf-8")
+    text = (resources.files("depgraph.specs") / "data" / "hardware.json").read_text(encoding="utf-8")
     return json.loads(text)
 
 

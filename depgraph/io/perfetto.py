@@ -38,9 +38,9 @@ from typing import Any, Hashable, Iterable
 
 import numpy as np
 
-from ._validate import positive_int
-from .errors import ConfigError, GraphError
-from .graph import EDGE_KINDS
+from .._validate import positive_int
+from ..errors import ConfigError, GraphError
+from ..core.graph import EDGE_KINDS
 
 __all__ = ["to_perfetto", "trace_events"]
 
@@ -184,7 +184,7 @@ def trace_events(S: Any, *, flows: bool | str | Iterable[str] = True, max_flows:
         events.append({"name": kind, "cat": kind, "ph": "f", "bp": "e", "id": flow_id, "ts": in_ns / 1e3,
                        "pid": pid_v, "tid": tid_v})
 
-    from . import __version__
+    from .._version import __version__
 
     ttft = {_request_name(r): t * 1e3 for r, t in S.ttft_by_request.items()}
     metadata = {
@@ -232,11 +232,11 @@ def to_perfetto(S: Any, path: str | os.PathLike, **kw: Any) -> Path:
     >>> to_perfetto(S, "handoff.json")  # doctest: +SKIP
     PosixPath('handoff.json')
     """
-    from .report import _atomic_write_text
+    from .atomic import atomic_write_text
 
     trace = trace_events(S, **kw)  # validate before touching the filesystem
     out = Path(path)
-    _atomic_write_text(out, json.dumps(trace, separators=(",", ":"), ensure_ascii=False, allow_nan=False))
+    atomic_write_text(out, json.dumps(trace, separators=(",", ":"), ensure_ascii=False, allow_nan=False))
     return out
 
 
@@ -244,7 +244,7 @@ def to_perfetto(S: Any, path: str | os.PathLike, **kw: Any) -> Path:
 
 
 def _check_schedule(S: Any) -> None:
-    from .scheduler import Schedule
+    from ..core.scheduler import Schedule
 
     if not isinstance(S, Schedule):
         raise GraphError(f"trace_events: expected a depgraph Schedule (from depgraph.schedule), got {type(S).__name__}")

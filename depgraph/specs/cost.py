@@ -43,7 +43,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Sequence
 
-from ._validate import positive_int, positive_number
+from .._validate import positive_int, positive_number
 from .hardware import GPU, Link, load_gpu, load_link
 from .models import LayerSpec, ModelSpec
 

@@ -1,0 +1,158 @@
+"""``depgraph reproduce``: both studies into one folder.
+
+:func:`write_reproduction` runs the three scenario sweeps (push/pull, replay,
+single request), renders the figures on the same worker processes while
+later sweeps run, evaluates the claims and writes the tables and
+``report.md``. It is the only function of :mod:`depgraph.studies` that
+touches the filesystem; every file is written whole or not at all
+(:mod:`depgraph.io.atomic`).
+"""
+
+from __future__ import annotations
+
+import sys
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Callable
+
+from ..io.atomic import atomic_write_bytes, atomic_write_text, figure_bytes
+from ..specs.cost import CostModel
+from .claims import _D, _Q, evaluate_claims, posting_context
+from .report import report_text
+from .single import bytes_table, conv_head_start, plot_bytes, plot_gains, study_gains
+
+__all__ = ["SCENARIOS_DIR", "write_reproduction"]
+
+#: The scenario files the studies run, shipped inside the package (the
+#: source tree's top-level ``workloads/`` is a link to this folder).
+SCENARIOS_DIR = Path(__file__).resolve().parent / "scenarios"
+
+
+def write_reproduction(out: str | Path, *, scenarios: str | Path | None = None, workers: int | None = None,
+                       progress: Callable[[str], None] | None = None, show_bars: bool = True) -> Path:
+    """Reproduce both scenario sweeps into ``out``: ``single.csv`` and
+    ``replay.csv`` (and Parquet), tables, figures (PNG, Figure 5 as SVG) and
+    ``report.md``. Interrupted, it resumes from the sweep parts saved in
+    ``out/.parts``. Returns the report's path.
+
+    One pool of ``workers`` processes (default one per CPU; ``1`` runs
+    everything here) serves the three sweeps and renders the figures, the
+    ones that need no sweep while the sweeps run."""
+    from ..sweeps import cpu_count, stop_pool, worker_pool
+
+    n = workers if workers is not None else cpu_count()
+    pool = worker_pool(n) if n > 1 else None
+    try:
+        path = _reproduce(Path(out), Path(scenarios) if scenarios is not None else SCENARIOS_DIR, pool,
+                          progress or (lambda msg: None), show_bars)
+    except BaseException:
+        if pool is not None:
+            stop_pool(pool)
+        raise
+    if pool is not None:
+        pool.shutdown(wait=True)
+    return path
+
+
+def _submit(pool, fn: Callable, *args) -> Future:
+    """``fn(*args)`` on the pool, or here and now without one."""
+    if pool is not None:
+        return pool.submit(fn, *args)
+    fut: Future = Future()
+    fut.set_result(fn(*args))
+    return fut
+
+
+def _figure_bytes(make: Callable, *args) -> bytes:
+    """``make(*args)`` rendered as PNG (in a worker: only bytes travel back)."""
+    return figure_bytes(make(*args))
+
+
+def _reproduce(out: Path, folder: Path, pool, say: Callable[[str], None], show_bars: bool) -> Path:
+    from ..serving.plots import plot_pushpull_sweep
+    from .replay import (family_summary, figure9_numbers, phase_curve, plot_fig6, plot_fig7, plot_fig8, plot_fig9,
+                         replay_gains)
+    from ..sweeps import sweep
+
+    say(f"scenarios from {folder}")
+    byte_table = bytes_table()
+    # what needs no sweep starts first, on the same workers
+    early = {"fig3_bytes.png": _submit(pool, _figure_bytes, plot_bytes, byte_table[byte_table.model != _D]),
+             "curve": _submit(pool, phase_curve), "views": _submit(pool, _example_views)}
+    # and what needs no sweep here is done while the workers start
+    head_start = conv_head_start()
+    posting = posting_context() if (folder / "pushpull.toml").is_file() else {}
+    where = {"executor": pool} if pool is not None else {"workers": 1}
+    figures_out = {"fig3_bytes.png": early["fig3_bytes.png"]}
+
+    def render(name: str, make: Callable, *data) -> None:  # queued in front of the next sweep's points
+        figures_out[name] = _submit(pool, _figure_bytes, make, *data)
+
+    # the sweep whose figure is cheapest goes last: the others' render while later sweeps run
+    pushpull = sweep(folder / "pushpull.toml", out_dir=out, progress=show_bars, **where) \
+        if (folder / "pushpull.toml").is_file() else None
+    if pushpull is not None:
+        render("pushpull_sweep.png", plot_pushpull_sweep, pushpull)
+    replay = sweep(folder / "replay.toml", out_dir=out, progress=show_bars, **where)
+    rgains = replay_gains(replay)
+    fig9 = figure9_numbers(replay)
+    render("fig9_step_boundary.png", plot_fig9, fig9, early["curve"].result())  # the slowest first
+    for name, make in [("fig6_max_gains.png", plot_fig6), ("fig7_mfu04_distributions.png", plot_fig7),
+                       ("fig8_component_gain.png", plot_fig8)]:
+        render(name, make, rgains)
+    single = sweep(folder / "single.toml", out_dir=out, progress=show_bars, **where)
+    gains = study_gains(single)
+    render("fig4_gains.png", plot_gains, gains)
+    say("tables and claims")
+    ctx = {"gains": gains, "bytes": byte_table, "head_start": head_start, "single": single,
+           "replay": replay, "replay_gains": rgains, "replay_summary": family_summary(rgains), "fig9": fig9}
+    if pushpull is not None:
+        ctx.update(pushpull=pushpull, **posting)
+    claims = evaluate_claims(ctx)
+    tables = out / "tables"
+    for name, df in [("bytes", ctx["bytes"]), ("single_request_gains", gains), ("replay_gains", rgains),
+                     ("replay_summary", ctx["replay_summary"].reset_index()), ("figure9", ctx["fig9"]),
+                     ("claims", claims)]:
+        atomic_write_text(tables / f"{name}.csv", df.to_csv(index=False, float_format="%.9g"))
+    report = report_text(ctx, claims)
+    say("figures")
+    figures = out / "figures"
+    for name, fut in figures_out.items():
+        atomic_write_bytes(figures / name, fut.result())
+    views, warning = early["views"].result()
+    for name, data in views.items():
+        atomic_write_bytes(figures / name, data)
+    if warning:
+        print(f"depgraph reproduce: {warning}", file=sys.stderr)
+    path = out / "report.md"
+    atomic_write_text(path, report)
+    return path
+
+
+def _example_views(cost: CostModel | None = None) -> tuple[dict[str, bytes], str | None]:
+    """The graph, timeline and frontier of the study's Figure 4 point, and the
+    Figure 5 drawings: ``({file name: bytes}, warning or None)``; without
+    graphviz's ``dot`` the SVGs are left out (the ``.dot`` source is kept)."""
+    from ..io.draw import draw, gantt, plot_frontier
+    from ..core.scheduler import schedule
+    from ..workloads.single import single_request
+    from .gallery import figure5, small_model
+
+    files: dict[str, bytes] = {}
+    G = single_request(_Q, prompt_tokens=1024, link="25g", mfu=1.0, cost=cost)
+    for policy in ("global", "layer"):
+        S = schedule(G, policy=policy)
+        files[f"timeline_{policy}.png"] = _figure_bytes(gantt, S)
+        files[f"frontier_{policy}.png"] = _figure_bytes(lambda S: plot_frontier(S, kinds=("decode",)), S)
+    small = small_model(4)
+    Gs = single_request(small, prompt_tokens=1024, link="25g", mfu=1.0, cost=cost)
+    dot = draw(Gs, schedule=schedule(Gs, policy="layer"))
+    files["graph_small_layer.dot"] = dot.source.encode("utf-8")
+    try:
+        files["graph_small_layer.svg"] = dot.pipe(format="svg")
+        
+        for family, drawing in figure5().items():
+            files[f"fig5_{family}.svg"] = drawing.pipe(format="svg")
+    except Exception as exc:  # graphviz's dot missing: the .dot files are still there
+        return files, f"SVG drawings skipped ({exc.__class__.__name__}: {exc})"
+    return files, None

@@ -1,0 +1,256 @@
+"""Run every point of a scenario, in parallel and resumably, into one table.
+
+:func:`sweep` expands a scenario (see :mod:`depgraph.scenario`), hands each
+point to a *runner* (by default :func:`depgraph.sweeps.points.run_point`) and
+returns one tidy table: one row per point, policy and admission, in grid
+order and then the runner's row order, whatever the number of workers.
+
+The columns are the point's fields (``key``, ``model``, ``prompt_tokens``,
+``link``, ``mfu``, ``timing``, ``workload``, ``variant``), the workload
+parameters of the scenario's workloads (``spec_k``, ``batch``, ...; empty
+where a workload has none), then ``policy``, ``admission``, ``ttft_s``,
+``frontier_max`` and every other column the runner returns, in the order
+they first appear. Where the runner returns a point field, the point's value
+wins. Column types follow the values: integers stay integers (``Int64``
+when some rows have none), floats are exact, booleans stay booleans.
+
+With ``out_dir`` every finished point is saved at once as
+``out_dir/.parts/<scenario>/<id>.json`` (written to a temporary name and
+renamed, so a part is complete or absent), and a rerun loads those parts
+instead of recomputing them. A part's id hashes everything its rows depend
+on that depgraph can see: the point's fields, the runner's name, depgraph's
+version and the model's config file. A changed grid therefore reuses the
+points it still holds and computes only the new ones, while a changed
+workload parameter or runner computes afresh. Changed code under the same
+version is invisible: pass ``resume=False`` (``depgraph sweep --fresh``).
+At the end ``out_dir/<scenario>.csv`` and ``out_dir/<scenario>.parquet`` are
+written the same way; :func:`read_sweep` reads either back into exactly the
+table :func:`sweep` returned.
+
+Where the points run: by default in local worker processes (one per CPU;
+``workers=1`` runs them in this process); with ``client=`` (``depgraph sweep
+--scheduler tcp://HOST:PORT``) as tasks on an existing ``dask.distributed``
+cluster, which reruns the points of a worker that dies. Either way each
+point's part is written by this process the moment its rows come back, the
+table is the same, and a stopped sweep resumes from the parts. Parts are
+JSON, not Parquet: a part holds the few rows of one point, and JSON gives
+back exactly the Python values the runner returned (integers, floats to
+the last bit, booleans, gaps), which per-point Parquet files would re-type
+column by column; the assembled table is written as Parquet and CSV.
+
+>>> from depgraph.scenario import parse_scenario
+>>> from depgraph.sweeps import sweep
+>>> sc = parse_scenario('''
+... name = "doc"
+... [grid]
+... models = "qwen3.6-35b-a3b"
+... prompt_tokens = 1024
+... links = "25g"
+... mfus = 1.0
+... timings = "handoff"
+... [[workloads]]
+... workload = "single"
+... ''')
+>>> df = sweep(sc, workers=1, progress=False)
+>>> list(df.columns[:12])
+['key', 'model', 'prompt_tokens', 'link', 'mfu', 'timing', 'workload', 'variant', 'policy', 'admission', 'ttft_s', 'frontier_max']
+>>> df.key.iloc[0]
+'qwen3.6-35b-a3b|1024|25g|1.0|handoff|single|-'
+"""
+
+from __future__ import annotations
+
+import json
+from concurrent.futures import Executor
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ..errors import DepgraphError
+from ..io.atomic import atomic_write_text
+from .execute import Runner, picklable, point_error, run_dask, run_on, run_point_json, run_pool, runner_id
+from .points import run_point
+from .parts import load_part, model_digest, part_id, part_text
+from .progress import Progress
+from .scenario import Scenario, expand_scenario, load_scenario
+from .tables import require_pyarrow, sweep_table, write_outputs
+from .workers import cpu_count
+
+__all__ = ["SweepInterrupted", "sweep"]
+
+
+class SweepInterrupted(KeyboardInterrupt):
+    """Ctrl-C during :func:`sweep`: ``saved`` of ``total`` points are on disk."""
+
+    def __init__(self, saved: int, total: int, resumable: bool) -> None:
+        tail = ", rerun to resume" if resumable else " (no out_dir: nothing kept)"
+        super().__init__(f"interrupted; {saved} of {total} points saved{tail}")
+        self.saved = saved
+        self.total = total
+
+
+def sweep(
+    scenario_or_path: Scenario | str | Path,
+    *,
+    out_dir: str | Path | None = None,
+    workers: int | None = None,
+    runner: Runner | None = None,
+    progress: bool = True,
+    resume: bool = True,
+    client: Any = None,
+    executor: Executor | None = None,
+) -> pd.DataFrame:
+    """Run every point of a scenario and return the tidy table.
+
+    Parameters
+    ----------
+    scenario_or_path
+        A :class:`~depgraph.scenario.Scenario` or the path of a scenario file.
+    out_dir
+        Folder for the per-point parts (resume) and the final
+        ``<name>.csv`` and ``<name>.parquet``; ``None`` keeps everything in
+        memory.
+    workers
+        Worker processes; default one per available CPU (never more than
+        the points left). ``1`` runs in this process. The table does not
+        depend on it.
+    runner
+        ``runner(point) -> list[dict]``, one dict per policy and admission
+        with at least :data:`ROW_COLUMNS` and scalar values; ``point`` is
+        the grid point without its ``key``. Default
+        :func:`depgraph.sweeps.points.run_point`. Worker processes import it by name, so it
+        must be a module-level function of an importable module; with the
+        default ``workers`` any other runner (a lambda, a closure) runs in
+        this process. Parts are saved under the runner's name, so two
+        runners of the same name share them.
+    progress
+        Show a progress bar on standard error.
+    resume
+        Load the parts a previous run saved in ``out_dir`` instead of
+        recomputing them.
+    client
+        A ``dask.distributed.Client``: run the points on its cluster
+        instead of local worker processes (``workers`` must then be left
+        out). Each point is one task; its part is saved here as soon as it
+        comes back, so an interrupted sweep resumes as above, and a point
+        whose worker dies is recomputed by Dask on another worker. The
+        table is the same as with local workers. Needs the ``dask`` extra.
+    executor
+        A ``concurrent.futures`` executor to run the points on, left open
+        afterwards (for example a :func:`worker_pool` shared by several
+        sweeps, so their workers start once); ``workers`` and ``client`` must
+        then be left out. The table is the same.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per point, policy and admission (see the module docstring);
+        the same table :func:`read_sweep` reads back from ``out_dir``.
+
+    Raises :class:`SweepInterrupted` (a ``KeyboardInterrupt``) on Ctrl-C,
+    after stopping the workers; every point finished by then is saved. A
+    runner's :class:`~depgraph.DepgraphError` stops the sweep the same way
+    and comes back as one naming the point's key.
+
+    Without ``client``, workers are local processes forked from a clean
+    fork server (``forkserver``, on Linux) or fresh interpreters (``spawn``,
+    elsewhere), never from this process, so that results never depend on
+    state inherited by ``fork``; a script that calls :func:`sweep` with
+    several workers needs the usual ``if __name__ == "__main__":`` guard.
+    """
+    scenario = scenario_or_path if isinstance(scenario_or_path, Scenario) else load_scenario(scenario_or_path)
+    points = expand_scenario(scenario)
+    run = _check_options(runner, workers, executor, client)
+    out = Path(out_dir) if out_dir is not None else None
+    if out is not None:
+        require_pyarrow()
+    name = runner_id(run)
+    digests = {m: model_digest(m) for m in scenario.grid["models"]}
+    ids = [part_id(p, name, digests[p["model"]]) for p in points]
+    parts_dir = out / ".parts" / scenario.name if out is not None else None
+
+    results: list[list[dict] | None] = [None] * len(points)
+    if parts_dir is not None and resume:
+        for i, ident in enumerate(ids):
+            results[i] = load_part(parts_dir / f"{ident}.json", ident)
+    pending = [i for i, r in enumerate(results) if r is None]
+    resumed = len(points) - len(pending)
+    n_workers = _worker_count(run, len(pending), workers, executor, client)
+
+    bar = Progress(f"sweep {scenario.name}", len(points), resumed, enabled=progress)
+    bar.say(f"{len(points)} points" + (f", {resumed} loaded from {parts_dir}" if resumed else "")
+            + (f", {n_workers} worker{'s' if n_workers != 1 else ''}" if pending else "")
+            + (" on Dask" if client is not None and pending else ""))
+
+    def record(i: int, text: str) -> None:
+        rows = json.loads(text)
+        if parts_dir is not None:
+            atomic_write_text(parts_dir / f"{ids[i]}.json", part_text(ids[i], points[i], rows))
+        results[i] = rows
+        bar.advance()
+
+    try:
+        if client is not None:
+            if pending:
+                run_dask(client, run, points, pending, record)
+        elif executor is not None:
+            run_on(executor, run, points, pending, record)
+        elif n_workers <= 1:
+            for i in pending:
+                try:
+                    text = run_point_json(run, points[i])
+                except Exception as exc:
+                    raise point_error(exc, points[i]["key"])
+                record(i, text)
+        elif pending:
+            run_pool(run, points, pending, n_workers, record)
+    except KeyboardInterrupt:
+        bar.close()
+        saved = sum(r is not None for r in results) if parts_dir is not None else 0
+        raise SweepInterrupted(saved, len(points), parts_dir is not None) from None
+    finally:
+        bar.close()
+    table = sweep_table(points, results)
+    if out is not None:
+        write_outputs(table, out, scenario.name)
+    return table
+
+
+def _check_options(runner: Runner | None, workers: int | None, executor: Executor | None, client: Any) -> Runner:
+    """The runner to use, once :func:`sweep`'s options are known to fit together."""
+    if runner is None:
+        run: Runner = run_point
+    elif callable(runner):
+        run = runner
+    else:
+        raise DepgraphError(f"runner: expected a callable runner(point) -> list of dicts, got {runner!r}")
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
+        raise DepgraphError(f"workers: expected an integer >= 1 or None, got {workers!r}")
+    if executor is not None:
+        if workers is not None or client is not None:
+            raise DepgraphError("executor: runs the points itself; leave workers and client out")
+        if not callable(getattr(executor, "submit", None)):
+            raise DepgraphError(f"executor: expected a concurrent.futures executor, got {type(executor).__name__}")
+        if not picklable(run):
+            raise DepgraphError(f"runner: {runner_id(run)} cannot be sent to worker processes; define it at "
+                                "module level or leave executor out")
+    if client is not None:
+        if workers is not None:
+            raise DepgraphError("workers: a sweep on a Dask client uses the cluster's workers; leave workers out")
+        if not callable(getattr(client, "submit", None)):
+            raise DepgraphError(f"client: expected a dask.distributed.Client, got {type(client).__name__}")
+    return run
+
+
+def _worker_count(run: Runner, pending: int, workers: int | None, executor: Executor | None, client: Any) -> int:
+    if client is not None:
+        return len(getattr(client, "scheduler_info", lambda: {})().get("workers", {})) or 1
+    if executor is not None:
+        return getattr(executor, "_max_workers", 0) or 1
+    if workers is None:
+        return min(cpu_count() if picklable(run) else 1, pending)
+    if min(workers, pending) > 1 and not picklable(run):
+        raise DepgraphError(f"runner: {runner_id(run)} cannot be sent to worker processes; define it at "
+                            "module level or pass workers=1")
+    return min(workers, pending)

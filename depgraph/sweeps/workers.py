@@ -1,0 +1,88 @@
+"""How local worker processes start (no heavy imports here, so that the
+command line can start them before it loads anything else).
+
+Workers are forked from a clean fork server (``forkserver``, on Linux;
+Python 3.14's default there) that imports depgraph once, so nothing of the
+parent process is inherited and the imports are not repeated per worker
+(measured: ``depgraph reproduce`` 1.5 to 3 s faster on 2 cores than with
+fresh interpreters); elsewhere they are fresh interpreters (``spawn``).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+from concurrent.futures import ProcessPoolExecutor
+
+from ..errors import DepgraphError
+
+#: What the fork server imports once for every worker it forks.
+PRELOAD = ("depgraph.sweeps.runner", "depgraph.sweeps.points")
+#: And for ``depgraph reproduce``, whose workers also draw the figures.
+FIGURES = ("matplotlib.figure", "matplotlib.backends.backend_agg")
+
+
+def start_method(extra: tuple[str, ...] = ()):
+    """The multiprocessing context workers start with, the fork server set to
+    import :data:`PRELOAD` and ``extra`` (added to anything already asked for)."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    ctx = multiprocessing.get_context("forkserver")
+    from multiprocessing import forkserver
+
+    current = list(getattr(getattr(forkserver, "_forkserver", None), "_preload_modules", None) or ["__main__"])
+    ctx.set_forkserver_preload(current + [m for m in PRELOAD + extra if m not in current])  # keep anyone else's
+    return ctx
+
+
+def warm_up(extra: tuple[str, ...] = ()) -> None:
+    """Start the fork server now, so that it imports what workers need while
+    this process loads the rest (``depgraph reproduce``: about a second
+    sooner on 2 cores). Nothing happens where there is no fork server, or
+    once it runs."""
+    ctx = start_method(extra)
+    if ctx.get_start_method() == "forkserver":
+        from multiprocessing import forkserver
+
+        forkserver.ensure_running()
+
+
+def cpu_count() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - macOS, Windows
+        return os.cpu_count() or 1
+
+
+def _ignore_sigint() -> None:
+    # Ctrl-C reaches the whole process group; only the parent acts on it.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def worker_pool(workers: int | None = None) -> ProcessPoolExecutor:
+    """Local worker processes as :func:`sweep` starts them (``forkserver``, else ``spawn``; Ctrl-C
+    left to this process), to share between several sweeps and other tasks:
+    ``with worker_pool() as pool: sweep(a, executor=pool); sweep(b, executor=pool)``
+    starts the interpreters once. ``workers`` defaults to one per available CPU."""
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
+        raise DepgraphError(f"workers: expected an integer >= 1 or None, got {workers!r}")
+    return ProcessPoolExecutor(max_workers=workers or cpu_count(), mp_context=start_method(),
+                               initializer=_ignore_sigint)
+
+
+def stop_pool(pool: ProcessPoolExecutor) -> None:
+    """Cancel what has not started and end the workers now."""
+    if hasattr(pool, "terminate_workers"):  # Python 3.14+
+        pool.terminate_workers()
+        return
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    manager = getattr(pool, "_executor_manager_thread", None)
+    pool.shutdown(wait=False, cancel_futures=True)
+    for p in processes:
+        if p.is_alive():
+            p.terminate()
+    # The pool's manager thread sees the workers die and reaps them; joining
+    # them here as well would race it for their exit status.
+    if manager is not None:
+        manager.join(timeout=30)
