@@ -22,10 +22,10 @@ _EXPORTS: dict[str, str] = {
     **dict.fromkeys(("Anomaly", "find_anomalies"), "anomalies"),
     **dict.fromkeys(("ConfigError", "CycleError", "DepgraphError", "GraphError"), "errors"),
     # core: the event graph, policies, the scheduler
-    **dict.fromkeys(("EDGE_KINDS", "NODE_KINDS", "validate_graph"), "core.graph"),
+    **dict.fromkeys(("EDGE_KINDS", "NODE_KINDS"), "core.graph"),
     **dict.fromkeys(("POLICIES", "POLICY_NAMES", "Policy", "get_policy"), "core.policies"),
     **dict.fromkeys(("CompiledGraph", "Schedule", "breakdown", "compile_graph", "critical_path", "frontier",
-                     "frontier_width_max", "schedule"), "core.scheduler"),
+                     "frontier_width_max", "schedule", "validate_graph"), "core.scheduler"),
     **dict.fromkeys(("EventTable",), "core.table"),
     # specs: models, hardware, costs
     **dict.fromkeys(("CostModel",), "specs.cost"),

@@ -36,7 +36,6 @@ note above :class:`_Case`).
 
 from __future__ import annotations
 
-import argparse
 import json
 import random
 from dataclasses import dataclass, field, replace
@@ -193,18 +192,18 @@ class Anomaly:
         """
         from graphviz import Digraph
 
-        from .io.draw import _lib_text, draw
+        from .io.draw import draw, label_text
 
         rankdir = one_of("rankdir", rankdir, ("TB", "LR", "BT", "RL"))
         out = Digraph(name="anomaly")
         out.attr("graph", rankdir=rankdir, newrank="true", fontname="Helvetica", fontsize="12", labelloc="t",
-                 label=_lib_text(self.describe().splitlines()[0]))
+                 label=label_text(self.describe().splitlines()[0]))
         for tag, S in (("baseline", self.baseline_schedule), ("variant", self.variant_schedule)):
             H, S2 = _relabelled(S, f"{tag}:")
             body = draw(H, schedule=S2, rankdir=rankdir).body
             with out.subgraph(name=f"cluster_{tag}") as box:
                 box.body.extend(line.replace("subgraph cluster", f"subgraph cluster_{tag}") for line in body)
-                box.attr(label=_lib_text(self._side_title(tag)), style="rounded,bold", fontsize="12",
+                box.attr(label=label_text(self._side_title(tag)), style="rounded,bold", fontsize="12",
                          color="#d62728" if tag == "variant" else "#636363")
         return out
 

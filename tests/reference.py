@@ -19,7 +19,7 @@ import pandas as pd
 
 from depgraph.errors import CycleError, GraphError
 from depgraph.core import _kernel
-from depgraph.core.graph import _check_duration
+from depgraph.core.graph import check_duration
 from depgraph.core.scheduler import RESOURCE_RULES
 
 __all__ = ["compile_graph", "resolve_resources", "schedule", "frontier", "RefSchedule"]
@@ -48,7 +48,7 @@ def compile_graph(G: nx.DiGraph, *, weight: str = "duration_s") -> CompiledGraph
     if not isinstance(G, nx.DiGraph) or G.is_multigraph():
         raise GraphError(f"graph: expected a networkx.DiGraph, got {type(G).__name__}")
     position = {n: i for i, n in enumerate(G.nodes)}
-    durations = [_check_duration(n, d, weight) for n, d in G.nodes(data=weight)]
+    durations = [check_duration(n, d, weight) for n, d in G.nodes(data=weight)]
     indegree = [0] * len(position)
     for _, v in G.edges():
         indegree[position[v]] += 1

@@ -38,8 +38,8 @@ import networkx as nx
 
 from ..errors import GraphError
 
-__all__ = ["NODE_KINDS", "EDGE_KINDS", "EventGraph", "validate_graph", "add_event", "add_dep", "event_attrs",
-           "MAX_EVENTS", "check_graph_size"]
+__all__ = ["NODE_KINDS", "EDGE_KINDS", "EventGraph", "add_event", "add_dep", "event_attrs", "MAX_EVENTS",
+           "check_duration", "check_graph_size"]
 
 #: The largest event graph a builder makes as a networkx graph (about 1 KB of memory per event).
 MAX_EVENTS = 5_000_000
@@ -114,17 +114,8 @@ def check_graph_size(field: str, count: int, events_each: int, *, unit: str) -> 
             f"so at most {MAX_EVENTS // events_each:,} {unit} here")
 
 
-def validate_graph(G: nx.DiGraph, *, weight: str = "duration_s") -> nx.DiGraph:
-    """Check that ``G`` is a DAG whose nodes carry finite, non-negative
-    ``weight``; return ``G``. Raises :class:`~depgraph.errors.GraphError`
-    (or :class:`~depgraph.errors.CycleError`) naming the offending nodes."""
-    from .scheduler import compile_graph  # the compiler does the checks
-
-    compile_graph(G, weight=weight)
-    return G
-
-
-def _check_duration(node: Hashable, value: Any, weight: str) -> float:
+def check_duration(node: Hashable, value: Any, weight: str) -> float:
+    """``value`` as a finite duration >= 0, or a GraphError naming ``node`` and ``weight``."""
     if value is None:
         raise GraphError(f"node {node!r}: {weight}: missing (every node needs a finite duration >= 0)")
     try:

@@ -33,7 +33,7 @@ from .table import POLICY, EventTable, apply_policy, cached, remember
 from ..errors import CycleError, GraphError
 
 __all__ = ["CompiledGraph", "EventTable", "compile_graph", "resolve_resources", "Schedule", "schedule",
-           "critical_path", "breakdown", "frontier", "frontier_width_max"]
+           "critical_path", "breakdown", "frontier", "frontier_width_max", "validate_graph"]
 
 
 class CompiledGraph:
@@ -619,3 +619,11 @@ def _frontier_steps(S: Schedule, admitted: bool, kinds: tuple[str, ...] | None) 
     if times[0] > 0:
         times, width = np.concatenate(([0.0], times)), np.concatenate(([0], width))
     return times, width
+
+
+def validate_graph(G: nx.DiGraph, *, weight: str = "duration_s") -> nx.DiGraph:
+    """Check that ``G`` is a DAG whose nodes carry finite, non-negative
+    ``weight``; return ``G``. Raises :class:`~depgraph.errors.GraphError`
+    (or :class:`~depgraph.errors.CycleError`) naming the offending nodes."""
+    compile_graph(G, weight=weight)  # the compiler does the checks
+    return G

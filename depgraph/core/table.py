@@ -27,7 +27,7 @@ import networkx as nx
 import numpy as np
 
 from ._kernel import SMALL_GRAPH_EDGES
-from .graph import EDGE_KINDS, _check_duration
+from .graph import EDGE_KINDS, check_duration
 
 __all__ = ["EventTable", "TableBuilder", "PolicyOverlay", "apply_policy", "EDGE_CODES"]
 
@@ -46,7 +46,7 @@ def _durations(names: list, attrs: list[dict], weight: str) -> np.ndarray:
         if np.all(np.isfinite(durations)) and np.all(durations >= 0):
             return durations
     # the slow way, for the error message or unusual number types
-    return np.asarray([_check_duration(n, v, weight) for n, v in zip(names, values)], dtype=np.float64)
+    return np.asarray([check_duration(n, v, weight) for n, v in zip(names, values)], dtype=np.float64)
 
 
 def edge_code(kind: Any) -> int:
@@ -122,7 +122,7 @@ class EventTable:
         position = dict(self.positions)
         for n, _ in nodes:
             position[n] = len(position)
-        durations = [_check_duration(n, d.get(self.weight), self.weight) for n, d in nodes]
+        durations = [check_duration(n, d.get(self.weight), self.weight) for n, d in nodes]
         src = [position[u] for u, _, _ in edges]
         dst = [position[v] for _, v, _ in edges]
         kinds = [edge_code(d.get("kind")) for _, _, d in edges]

@@ -141,7 +141,7 @@ def _esc(text: Any) -> str:
     return str(text).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\r", "")
 
 
-def _lib_text(text: Any):
+def label_text(text: Any):
     """``text`` for an attribute the graphviz library quotes itself."""
     import graphviz
 
@@ -362,7 +362,7 @@ def draw(
         title.append(f"TTFT {schedule.ttft_s * 1e3:.3f} ms")
     dot = Digraph(name="depgraph")
     dot.attr("graph", rankdir=rankdir, newrank="true", nodesep="0.15", ranksep="0.3", fontname="Helvetica",
-             fontsize="11", label=_lib_text(", ".join(title)), labelloc="t")
+             fontsize="11", label=label_text(", ".join(title)), labelloc="t")
     dot.attr("node", fontname="Helvetica", fontsize="9", height="0.3", margin="0.06,0.03")
     dot.attr("edge", arrowsize="0.6")
 
@@ -404,7 +404,7 @@ def draw(
             sub_id = f"{cid}_{k}"
             with graph.subgraph(name=sub_id) as sub:
                 nested = len(child) > 1
-                sub.attr(label=_lib_text(_cluster_label(attr, value)), style="rounded,dashed" if nested else "rounded",
+                sub.attr(label=label_text(_cluster_label(attr, value)), style="rounded,dashed" if nested else "rounded",
                          color="#9e9e9e" if nested else "#636363", fontsize="10", fontname="Helvetica")
                 emit(sub, child, sub_id)
 
