@@ -14,10 +14,10 @@ schedules, ready to draw side by side (:meth:`Anomaly.drawing`,
 
 What counts as slower, for each workload family:
 
-``interleaved``, ``pipeline``, ``single_request``, ``speculative``
+``interleaved``, ``pipeline``, ``single``, ``speculative``
     some request's first token finishes later (its TTFT grows by more than a
     relative 1e-12, the float rounding of sums along different paths);
-``continuous_batching``
+``batch`` (continuous batching)
     the new request's TTFT grows, or the running requests are stalled longer
     (:func:`~depgraph.workloads.stall_s`): a finer policy can let the new
     request join an earlier step under ``hook_scope="batch"``, and the whole
@@ -29,7 +29,7 @@ note above :class:`_Case`).
 
 >>> import depgraph as dg
 >>> from depgraph.anomalies import find_anomalies
->>> found = find_anomalies("single_request", max_examples=5)   # one request: nothing to find
+>>> found = find_anomalies("single", max_examples=5)   # one request: nothing to find
 >>> found
 []
 """
@@ -50,16 +50,16 @@ from .errors import ConfigError
 from .specs.models import model_from_config
 from .core.policies import POLICY_NAMES
 from .core.scheduler import Schedule, schedule
-from .workloads import (ADMISSIONS, HOOK_SCOPES, LINK_RULES, TIMINGS, continuous_batching, interleaved, pipeline,
-                        single_request, speculative, stall_s)
+from .specs.hardware import gbps_text
+from .workloads import ADMISSIONS, HOOK_SCOPES, LINK_RULES, TIMINGS, stall_s
+from .workloads.interleaved import PREFILL_MODES
+from .workloads.registry import GRAPH_WORKLOADS, WORKLOADS, get_workload
 
 __all__ = ["Anomaly", "FAMILIES", "KINDS", "find_anomalies", "workload_name"]
 
-#: Workload families that can be searched, by builder name.
-FAMILIES: tuple[str, ...] = ("interleaved", "continuous_batching", "pipeline", "single_request", "speculative")
-_ALIASES = {"batch": "continuous_batching", "single": "single_request"}
-_BUILDERS = {"interleaved": interleaved, "continuous_batching": continuous_batching, "pipeline": pipeline,
-             "single_request": single_request, "speculative": speculative}
+#: Workload families that can be searched: the registry's event-graph workloads
+#: (the builders' names ``single_request``, ``continuous_batching`` are aliases).
+FAMILIES: tuple[str, ...] = GRAPH_WORKLOADS
 #: What changes between the two schedules compared.
 KINDS: tuple[str, ...] = ("policy", "bandwidth")
 
@@ -286,7 +286,7 @@ def _relabelled(S: Schedule, prefix: str) -> tuple[nx.DiGraph, Schedule]:
 def _latencies(S: Schedule, family: str) -> dict[Any, tuple[str, float, float]]:
     """For each request: (metric, value, scale); ``scale`` sets the slack."""
     out = {r: ("ttft", t, t) for r, t in S.ttft_by_request.items()}
-    if family == "continuous_batching":
+    if family == "batch":  # the running requests' stall counts too
         out["batch"] = ("stall", stall_s(S), S.ttft_s)
     return out
 
@@ -337,7 +337,7 @@ class _Case:
         return _config(self.model_family, self.layers, dict(self.dims))
 
     def params(self) -> dict:
-        return {"prompt_tokens": self.prompt_tokens, "link": _gbps_text(self.link_tenths), "mfu": self.mfu,
+        return {"prompt_tokens": self.prompt_tokens, "link": gbps_text(self.link_tenths), "mfu": self.mfu,
                 "timing": self.timing, **dict(self.workload)}
 
 
@@ -362,10 +362,6 @@ def _config(family: str, layers: tuple[str, ...], d: dict) -> dict:
     return cfg
 
 
-def _gbps_text(tenths: int) -> str:
-    return f"{tenths // 10}.{tenths % 10}gbps"
-
-
 def _log_uniform_int(rnd: random.Random, lo: int, hi: int) -> int:
     return min(hi, max(lo, round(lo * (hi / lo) ** rnd.random())))
 
@@ -388,8 +384,8 @@ def _random_case(rnd: random.Random, family: str, kind: str) -> _Case:
     faster = min(_MAX_TENTHS * 2, slow + _log_uniform_int(rnd, 1, _MAX_TENTHS)) if kind == "bandwidth" else 0
     if family == "interleaved":
         workload = {"requests": rnd.randint(1, 4), "rule": rnd.choice(LINK_RULES),
-                    "prefill": rnd.choice(("parallel", "serial"))}
-    elif family == "continuous_batching":
+                    "prefill": rnd.choice(PREFILL_MODES)}
+    elif family == "batch":
         workload = {"batch": rnd.randint(1, 8), "admission": rnd.choice(ADMISSIONS),
                     "hook_scope": rnd.choice(HOOK_SCOPES), "phase": round(rnd.random(), 3) % 1.0}
     elif family == "pipeline":
@@ -431,11 +427,12 @@ def _shrink_moves(case: _Case):
 def _schedule_case(family: str, case: _Case, policy: str, *, faster: bool = False) -> Schedule:
     params = case.params()
     if faster:
-        params["link"] = _gbps_text(case.faster_tenths)
+        params["link"] = gbps_text(case.faster_tenths)
     model = _model(json.dumps(case.config(), sort_keys=True))
-    if family == "continuous_batching":  # the builder applies the policy: which step the request joins depends on it
-        return schedule(_BUILDERS[family](model, **params, policy=policy))
-    return schedule(_BUILDERS[family](model, **params), policy=policy)
+    workload = WORKLOADS[family]
+    if workload.applies_policy:  # which step the request joins depends on the policy
+        return schedule(workload.build(model, **params, policy=policy))
+    return schedule(workload.build(model, **params), policy=policy)
 
 
 @lru_cache(maxsize=256)
@@ -487,18 +484,15 @@ def _anomaly(family: str, kind: str, key: tuple[str, ...], case: _Case) -> Anoma
     if kind == "policy":
         baseline, variant, policy = key[0], key[1], None
     else:
-        baseline, variant, policy = _gbps_text(case.link_tenths), _gbps_text(case.faster_tenths), key[0]
+        baseline, variant, policy = gbps_text(case.link_tenths), gbps_text(case.faster_tenths), key[0]
     return Anomaly(family=family, kind=kind, baseline=baseline, variant=variant, params=case.params(),
                    config=case.config(), request=request, metric=metric, baseline_s=x, variant_s=y,
                    baseline_schedule=S_base, variant_schedule=S_var, policy=policy, _case=case)
 
 
 def workload_name(family: Any) -> str:
-    name = _ALIASES.get(family.strip().lower(), family) if isinstance(family, str) else None
-    try:
-        return one_of("family", name, FAMILIES)
-    except ConfigError:
-        raise ConfigError(f"family: expected one of {', '.join(FAMILIES)} (or batch, single); got {family!r}") from None
+    """The registry's name of the workload family ``family`` (an alias allowed)."""
+    return get_workload(family, field="family", among=FAMILIES).name
 
 
 def find_anomalies(family: str, *, kind: str = "policy", max_examples: int = 200, seed: int = 0,
@@ -509,10 +503,10 @@ def find_anomalies(family: str, *, kind: str = "policy", max_examples: int = 200
     Parameters
     ----------
     family
-        ``"interleaved"`` (``K`` requests on one link), ``"continuous_batching"``
-        (``"batch"``: a request joining a running batch at step boundaries),
-        ``"pipeline"``, ``"single_request"`` (``"single"``) or
-        ``"speculative"``.
+        ``"interleaved"`` (``K`` requests on one link), ``"batch"`` (a
+        request joining a running batch at step boundaries), ``"pipeline"``,
+        ``"single"`` or ``"speculative"``; the builders' names
+        ``"continuous_batching"`` and ``"single_request"`` are aliases.
     kind
         ``"policy"``: compare every coarser/finer pair of policies on the
         same workload. ``"bandwidth"``: compare two line rates under each
@@ -557,7 +551,8 @@ def find_anomalies(family: str, *, kind: str = "policy", max_examples: int = 200
         raise ConfigError(f"seed: expected an integer, got {seed!r}")
     if max_anomalies is not None:
         max_anomalies = positive_int("max_anomalies", max_anomalies, upper=_MAX_EXAMPLES)
-    rnd = random.Random(f"depgraph.anomalies:{family}:{kind}:{seed}")  # str seeds hash the same in every process
+    # str seeds hash the same in every process; keyed on the builder's name, as since the first release
+    rnd = random.Random(f"depgraph.anomalies:{WORKLOADS[family].builder.__name__}:{kind}:{seed}")
     keys = _comparisons(family, kind)
     found: dict[tuple, Anomaly] = {}
     for _ in range(max_examples):

@@ -41,23 +41,27 @@ def _add_request_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--policy", default="layer", help="compute-then-move, global, layer or component (default layer)")
     p.add_argument("--gpu", default=None, help="GPU from the catalog (default: the calibration device)")
     p.add_argument("--kv-dtype", default=None, help="store KV in this dtype, e.g. fp8")
-    w = p.add_argument_group("workload")
-    w.add_argument("--workload", default="single", help="single, speculative, batch, interleaved or pipeline")
-    w.add_argument("--batch", type=_number(int, "--batch"), default=8, metavar="C",
-                   help="running requests in the batch (batch workload, default 8)")
-    w.add_argument("--admission", default="step", help="batch: step or async (default step)")
-    w.add_argument("--hook-scope", default="request", help="batch: batch or request (default request)")
-    w.add_argument("--phase", type=_number(float, "--phase"), default=None,
-                   help="batch: fraction of the running step already elapsed at arrival, in [0, 1); "
-                        "default: the expectation over a uniform phase")
-    w.add_argument("--interleave", type=_number(int, "--interleave"), default=4, metavar="K",
-                   help="interleaved: requests sharing the link (default 4)")
-    w.add_argument("--rule", default="fifo", help="interleaved: fifo, request-order or layer-round-robin")
-    w.add_argument("--stages", type=_number(int, "--stages"), default=2, metavar="P",
-                   help="pipeline: stages (default 2)")
-    w.add_argument("--shared-link", action="store_true", help="pipeline: one link for all stages")
-    w.add_argument("--spec-k", type=_number(int, "--spec-k"), default=3, metavar="K",
-                   help="speculative: draft candidates (default 3)")
+    _add_workload_args(p.add_argument_group("workload"))
+
+
+def _add_workload_args(group) -> None:
+    """``--workload`` and one flag per parameter of the event-graph workloads
+    (:mod:`depgraph.workloads.registry`). Each flag defaults to None here, the
+    registry's default is filled in by :func:`_point` (so ``--phase`` left out
+    can mean the expectation over a uniform phase)."""
+    from .workloads.registry import GRAPH_WORKLOADS, WORKLOADS, workload_names
+
+    group.add_argument("--workload", default="single", help=f"{workload_names(GRAPH_WORKLOADS)} (default single)")
+    for name in GRAPH_WORKLOADS:
+        for param in WORKLOADS[name].params:
+            default = "the expectation over a uniform phase" if param.name == "phase" else param.default
+            text = f"{name}: {param.help} (default {default})"
+            if param.kind == "bool":
+                group.add_argument(param.flag, action="store_true", default=None, help=text)
+            else:
+                kind = {"int": int, "float": float}.get(param.kind)
+                group.add_argument(param.flag, type=_number(kind, param.flag) if kind else str, default=None,
+                                   metavar=param.name.upper() if kind else None, help=text)
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -270,10 +274,11 @@ def run_capacity_command(args: argparse.Namespace) -> int:
 def add_anomalies_command(subparsers) -> argparse.ArgumentParser:
     """Add ``depgraph anomalies FAMILY [--kind K] [--max-examples N] [--seed S] [-o DIR]``."""
     from .anomalies import FAMILIES
+    from .workloads.registry import workload_names
 
     p = subparsers.add_parser("anomalies", help="search a workload family for cases where a finer policy or "
                                                 "more bandwidth makes a request slower")
-    p.add_argument("family", help=f"{', '.join(FAMILIES)} (or batch, single)")
+    p.add_argument("family", help=workload_names(FAMILIES))
     p.add_argument("--kind", default="policy", help="policy (finer readiness) or bandwidth (faster link); default policy")
     p.add_argument("--max-examples", type=int, default=200, metavar="N",
                    help="random cases to try (default 200; bandwidth anomalies are rarer, try 2000)")
@@ -287,7 +292,7 @@ def run_anomalies_command(args) -> int:
     """Run ``depgraph anomalies``; prints one or two lines per anomaly found.
 
     >>> main(["anomalies", "single", "--max-examples", "5"])
-    single_request: no policy anomaly found (5 examples, seed 0)
+    single: no policy anomaly found (5 examples, seed 0)
     0
     """
     from ._validate import one_of
@@ -326,18 +331,19 @@ def _cost(args):
     return CostModel(**kwargs)
 
 
-_WORKLOADS = ("single", "speculative", "batch", "interleaved", "pipeline")
 
 
 def _point(args) -> dict:
-    from ._validate import one_of
+    """The point the request commands show: the grid fields and every
+    workload parameter, the flags given or the registry's defaults."""
     from .specs.models import load_model
+    from .workloads.registry import GRAPH_WORKLOADS, WORKLOADS, get_workload
 
-    workload = one_of("--workload", args.workload, _WORKLOADS)
+    workload = get_workload(args.workload, field="--workload", among=GRAPH_WORKLOADS).name
+    params = {p.name: p.default if getattr(args, p.name) is None else getattr(args, p.name)
+              for name in GRAPH_WORKLOADS for p in WORKLOADS[name].params}
     return {"model": load_model(args.model, kv_dtype=args.kv_dtype), "prompt_tokens": args.prompt_tokens,
-            "link": args.link, "mfu": args.mfu, "timing": args.timing, "workload": workload, "batch": args.batch,
-            "hook_scope": args.hook_scope, "interleave": args.interleave, "rule": args.rule,
-            "stages": args.stages, "shared_link": args.shared_link, "spec_k": args.spec_k}
+            "link": args.link, "mfu": args.mfu, "timing": args.timing, "workload": workload, **params}
 
 
 def _scheduled(args):
@@ -345,11 +351,13 @@ def _scheduled(args):
     from .sweeps.points import build
     from .core.scheduler import schedule
 
+    from .workloads.registry import WORKLOADS
+
     point = _point(args)
-    kw = {"policy": args.policy, "admission": args.admission,
-          "phase": 0.5 if args.phase is None else args.phase} if point["workload"] == "batch" else {}
+    applies = WORKLOADS[point["workload"]].applies_policy
+    kw = {"policy": args.policy, "admission": point["admission"], "phase": point["phase"]} if applies else {}
     G = build(point, cost=_cost(args), **kw)
-    return schedule(G, policy=None if point["workload"] == "batch" else args.policy), point
+    return schedule(G, policy=None if applies else args.policy), point
 def _cmd_models(args) -> int:
     from .specs.models import catalog, handoff_bytes, load_model
 
@@ -405,12 +413,12 @@ def _cmd_ttft(args) -> int:
     }
     if len(S.ttft_by_request) > 1:
         out["ttft_by_request_s"] = {str(r): v for r, v in S.ttft_by_request.items()}
-    if point["workload"] == "batch":
-        out.update(batch=args.batch, admission=G.graph["admission"], hook_scope=G.graph["hook_scope"],
+    if point["workload"] == "batch":  # the one workload with a running batch to stall
+        out.update(batch=point["batch"], admission=G.graph["admission"], hook_scope=G.graph["hook_scope"],
                    step_s=G.graph["step_s"], stall_s=stall_s(S), phase=args.phase)
-        if args.admission == "step" and args.phase is None:  # the expectation over a uniform phase
+        if point["admission"] == "step" and args.phase is None:  # the expectation over a uniform phase
             e = expected_step_admission(point["model"], prompt_tokens=args.prompt_tokens, link=args.link,
-                                        timing=args.timing, cost=_cost(args), batch=args.batch, policy=args.policy)
+                                        timing=args.timing, cost=_cost(args), batch=point["batch"], policy=args.policy)
             scope = G.graph["hook_scope"]
             out.update(phase="expected", ttft_s=e[f"ttft_{scope}_s"],
                        stall_s=e["stall_batch_s"] if scope == "batch" else 0.0)

@@ -31,7 +31,7 @@ time to first token.
 >>> import depgraph as dg
 >>> import depgraph.strategies as dgst
 >>> @settings(max_examples=5, derandomize=True, database=None)
-... @given(dgst.workloads(kinds="single_request"))
+... @given(dgst.workloads(kinds="single"))
 ... def finer_is_never_slower(G):
 ...     t = [dg.schedule(G, policy=p).ttft_s for p in dg.POLICY_NAMES]  # coarsest first
 ...     assert all(fine <= coarse * (1 + 1e-12) for coarse, fine in zip(t, t[1:]))
@@ -62,12 +62,13 @@ except ImportError as exc:  # pragma: no cover - hypothesis is a test extra
 import networkx as nx
 
 from .core.graph import EDGE_KINDS, NODE_KINDS
-from .specs.hardware import Link, link_names, load_link
+from .specs.hardware import Link, gbps_text, link_names, load_link
 from .specs.models import COMPONENTS, ModelSpec, load_model, model_from_config
 from .core.policies import POLICY_NAMES, Policy
 from .core.scheduler import schedule
-from .workloads import (ADMISSIONS, HOOK_SCOPES, LINK_RULES, TIMINGS, continuous_batching, interleaved, pipeline,
-                        single_request, speculative)
+from .workloads import ADMISSIONS, HOOK_SCOPES, LINK_RULES, TIMINGS
+from .workloads.interleaved import PREFILL_MODES
+from .workloads.registry import ALIASES, GRAPH_WORKLOADS, WORKLOADS, workload_names
 
 __all__ = [
     "FAMILIES",
@@ -90,15 +91,12 @@ __all__ = [
 FAMILIES: tuple[str, ...] = ("qwen3-next", "nemotron-h", "dense")
 _HYBRID_FAMILIES = ("qwen3-next", "nemotron-h")
 
-#: Workload builders by name, in the order :func:`workload_params` shrinks towards.
-BUILDERS: dict[str, Callable[..., nx.DiGraph]] = {
-    "single_request": single_request,
-    "speculative": speculative,
-    "pipeline": pipeline,
-    "interleaved": interleaved,
-    "continuous_batching": continuous_batching,
-}
-WORKLOAD_KINDS: tuple[str, ...] = tuple(BUILDERS)
+#: The workloads that build an event graph, by their registry names (the
+#: builders' names ``single_request`` and ``continuous_batching`` are accepted
+#: as aliases), in the order :func:`workload_params` shrinks towards.
+WORKLOAD_KINDS: tuple[str, ...] = GRAPH_WORKLOADS
+#: Their builders (:mod:`depgraph.workloads.registry`).
+BUILDERS: dict[str, Callable[..., nx.DiGraph]] = {name: WORKLOADS[name].builder for name in GRAPH_WORKLOADS}
 
 # The loaders' own limits (models.py, single.py, hardware.py).
 _MAX_LAYERS = 10_000
@@ -441,15 +439,6 @@ def links(*, min_gbps: float = 1.0, max_gbps: float = 3600.0,
     return st.one_of(options)
 
 
-def gbps_text(tenths: int) -> str:
-    """A line rate of ``tenths`` tenths of a Gbit/s, as :func:`depgraph.load_link` reads it.
-
-    >>> gbps_text(255), gbps_text(10)
-    ('25.5gbps', '1.0gbps')
-    """
-    return f"{tenths // 10}.{tenths % 10}gbps"
-
-
 def _link_object(gbps: float) -> Link:
     return Link(name=f"{gbps!r}gbps", bandwidth_gbps=gbps, description="drawn by depgraph.strategies")
 
@@ -524,9 +513,10 @@ def workload_params(
     Parameters
     ----------
     kinds
-        Builders to draw from, by name: ``"single_request"``,
-        ``"speculative"``, ``"pipeline"``, ``"interleaved"``,
-        ``"continuous_batching"`` (one name or a sequence; default all).
+        Workloads to draw from, by name: ``"single"``, ``"speculative"``,
+        ``"batch"``, ``"interleaved"``, ``"pipeline"`` (or the aliases
+        ``"single_request"``, ``"continuous_batching"``; one name or a
+        sequence; default all). The pairs carry the registry's name.
     model
         A :class:`~depgraph.models.ModelSpec`, a catalog name, or a strategy
         (default ``models(num_layers=st.integers(1, 4))``).
@@ -555,7 +545,7 @@ def workload_params(
     ...     assert G.graph["workload"] == "interleaved"
     >>> builds()
     """
-    kinds = WORKLOAD_KINDS if kinds is None else _check_choices("kinds", kinds, WORKLOAD_KINDS)
+    kinds = WORKLOAD_KINDS if kinds is None else _check_kinds(kinds)
     limits = {name: _check_int(name, value, 1, 64) for name, value in
               (("max_requests", max_requests), ("max_batch", max_batch), ("max_stages", max_stages),
                ("max_spec_k", max_spec_k))}
@@ -584,12 +574,24 @@ def _params(draw, kinds: tuple[str, ...], model_s, prompt_s, link_s, mfu_s, timi
                   shared_link=draw(st.booleans()))
     elif kind == "interleaved":
         kw.update(requests=draw(st.integers(1, limits["max_requests"])), rule=draw(st.sampled_from(LINK_RULES)),
-                  prefill=draw(st.sampled_from(("parallel", "serial"))))
-    elif kind == "continuous_batching":
+                  prefill=draw(st.sampled_from(PREFILL_MODES)))
+    elif kind == "batch":
         kw.update(batch=draw(st.integers(1, limits["max_batch"])), admission=draw(st.sampled_from(ADMISSIONS)),
                   hook_scope=draw(st.sampled_from(HOOK_SCOPES)), phase=draw(st.floats(0.0, 1.0, exclude_max=True)),
                   policy=draw(st.sampled_from(POLICY_NAMES)))
     return kind, kw
+
+
+def _check_kinds(kinds: Any) -> tuple[str, ...]:
+    """Workload names (aliases allowed), as registry names without repeats."""
+    names = (kinds,) if isinstance(kinds, str) else kinds
+    if isinstance(names, (list, tuple)):
+        names = tuple(ALIASES.get(n, n) if isinstance(n, str) else n for n in names)
+    try:
+        return _check_choices("kinds", names, WORKLOAD_KINDS)
+    except InvalidArgument:
+        raise _fail("kinds", f"one of {workload_names(WORKLOAD_KINDS)}, or a non-empty sequence of them",
+                    kinds) from None
 
 
 def _check_timing(name: str, value: Any) -> str:
@@ -607,7 +609,7 @@ def build_workload(params: tuple[str, dict]) -> nx.DiGraph:
     ('pipeline', 2)
     """
     kind, kwargs = params
-    return BUILDERS[kind](**kwargs)
+    return BUILDERS[ALIASES.get(kind, kind)](**kwargs)
 
 
 def workloads(**kwargs: Any) -> SearchStrategy[nx.DiGraph]:
@@ -787,7 +789,7 @@ def schedules(*, graphs: SearchStrategy[nx.DiGraph] | None = None,
 def _scheduled_workloads(draw, params: SearchStrategy, policies: SearchStrategy):
     kind, kwargs = draw(params)
     pol = draw(policies)
-    if kind == "continuous_batching":
+    if WORKLOADS[kind].applies_policy:  # the builder applies the policy itself
         if pol is not None:
             kwargs = {**kwargs, "policy": pol}
         return schedule(build_workload((kind, kwargs)))

@@ -109,7 +109,7 @@ def test_a_finer_policy_can_stall_a_running_batch():
     # Under batch-scope hooks a finer policy admits the new request at an
     # earlier step boundary, and the whole batch then waits inside that step
     # for state still on the link; the coarser policy joins later, unstalled.
-    assert (a.family, a.metric, a.request) == ("continuous_batching", "stall", "batch")
+    assert (a.family, a.metric, a.request) == ("batch", "stall", "batch")
     assert a.params["admission"] == "step" and a.params["hook_scope"] == "batch"
     assert a.baseline_s == 0.0 < a.variant_s
     joined = [S.graph.graph["join_step"] for S in (a.baseline_schedule, a.variant_schedule)]
@@ -174,4 +174,4 @@ def test_cli_prints_each_anomaly_and_writes_its_pictures(capsys, tmp_path):
 
 def test_cli_says_when_nothing_is_found(capsys):
     code, out = run_cli(capsys, "single", "--max-examples", "20")
-    assert code == 0 and out == "single_request: no policy anomaly found (20 examples, seed 0)\n"
+    assert code == 0 and out == "single: no policy anomaly found (20 examples, seed 0)\n"

@@ -22,7 +22,7 @@ import depgraph.strategies as dgst
 REL_SLACK = 1e-12
 FINEST_FIRST = tuple(reversed(dg.POLICY_NAMES))
 # Workloads with one request: the link carries only that request's sends.
-ONE_REQUEST = ("single_request", "speculative", "pipeline")
+ONE_REQUEST = ("single", "speculative", "pipeline")
 
 
 def no_later(a: float, b: float) -> bool:
@@ -60,7 +60,8 @@ BAD_ARGUMENTS = [
     (dgst.mfus, {"min_mfu": 0}, "min_mfu"),
     (dgst.mfus, {"max_mfu": 1.5}, "max_mfu"),
     (dgst.mfus, {"min_mfu": 0.5, "max_mfu": 0.2}, "min_mfu"),
-    (dgst.workload_params, {"kinds": "batch"}, "kinds"),
+    (dgst.workload_params, {"kinds": "training"}, "kinds"),
+    (dgst.workload_params, {"kinds": "loadtest"}, "kinds"),  # no event graph to build
     (dgst.workload_params, {"kinds": []}, "kinds"),
     (dgst.workload_params, {"max_requests": 0}, "max_requests"),
     (dgst.workload_params, {"max_batch": 65}, "max_batch"),
@@ -189,7 +190,8 @@ def test_workload_params_build_valid_graphs(params):
     kind, kwargs = params
     G = dgst.build_workload(params)
     assert dg.validate_graph(G) is G and nx.is_directed_acyclic_graph(G)
-    assert G.graph["workload"] == {"single_request": "single_request", "continuous_batching": "batch"}.get(kind, kind)
+    assert kind in dgst.WORKLOAD_KINDS  # the registry's names, never an alias
+    assert G.graph["workload"] == {"single": "single_request"}.get(kind, kind)
     assert {k for _, k in G.nodes(data="kind")} <= set(dg.NODE_KINDS)
     assert {k for _, _, k in G.edges(data="kind")} <= set(dg.EDGE_KINDS)
     assert kwargs.get("requests", 1) <= 4 and kwargs.get("batch", 1) <= 8
@@ -421,7 +423,7 @@ def test_with_a_shared_resource_a_shorter_node_can_lengthen_the_makespan():
 @given(dgst.workload_params(), st.sampled_from(dg.POLICY_NAMES))
 def test_same_inputs_give_identical_graphs_and_schedules(params, policy):
     kind, kwargs = params
-    if kind == "continuous_batching":
+    if kind == "batch":
         kwargs = {**kwargs, "policy": policy}
         policy = None
     G1, G2 = dgst.build_workload((kind, kwargs)), dgst.build_workload((kind, kwargs))

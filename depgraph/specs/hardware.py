@@ -23,7 +23,7 @@ from typing import Any
 from .._validate import positive_number
 from ..errors import ConfigError
 
-__all__ = ["Link", "GPU", "load_link", "load_gpu", "link_names", "gpu_names"]
+__all__ = ["Link", "GPU", "load_link", "load_gpu", "link_names", "gpu_names", "gbps_text"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +67,15 @@ def link_names() -> list[str]:
 
 def gpu_names() -> list[str]:
     return list(_data()["gpus"])
+
+
+def gbps_text(tenths: int) -> str:
+    """A line rate of ``tenths`` tenths of a Gbit/s, as :func:`load_link` reads it.
+
+    >>> gbps_text(255), gbps_text(10)
+    ('25.5gbps', '1.0gbps')
+    """
+    return f"{tenths // 10}.{tenths % 10}gbps"
 
 
 _GBPS = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*gbps\s*$", re.IGNORECASE)

@@ -38,7 +38,7 @@ from ..io.draw import draw
 from ..errors import ConfigError
 from ..specs.models import ModelSpec, catalog, load_model, model_from_config
 from ..core.policies import get_policy
-from ..workloads import continuous_batching, interleaved, pipeline, speculative
+from ..workloads.registry import GRAPH_WORKLOADS, WORKLOADS
 
 __all__ = ["small_model", "workload_graphs", "figure5"]
 
@@ -46,14 +46,16 @@ __all__ = ["small_model", "workload_graphs", "figure5"]
 FAMILIES = {"qwen3.6": "qwen3.6-35b-a3b", "nemotron": "nemotron-3-nano-30b-a3b", "qwen3": "qwen3-32b"}
 
 #: The families :func:`workload_graphs` builds, in the order of the study's Figure 5.
-WORKLOAD_FAMILIES = ("speculative", "batch", "interleaved", "pipeline")
+WORKLOAD_FAMILIES = tuple(name for name in GRAPH_WORKLOADS if name != "single")
 
 # The small instances: enough to show what each workload adds, few enough to read.
-_SPEC_K = 2
-_BATCH = 2
-_BATCH_PHASE = 0.5
-_REQUESTS = 2
-_STAGES = 2
+#: Each family's parameters in the drawings (by registry name): small enough to read.
+_SMALL: dict[str, dict] = {
+    "speculative": {"spec_k": 2},
+    "batch": {"batch": 2, "admission": "step", "phase": 0.5},
+    "interleaved": {"interleave": 2},
+    "pipeline": {"stages": 2, "shared_link": False},
+}
 
 
 def small_model(layers: int = 4, family: str = "qwen3.6") -> ModelSpec:
@@ -163,14 +165,14 @@ def workload_graphs(model: ModelSpec | str | None = None, *, prompt_tokens: int 
     model = small_model(4) if model is None else load_model(model)
     pol = get_policy(policy)
     common = dict(prompt_tokens=prompt_tokens, link=link, mfu=mfu)
-    return {
-        "speculative": pol.apply(speculative(model, spec_k=_SPEC_K, **common)),
-        # the join step depends on the policy, so the builder applies it itself
-        "batch": continuous_batching(model, batch=_BATCH, admission="step", phase=_BATCH_PHASE, policy=pol,
-                                     **common),
-        "interleaved": pol.apply(interleaved(model, requests=_REQUESTS, **common)),
-        "pipeline": pol.apply(pipeline(model, stages=_STAGES, shared_link=False, **common)),
-    }
+    graphs = {}
+    for name in WORKLOAD_FAMILIES:
+        workload = WORKLOADS[name]
+        kwargs = {**common, **workload.keywords(_SMALL[name])}
+        # a builder that applies the policy itself (the join step depends on it) is given it
+        graphs[name] = workload.build(model, **kwargs, policy=pol) if workload.applies_policy \
+            else pol.apply(workload.build(model, **kwargs))
+    return graphs
 
 
 def _title_text(text: str) -> str:

@@ -27,6 +27,7 @@ from ..specs.hardware import load_link
 from ..specs.models import COMPONENTS, handoff_bytes, load_model
 from ..core.policies import POLICY_NAMES
 from ..core.scheduler import schedule
+from ..sweeps.points import run_point
 from ..workloads.single import TIMINGS, single_request
 
 __all__ = [
@@ -74,18 +75,15 @@ def single_request_sweep(
     for model_name, tokens, link_name, mfu, timing in grid:
         model = loaded.setdefault(model_name, load_model(model_name))
         link = load_link(link_name)
-        G = single_request(model, prompt_tokens=tokens, link=link, mfu=mfu, timing=timing, cost=cost)
         nbytes = handoff_bytes(model, prompt_tokens=tokens)
-        for policy in policies or POLICY_NAMES:
-            S = schedule(G, policy=policy)
-            parts = S.breakdown()
+        point = {"model": model, "prompt_tokens": tokens, "link": link, "mfu": mfu, "timing": timing,
+                 "workload": "single"}
+        for r in run_point(point, cost=cost, policies=policies or POLICY_NAMES, breakdown=True):
             rows.append({
                 "model": model.name, "prompt_tokens": int(tokens), "link": link.name, "mfu": float(mfu),
-                "timing": timing, "policy": policy, "ttft_s": S.ttft_s,
-                "prefill_s": parts["prefill_s"], "transfer_s": parts["transfer_s"],
-                "wait_s": parts["wait_s"], "decode_s": parts["decode_s"],
-                "frontier_max": int(S.frontier(kinds=("decode",))["width"].max()),
-                "frontier_max_data": int(S.frontier(admitted=False, kinds=("decode",))["width"].max()),
+                "timing": timing, "policy": r["policy"], "ttft_s": r["ttft_s"],
+                **{k: r[k] for k in ("prefill_s", "transfer_s", "wait_s", "decode_s", "frontier_max",
+                                     "frontier_max_data")},
                 **{f"{c}_bytes": nbytes[c] for c in COMPONENTS},
             })
     return pd.DataFrame(rows)

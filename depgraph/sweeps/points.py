@@ -33,21 +33,19 @@
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
 from ..specs.cost import CostModel
-from ..errors import ConfigError
 from ..specs.models import load_model
 from ..core.policies import POLICY_NAMES
+from ..errors import ConfigError
 from ..core.scheduler import Schedule, frontier_width_max, schedule
-from ..workloads import continuous_batching, interleaved, pipeline, single_request, speculative
 from ..workloads.batching import continuous_batching_tables, step_admission_expectation
+from ..workloads.registry import get_workload
 
-__all__ = ["run_point", "WORKLOADS", "build"]
-
-WORKLOADS = ("single", "speculative", "batch", "interleaved", "pipeline", "loadtest")
+__all__ = ["run_point", "build"]
 
 
 @lru_cache(maxsize=32)
@@ -59,27 +57,23 @@ def build(point: dict[str, Any], *, policy: str = "layer", admission: str = "ste
           hook_scope: str | None = None, cost: CostModel | None = None, as_table: bool = False):
     """The event graph of one point (for continuous batching, of one policy,
     admission and phase); an :class:`~depgraph.EventTable` with ``as_table``.
-    Used by :func:`run_point`, the CLI and notebooks."""
-    workload = point.get("workload", "single")
+    The point's workload and its parameters are read through the registry
+    (:mod:`depgraph.workloads.registry`); parameters it lacks take their
+    defaults. Used by :func:`run_point`, the CLI and notebooks."""
+    w = get_workload(point.get("workload", "single"))
+    if not w.builds_graph:
+        raise ConfigError(f"workload: {w.name!r} runs on the serving engine and builds no event graph")
     common = dict(prompt_tokens=point["prompt_tokens"], link=point["link"], mfu=point["mfu"],
-                  timing=point.get("timing", "handoff"), cost=cost, as_table=as_table)
+                  timing=point.get("timing", "handoff"), cost=cost)
     model = _model(point["model"]) if isinstance(point["model"], str) else point["model"]
-    if workload == "single":
-        return single_request(model, **common)
-    if workload == "speculative":
-        return speculative(model, spec_k=point.get("spec_k", 3), draft_layers=point.get("draft_layers", 1), **common)
-    if workload == "interleaved":
-        return interleaved(model, requests=point.get("interleave", 4), rule=point.get("rule", "fifo"), **common)
-    if workload == "pipeline":
-        return pipeline(model, stages=point.get("stages", 2), shared_link=point.get("shared_link", False), **common)
-    if workload == "batch":
-        table = common.pop("as_table")
-        make = continuous_batching_tables if table else continuous_batching
-        out = make(model, batch=point.get("batch", 8), admission=admission, phase=phase,
-                   hook_scope=hook_scope or point.get("hook_scope", "request"),
-                   **({"policies": (policy,)} if table else {"policy": policy}), **common)
-        return next(iter(out.values())) if table else out
-    raise ConfigError(f"workload: expected one of {', '.join(WORKLOADS)}; got {workload!r}")
+    if not w.applies_policy:
+        return w.build(model, **common, **w.keywords(point), as_table=as_table)
+    # continuous batching: one admission, phase and policy (the builder applies it)
+    values = {**point, "admission": admission, "phase": phase, "hook_scope": hook_scope or point.get("hook_scope")}
+    kwargs = w.keywords({k: v for k, v in values.items() if v is not None})
+    if not as_table:
+        return w.build(model, **common, **kwargs, policy=policy)
+    return continuous_batching_tables(model, **common, **kwargs, policies=(policy,))[policy]
 
 
 def _analyses(S: Schedule) -> dict[str, float]:
@@ -91,6 +85,11 @@ def _analyses(S: Schedule) -> dict[str, float]:
         "frontier_max": frontier_width_max(S, kinds=("decode",)),
         "frontier_max_data": frontier_width_max(S, admitted=False, kinds=("decode",)),
     }
+
+
+def _breakdown(S: Schedule) -> dict[str, float]:
+    parts = S.breakdown()
+    return {k: parts[k] for k in ("prefill_s", "transfer_s", "wait_s", "decode_s")}
 
 
 def _loadtest_row(point: dict[str, Any]) -> dict[str, Any]:
@@ -109,29 +108,33 @@ def _loadtest_row(point: dict[str, Any]) -> dict[str, Any]:
             "frontier_max": int(r.timeline_running_max), **{k: s[k] for k in keep}}
 
 
-def run_point(point: dict[str, Any], *, cost: CostModel | None = None) -> list[dict[str, Any]]:
-    """Rows for one grid point: one per policy and admission mode."""
-    workload = point.get("workload", "single")
-    if workload not in WORKLOADS:
-        raise ConfigError(f"workload: expected one of {', '.join(WORKLOADS)}; got {workload!r}")
-    if workload == "loadtest":
+def run_point(point: dict[str, Any], *, cost: CostModel | None = None, policies: Sequence[str] = POLICY_NAMES,
+              breakdown: bool = False) -> list[dict[str, Any]]:
+    """Rows for one grid point: one per policy (of ``policies``) and admission
+    mode. With ``breakdown`` each row also carries the TTFT breakdown along
+    the critical path (``prefill_s``, ``transfer_s``, ``wait_s``,
+    ``decode_s``; not for continuous batching, whose TTFT is an expectation)."""
+    w = get_workload(point.get("workload", "single"))
+    if not w.builds_graph:
         return [_loadtest_row(point)]
     rows = []
-    if workload != "batch":
+    if not w.applies_policy:
         table = build(point, cost=cost, as_table=True)  # built once, scheduled under every policy
-        for policy in POLICY_NAMES:
+        for policy in policies:
             S = schedule(table, policy=policy)
             rows.append({"policy": policy, "admission": "none", **_analyses(S), "stall_s": float("nan"),
-                         "step_s": float("nan"), "join_step": float("nan")})
+                         "step_s": float("nan"), "join_step": float("nan"),
+                         **(_breakdown(S) if breakdown else {})})
         return rows
     scope = point.get("hook_scope", "request")
     for admission in ("step", "async"):
         tables = continuous_batching_tables(
             _model(point["model"]) if isinstance(point["model"], str) else point["model"],
             prompt_tokens=point["prompt_tokens"], link=point["link"], mfu=point["mfu"],
-            timing=point.get("timing", "handoff"), cost=cost, batch=point.get("batch", 8), admission=admission,
-            hook_scope=scope, phase=0.5, policies=POLICY_NAMES)
-        for policy in POLICY_NAMES:
+            timing=point.get("timing", "handoff"), cost=cost,
+            **w.keywords({**point, "admission": admission, "hook_scope": scope, "phase": 0.5}),
+            policies=tuple(policies))
+        for policy in policies:
             S = schedule(tables[policy])  # the same graph build(point, policy=policy, admission=admission) gives
             row = {"policy": policy, "admission": admission, **_analyses(S)}
             attrs = S.graph_attrs

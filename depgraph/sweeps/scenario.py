@@ -100,9 +100,10 @@ from typing import Any
 from ..errors import ConfigError
 from ..specs.hardware import load_link
 from ..specs.models import catalog, load_model
+from ..workloads.registry import ALIASES, REQUIRED, WORKLOADS
 from ..workloads.single import MAX_PROMPT_TOKENS, TIMINGS
 
-__all__ = ["Scenario", "WorkloadSpec", "WORKLOADS", "GRID_KEYS", "MAX_POINTS", "load_scenario", "parse_scenario",
+__all__ = ["Scenario", "WorkloadSpec", "GRID_KEYS", "MAX_POINTS", "load_scenario", "parse_scenario",
            "expand_scenario"]
 
 #: The grid's keys, outermost first (the order points come in).
@@ -114,62 +115,6 @@ POINT_FIELDS: tuple[str, ...] = ("model", "prompt_tokens", "link", "mfu", "timin
 
 _TOP_KEYS = ("name", "description", "grid", "workloads")
 _NAME = re.compile(r"^[a-z0-9_-]{1,100}$")
-_REQUIRED = object()
-
-
-@dataclass(frozen=True, slots=True)
-class _Param:
-    """One workload parameter: its type, range and default."""
-
-    name: str
-    kind: str  # "int", "float", "bool" or "choice"
-    default: Any = _REQUIRED
-    lower: float = 1
-    upper: float = 0
-    choices: tuple[str, ...] = ()
-
-    def allowed(self) -> str:
-        if self.kind == "int":
-            return f"an integer in [{self.lower:,}, {self.upper:,}]"
-        if self.kind == "float":
-            return f"a number in ({self.lower:g}, {self.upper:g}]"
-        if self.kind == "bool":
-            return "true or false"
-        return "one of " + ", ".join(self.choices)
-
-
-#: Each workload's parameters, in expansion order.
-WORKLOADS: dict[str, tuple[_Param, ...]] = {
-    "single": (),
-    "speculative": (_Param("spec_k", "int", 3, 1, 64), _Param("draft_layers", "int", 1, 1, 10_000)),
-    "batch": (_Param("batch", "int", _REQUIRED, 1, 4096),
-              _Param("hook_scope", "choice", "request", choices=("batch", "request"))),
-    "interleaved": (_Param("interleave", "int", _REQUIRED, 1, 4096),
-                    _Param("rule", "choice", "fifo", choices=("fifo", "request-order", "layer-round-robin"))),
-    "pipeline": (_Param("stages", "int", _REQUIRED, 2, 1024), _Param("shared_link", "bool", False)),
-    # the push/pull load test (depgraph.load): prompt_tokens and links come from the grid (the link is
-    # per GPU), the grid's MFU is the prefill MFU; timings do not apply (give ["handoff"])
-    "loadtest": (_Param("handoff", "choice", _REQUIRED, choices=("push", "pull", "pull-thread")),
-                 _Param("qps", "float", _REQUIRED, 0, 1e6), _Param("out_tokens", "int", 128, 1, 1_000_000),
-                 _Param("num_prompts", "int", 400, 1, 1_000_000), _Param("max_num_seqs", "int", 8, 1, 1_000_000),
-                 _Param("tp", "int", 8, 1, 1024), _Param("seed", "int", 0, 0, 2**63 - 1)),
-}
-
-
-def _variant_label(workload: str, p: dict[str, Any]) -> str:
-    if workload == "single":
-        return "-"
-    if workload == "speculative":
-        return f"k={p['spec_k']}" + (f",draft={p['draft_layers']}" if p["draft_layers"] != 1 else "")
-    if workload == "batch":
-        return f"c={p['batch']}" + (f",hook={p['hook_scope']}" if p["hook_scope"] != "request" else "")
-    if workload == "interleaved":
-        return f"K={p['interleave']}" + (f",rule={p['rule']}" if p["rule"] != "fifo" else "")
-    if workload == "loadtest":
-        return f"{p['handoff']},qps={p['qps']:g}" + "".join(
-            f",{k}={p[k]}" for k, d in (("out_tokens", 128), ("num_prompts", 400), ("max_num_seqs", 8), ("tp", 8),
-                                        ("seed", 0)) if p[k] != d)
-    return f"pp{p['stages']}-{'shared' if p['shared_link'] else 'private'}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,7 +131,7 @@ class WorkloadSpec:
         out = []
         for values in itertools.product(*(vals for _, vals in self.params)):
             p = dict(zip(names, values))
-            out.append((_variant_label(self.workload, p), p))
+            out.append((WORKLOADS[self.workload].label(p), p))
         return out
 
 
@@ -409,10 +354,10 @@ class _Checker:
     def workload(self, table: dict, where: str) -> WorkloadSpec:
         if "workload" not in table:
             raise self.fail(f"{where}.workload", f"missing (required; one of {', '.join(WORKLOADS)})")
-        kind = self.choice(table["workload"], f"{where}.workload", tuple(WORKLOADS))
-        params = WORKLOADS[kind]
+        kind = self.workload_name(table["workload"], f"{where}.workload")
+        params = tuple(p for p in WORKLOADS[kind].params if p.sweepable)
         allowed = ("workload",) + tuple(p.name for p in params)
-        required = tuple(p.name for p in params if p.default is _REQUIRED)
+        required = tuple(p.name for p in params if p.required or p.default is REQUIRED)
         self.keys(table, f"{where}.", allowed, required, context=f" for workload {kind!r}")
         swept = []
         for p in params:
@@ -433,6 +378,12 @@ class _Checker:
                 values = self.choices(raw, w, p.choices)
             swept.append((p.name, values))
         return WorkloadSpec(workload=kind, params=tuple(swept))
+
+    def workload_name(self, value: Any, where: str) -> str:
+        """The registry's name of ``value`` (the builders' names are aliases)."""
+        if isinstance(value, str) and value in ALIASES:
+            return ALIASES[value]
+        return self.choice(value, where, tuple(WORKLOADS))
 
     def unique_variants(self, specs: tuple[WorkloadSpec, ...]) -> None:
         seen: dict[tuple[str, str], int] = {}

@@ -20,7 +20,7 @@ import pandas as pd
 
 from ..errors import DepgraphError
 from ..io.atomic import atomic_write_bytes, atomic_write_text
-from .scenario import WORKLOADS
+from ..workloads.registry import WORKLOADS
 
 __all__ = ["LEAD_COLUMNS", "ROW_COLUMNS", "check_rows", "read_sweep", "require_pyarrow", "sweep_table",
            "write_outputs"]
@@ -29,9 +29,9 @@ __all__ = ["LEAD_COLUMNS", "ROW_COLUMNS", "check_rows", "read_sweep", "require_p
 LEAD_COLUMNS: tuple[str, ...] = ("key", "model", "prompt_tokens", "link", "mfu", "timing", "workload", "variant")
 #: Columns every runner row must have; they follow the workload parameters.
 ROW_COLUMNS: tuple[str, ...] = ("policy", "admission", "ttft_s", "frontier_max")
-_PARAM_COLUMNS = tuple(dict.fromkeys(p.name for params in WORKLOADS.values() for p in params))
+_PARAM_COLUMNS = tuple(dict.fromkeys(p.name for w in WORKLOADS.values() for p in w.params if p.sweepable))
 _STR_COLUMNS = frozenset({"key", "model", "link", "timing", "workload", "variant", "policy", "admission",
-                          "hook_scope", "rule"})
+                          *(p.name for w in WORKLOADS.values() for p in w.params if p.kind == "choice")})
 _INT64 = (-(2**63), 2**63 - 1)
 
 

@@ -26,9 +26,11 @@ from ..core.graph import add_dep, check_graph_size
 from ..specs.models import load_model
 from .single import RequestCopier, add_parts, new_graph, request_parts
 
-__all__ = ["interleaved", "LINK_RULES"]
+__all__ = ["interleaved", "LINK_RULES", "PREFILL_MODES"]
 
 LINK_RULES = ("fifo", "request-order", "layer-round-robin")
+#: How the requests' prefills run: all at once, or one after another.
+PREFILL_MODES = ("parallel", "serial")
 
 
 def interleaved(model, *, prompt_tokens: int, link, mfu: float | None = None, timing: str = "handoff", cost=None,
@@ -46,7 +48,7 @@ def interleaved(model, *, prompt_tokens: int, link, mfu: float | None = None, ti
     per_request = sum(1 + 2 * len(layer.components) + 2 for layer in model.layers) + 2
     check_graph_size("interleave", requests, per_request, unit="requests")
     rule = one_of("rule", rule, LINK_RULES)
-    prefill = one_of("prefill", prefill, ("parallel", "serial"))
+    prefill = one_of("prefill", prefill, PREFILL_MODES)
     G, model, prompt_tokens, link, timing, cost = new_graph(
         "interleaved", model, prompt_tokens=prompt_tokens, link=link, mfu=mfu, timing=timing, cost=cost,
         requests=requests, rule=rule, prefill=prefill, as_table=as_table)

@@ -1,0 +1,218 @@
+"""The workload registry: every workload's name, builder and parameters, in one table.
+
+Scenario files, sweeps and the point runner, the command line's
+``--workload`` and its flags, :mod:`depgraph.strategies`,
+:mod:`depgraph.anomalies` and the gallery all read :data:`WORKLOADS`. Adding a
+workload is one builder plus one entry here.
+
+Names are the scenario files' and the command line's (``single``,
+``speculative``, ``batch``, ``interleaved``, ``pipeline``; ``loadtest`` for the
+push/pull load test, which runs on the serving engine, not on an event
+graph). The builders' own names (``single_request``, ``continuous_batching``)
+are accepted everywhere as aliases.
+
+>>> from depgraph.workloads.registry import WORKLOADS, get_workload
+>>> list(WORKLOADS)
+['single', 'speculative', 'batch', 'interleaved', 'pipeline', 'loadtest']
+>>> w = get_workload("continuous_batching")
+>>> w.name, [p.name for p in w.params if p.sweepable]
+('batch', ['batch', 'hook_scope'])
+>>> w.label({"batch": 8, "hook_scope": "request"})
+'c=8'
+>>> G = w.build("qwen3.6-35b-a3b", prompt_tokens=1024, link="25g", batch=2)
+>>> G.graph["workload"], G.graph["batch"]
+('batch', 2)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from ..errors import ConfigError
+from .batching import ADMISSIONS, HOOK_SCOPES, continuous_batching
+from .interleaved import LINK_RULES, PREFILL_MODES, interleaved
+from .pipeline import pipeline
+from .single import single_request
+from .speculative import speculative
+
+__all__ = ["ALIASES", "GRAPH_WORKLOADS", "Param", "REQUIRED", "WORKLOADS", "Workload", "get_workload",
+           "workload_names"]
+
+
+class _Required:
+    def __repr__(self) -> str:
+        return "REQUIRED"
+
+
+#: The default of a parameter that a scenario file must give.
+REQUIRED: Any = _Required()
+
+
+@dataclass(frozen=True, slots=True)
+class Param:
+    """One workload parameter.
+
+    ``name`` is its scenario key, sweep column and (as ``--name``, dashes for
+    underscores) command-line flag; ``arg`` the builder's keyword where it
+    differs. ``kind`` is ``"int"``, ``"float"``, ``"bool"`` or ``"choice"``;
+    integers lie in ``[lower, upper]``, floats in ``(lower, upper]``.
+    ``default`` is what the builder and the command line use when it is not
+    given; ``required`` says a scenario file must give it anyway (it names
+    the variant). Only ``sweepable`` parameters may appear in a scenario.
+    """
+
+    name: str
+    kind: str
+    default: Any = None
+    lower: float = 1
+    upper: float = 0
+    choices: tuple[str, ...] = ()
+    arg: str = ""
+    required: bool = False
+    sweepable: bool = True
+    help: str = ""
+
+    @property
+    def keyword(self) -> str:
+        """The builder's keyword argument."""
+        return self.arg or self.name
+
+    @property
+    def flag(self) -> str:
+        """The command-line flag."""
+        return "--" + self.name.replace("_", "-")
+
+    def allowed(self) -> str:
+        """What a value may be, in words."""
+        if self.kind == "int":
+            return f"an integer in [{self.lower:,}, {self.upper:,}]"
+        if self.kind == "float":
+            return f"a number in ({self.lower:g}, {self.upper:g}]"
+        if self.kind == "bool":
+            return "true or false"
+        return "one of " + ", ".join(self.choices)
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    """One workload: its builder (``None`` for one that does not build an
+    event graph), its parameters in expansion order, the label of a variant
+    (from the parameters' values) and the other names it answers to.
+    ``applies_policy``: the builder takes the readiness ``policy`` itself
+    (which step a joining request meets depends on it), so a policy is
+    passed to it rather than applied to its graph."""
+
+    name: str
+    builder: Callable[..., Any] | None
+    params: tuple[Param, ...]
+    label: Callable[[dict], str]
+    aliases: tuple[str, ...] = ()
+    applies_policy: bool = False
+    description: str = ""
+
+    @property
+    def builds_graph(self) -> bool:
+        return self.builder is not None
+
+    def param(self, name: str) -> Param:
+        for p in self.params:
+            if p.name == name:
+                return p
+        raise KeyError(name)
+
+    def keywords(self, values: dict[str, Any]) -> dict[str, Any]:
+        """The builder's keyword arguments for the parameters in ``values``
+        (by parameter name), defaults for the rest that have one."""
+        return {p.keyword: values.get(p.name, p.default) for p in self.params
+                if p.name in values or p.default is not REQUIRED}
+
+    def build(self, model, **kwargs: Any):
+        """``builder(model, **kwargs)``, keywords the builder's own."""
+        if self.builder is None:
+            raise ConfigError(f"workload: {self.name!r} does not build an event graph")
+        return self.builder(model, **kwargs)
+
+
+def _label_speculative(p: dict) -> str:
+    return f"k={p['spec_k']}" + (f",draft={p['draft_layers']}" if p["draft_layers"] != 1 else "")
+
+
+def _label_batch(p: dict) -> str:
+    return f"c={p['batch']}" + (f",hook={p['hook_scope']}" if p["hook_scope"] != "request" else "")
+
+
+def _label_interleaved(p: dict) -> str:
+    return f"K={p['interleave']}" + (f",rule={p['rule']}" if p["rule"] != "fifo" else "")
+
+
+def _label_pipeline(p: dict) -> str:
+    return f"pp{p['stages']}-{'shared' if p['shared_link'] else 'private'}"
+
+
+_LOADTEST_LABELLED = (("out_tokens", 128), ("num_prompts", 400), ("max_num_seqs", 8), ("tp", 8), ("seed", 0))
+
+
+def _label_loadtest(p: dict) -> str:
+    return f"{p['handoff']},qps={p['qps']:g}" + "".join(f",{k}={p[k]}" for k, d in _LOADTEST_LABELLED if p[k] != d)
+
+
+#: Every workload, in the order the command line and the gallery list them.
+WORKLOADS: dict[str, Workload] = {w.name: w for w in (
+    Workload("single", single_request, (), lambda p: "-", aliases=("single_request",),
+             description="one request: prefill, handoff, decode"),
+    Workload("speculative", speculative, (
+        Param("spec_k", "int", 3, 1, 64, help="draft candidates"),
+        Param("draft_layers", "int", 1, 1, 10_000, help="layers of the draft model"),
+    ), _label_speculative, description="speculative decoding: a draft proposes, the target verifies"),
+    Workload("batch", continuous_batching, (
+        Param("batch", "int", 8, 1, 4096, required=True, help="running requests in the batch"),
+        Param("hook_scope", "choice", "request", choices=HOOK_SCOPES, help="batch or request"),
+        Param("admission", "choice", "step", choices=ADMISSIONS, sweepable=False, help="step or async"),
+        Param("phase", "float", 0.5, 0.0, 1.0, sweepable=False,
+              help="fraction of the running step already elapsed at arrival, in [0, 1)"),
+    ), _label_batch, aliases=("continuous_batching",), applies_policy=True,
+        description="continuous batching: a request joins a running batch"),
+    Workload("interleaved", interleaved, (
+        Param("interleave", "int", 4, 1, 4096, arg="requests", required=True, help="requests sharing the link"),
+        Param("rule", "choice", "fifo", choices=LINK_RULES, help=", ".join(LINK_RULES)),
+        Param("prefill", "choice", "parallel", choices=PREFILL_MODES, sweepable=False,
+              help="the requests' prefills run in parallel or one after another"),
+    ), _label_interleaved, description="K requests' handoffs interleaved on one link"),
+    Workload("pipeline", pipeline, (
+        Param("stages", "int", 2, 2, 1024, required=True, help="stages"),
+        Param("shared_link", "bool", False, help="one link for all stages"),
+    ), _label_pipeline, description="pipeline parallelism: each stage hands off its own layers"),
+    # the push/pull load test (depgraph.serving): prompt_tokens and links come from the grid (the link is
+    # per GPU), the grid's MFU is the prefill MFU; timings do not apply (give ["handoff"])
+    Workload("loadtest", None, (
+        Param("handoff", "choice", REQUIRED, choices=("push", "pull", "pull-thread")),
+        Param("qps", "float", REQUIRED, 0, 1e6), Param("out_tokens", "int", 128, 1, 1_000_000),
+        Param("num_prompts", "int", 400, 1, 1_000_000), Param("max_num_seqs", "int", 8, 1, 1_000_000),
+        Param("tp", "int", 8, 1, 1024), Param("seed", "int", 0, 0, 2**63 - 1),
+    ), _label_loadtest, description="the push/pull load test of a decode server (depgraph.serving)"),
+)}
+
+#: Each alias and the name it stands for.
+ALIASES: dict[str, str] = {alias: w.name for w in WORKLOADS.values() for alias in w.aliases}
+#: The workloads that build an event graph.
+GRAPH_WORKLOADS: tuple[str, ...] = tuple(name for name, w in WORKLOADS.items() if w.builds_graph)
+
+
+def workload_names(names: tuple[str, ...] | None = None) -> str:
+    """``names`` (default: all) as a list in words, with their aliases."""
+    names = tuple(WORKLOADS) if names is None else names
+    aliases = [a for a, n in ALIASES.items() if n in names]
+    return ", ".join(names) + (f" (or {', '.join(aliases)})" if aliases else "")
+
+
+def get_workload(name: Any, *, field: str = "workload", among: tuple[str, ...] | None = None) -> Workload:
+    """The workload called ``name`` (or one of its aliases; case-insensitive),
+    one of ``among`` (default: all); a ConfigError naming ``field`` otherwise."""
+    allowed = tuple(WORKLOADS) if among is None else among
+    if isinstance(name, str):
+        low = name.strip().lower()
+        low = ALIASES.get(low, low)
+        if low in allowed:
+            return WORKLOADS[low]
+    raise ConfigError(f"{field}: expected one of {workload_names(allowed)}; got {name!r}")
