@@ -30,20 +30,11 @@ def _pct(x: float) -> str:
 def report_text(ctx: dict, claims: pd.DataFrame) -> str:
     """``report.md``: the claims table (``evaluate_claims(ctx)``) and the
     reproduction's tables, read from ``ctx``."""
-    g = ctx["gains"]
-    hs = ctx["head_start"]
-    rsum = ctx["replay_summary"].reset_index()
-    for col in [c for c in rsum.columns if c != "variant"]:
-        rsum[col] = rsum[col].map(lambda v: "" if pd.isna(v) else _pct(v))
-    fig9 = ctx["fig9"]
-    rg = ctx["replay_gains"]
-    slack = 1 + 1e-12
-    fine_ok = bool(((rg.ttft_component_s <= rg.ttft_layer_s * slack)
-                    & (rg.ttft_layer_s <= rg.ttft_global_s * slack)).all())
-    anomalies = rg[rg.ttft_global_s > rg.ttft_compute_then_move_s * slack]
-    anomaly_text = ("none" if anomalies.empty else
-                    f"{len(anomalies)} points ({', '.join(f'{v} x{n}' for v, n in anomalies.variant.value_counts().items())})")
-    order_ok = _policies_ordered(g)
+    return (_claims_section(ctx, claims) + _single_request_section(ctx) + _replay_section(ctx)
+            + _pushpull_section(ctx) + _VIEWS)
+
+
+def _claims_section(ctx: dict, claims: pd.DataFrame) -> str:
     n_match = int(claims.matched.sum())
     fmt = claims.assign(
         study=claims.study.map(lambda v: f"{v:g}"),
@@ -52,17 +43,6 @@ def report_text(ctx: dict, claims: pd.DataFrame) -> str:
         tolerance=claims.tolerance.map(lambda v: f"±{v:g}"),
         matched=claims.matched.map({True: "yes", False: "**no**"}),
     )[["claim", "text", "unit", "study", "depgraph", "difference", "tolerance", "matched", "reason"]]
-    fig4 = g[(g.model == _Q) & (g.prompt_tokens == 1024) & (g.timing == "handoff")][
-        ["link", "mfu", "ttft_compute_then_move_s", "ttft_global_s", "ttft_layer_s", "ttft_component_s",
-         "layer_vs_ctm", "layer_vs_global", "component_vs_layer"]].copy()
-    for col in [c for c in fig4.columns if c.endswith("_s")]:
-        fig4[col.replace("_s", "_ms").replace("ttft_", "")] = fig4.pop(col) * 1e3
-    for col in ("layer_vs_ctm", "layer_vs_global", "component_vs_layer"):
-        fig4[col] = fig4[col].map(_pct)
-    summary = g.groupby(["link", "mfu"], sort=False)[["layer_vs_ctm", "layer_vs_global", "component_vs_layer"]].max()
-    summary = summary.reset_index()
-    for col in ("layer_vs_ctm", "layer_vs_global", "component_vs_layer"):
-        summary[col] = summary[col].map(_pct)
     return f"""# depgraph reproduction: the hybrid handoff study
 
 Calibration: see `docs/calibration.md`. Every number below is a deterministic
@@ -76,7 +56,25 @@ model output; the same inputs give the same bytes in every file. Sweeps:
 
 {_table_md(fmt)}
 
-## Policies are ordered on every configuration
+"""
+
+
+def _single_request_section(ctx: dict) -> str:
+    g = ctx["gains"]
+    hs = ctx["head_start"]
+    order_ok = _policies_ordered(g)
+    fig4 = g[(g.model == _Q) & (g.prompt_tokens == 1024) & (g.timing == "handoff")][
+        ["link", "mfu", "ttft_compute_then_move_s", "ttft_global_s", "ttft_layer_s", "ttft_component_s",
+         "layer_vs_ctm", "layer_vs_global", "component_vs_layer"]].copy()
+    for col in [c for c in fig4.columns if c.endswith("_s")]:
+        fig4[col.replace("_s", "_ms").replace("ttft_", "")] = fig4.pop(col) * 1e3
+    for col in ("layer_vs_ctm", "layer_vs_global", "component_vs_layer"):
+        fig4[col] = fig4[col].map(_pct)
+    summary = g.groupby(["link", "mfu"], sort=False)[["layer_vs_ctm", "layer_vs_global", "component_vs_layer"]].max()
+    summary = summary.reset_index()
+    for col in ("layer_vs_ctm", "layer_vs_global", "component_vs_layer"):
+        summary[col] = summary[col].map(_pct)
+    return f"""## Policies are ordered on every configuration
 
 component <= layer <= global <= compute-then-move on all {len(g)} configurations: **{order_ok}**.
 Under migration timing global equals compute-then-move on every configuration:
@@ -108,7 +106,22 @@ Under migration timing global equals compute-then-move on every configuration:
   recurrent operator still waits for the ssm state, so TTFT moves by at most that much: the largest
   component-vs-layer gain in the sweep is {_pct(g.component_vs_layer.max())}.
 
-## The 648-point replay: gains by workload group (median and maximum)
+"""
+
+
+def _replay_section(ctx: dict) -> str:
+    rsum = ctx["replay_summary"].reset_index()
+    for col in [c for c in rsum.columns if c != "variant"]:
+        rsum[col] = rsum[col].map(lambda v: "" if pd.isna(v) else _pct(v))
+    fig9 = ctx["fig9"]
+    rg = ctx["replay_gains"]
+    slack = 1 + 1e-12
+    fine_ok = bool(((rg.ttft_component_s <= rg.ttft_layer_s * slack)
+                    & (rg.ttft_layer_s <= rg.ttft_global_s * slack)).all())
+    anomalies = rg[rg.ttft_global_s > rg.ttft_compute_then_move_s * slack]
+    anomaly_text = ("none" if anomalies.empty else
+                    f"{len(anomalies)} points ({', '.join(f'{v} x{n}' for v, n in anomalies.variant.value_counts().items())})")
+    return f"""## The 648-point replay: gains by workload group (median and maximum)
 
 Step admission for continuous batching; `async_vs_layer` compares request-level async execution
 with step admission, both under per-layer readiness; `async_component_vs_layer` is the
@@ -136,7 +149,10 @@ requests when the new request is admitted under batch-scope hooks (per-layer rea
 
 ![Figure 9](figures/fig9_step_boundary.png)
 
-{_pushpull_section(ctx)}
+"""
+
+
+_VIEWS = """
 ## Views
 
 - `figures/fig5_*.svg`: the Figure 5 event graphs of each workload family (small instances).
