@@ -97,7 +97,7 @@ class Anomaly:
         That measure for ``request`` in the two schedules (``variant_s`` is
         strictly larger).
     baseline_schedule, variant_schedule
-        The two :class:`~depgraph.scheduler.Schedule` objects.
+        The two :class:`~depgraph.core.scheduler.Schedule` objects.
     policy
         The policy both sides use under ``kind="bandwidth"`` (else ``None``).
     """
@@ -184,7 +184,7 @@ class Anomaly:
     def drawing(self, *, rankdir: str = "TB"):
         """The two scheduled graphs side by side, as one :class:`graphviz.Digraph`.
 
-        Each side is :func:`depgraph.draw.draw` of that schedule (start and
+        Each side is :func:`depgraph.io.draw.draw` of that schedule (start and
         finish times in the labels, the critical path in red) inside a box
         titled with the side's TTFT; node names get a ``baseline:`` or
         ``variant:`` prefix. ``rankdir="TB"`` puts the two boxes next to each
@@ -208,7 +208,7 @@ class Anomaly:
         return out
 
     def figure(self):
-        """Two Gantt charts (:func:`depgraph.draw.gantt`), the baseline above
+        """Two Gantt charts (:func:`depgraph.io.draw.gantt`), the baseline above
         the variant, on one time axis; a :class:`matplotlib.figure.Figure`."""
         from matplotlib.figure import Figure
 

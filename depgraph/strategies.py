@@ -365,7 +365,7 @@ def _model_from(config: dict) -> ModelSpec:
 
 
 def models(**kwargs: Any) -> SearchStrategy[ModelSpec]:
-    """:class:`~depgraph.models.ModelSpec` values: :func:`model_configs` (same
+    """:class:`~depgraph.specs.models.ModelSpec` values: :func:`model_configs` (same
     keyword arguments) loaded with :func:`depgraph.model_from_config`.
 
     >>> from hypothesis import given, settings
@@ -397,7 +397,7 @@ def links(*, min_gbps: float = 1.0, max_gbps: float = 3600.0,
         Which forms to draw: ``"name"`` (a catalog link such as ``"25g"`` or
         ``"nvlink4"``, if any lies in range), ``"gbps"`` (a line rate string
         ``"<n>gbps"`` with one decimal) and ``"link"`` (a
-        :class:`~depgraph.hardware.Link` object). Use
+        :class:`~depgraph.specs.hardware.Link` object). Use
         :func:`depgraph.load_link` to read the bandwidth of any of them.
 
     >>> from hypothesis import given, settings
@@ -518,7 +518,7 @@ def workload_params(
         ``"single_request"``, ``"continuous_batching"``; one name or a
         sequence; default all). The pairs carry the registry's name.
     model
-        A :class:`~depgraph.models.ModelSpec`, a catalog name, or a strategy
+        A :class:`~depgraph.specs.models.ModelSpec`, a catalog name, or a strategy
         (default ``models(num_layers=st.integers(1, 4))``).
     link
         A link in any form :func:`depgraph.load_link` accepts, or a strategy
@@ -642,7 +642,7 @@ def event_graphs(
     resources: str | Sequence[str] = (),
     durations: SearchStrategy[float] | None = None,
 ) -> SearchStrategy[nx.DiGraph]:
-    """Typed event DAGs (see :mod:`depgraph.graph`), acyclic by construction.
+    """Typed event DAGs (see :mod:`depgraph.core.graph`), acyclic by construction.
 
     Nodes are ``"e0"``, ``"e1"``, ... in insertion order, and every edge goes
     from a lower to a higher index, so the graph is a DAG. Node kinds never
@@ -752,7 +752,7 @@ def _check_policy(name: str, value: Any) -> str | Policy | None:
 
 def schedules(*, graphs: SearchStrategy[nx.DiGraph] | None = None,
               policy: Any = st.sampled_from(POLICY_NAMES)) -> SearchStrategy:
-    """:class:`~depgraph.scheduler.Schedule` values: ``schedule(G, policy=...)``.
+    """:class:`~depgraph.core.scheduler.Schedule` values: ``schedule(G, policy=...)``.
 
     Parameters
     ----------
@@ -762,7 +762,7 @@ def schedules(*, graphs: SearchStrategy[nx.DiGraph] | None = None,
         continuous-batching graph is scheduled as built (its builder already
         applied a policy); by default that policy is the one drawn here.
     policy
-        A policy name, a :class:`~depgraph.policies.Policy`, ``None``
+        A policy name, a :class:`~depgraph.core.policies.Policy`, ``None``
         (schedule the graph as it is) or a strategy of those (default: any
         policy name).
 

@@ -5,7 +5,7 @@ drawing. :func:`small_model` cuts a catalog architecture to a few layers
 (every kind of layer and handoff component still present),
 :func:`workload_graphs` builds one small graph of each multi-request or
 multi-device workload from it, with a readiness policy applied, and
-:func:`figure5` draws them with :func:`depgraph.draw.draw`.
+:func:`figure5` draws them with :func:`depgraph.io.draw.draw`.
 
 Each drawing shows what the workload adds to a single request's layer chain
 and what it does not: the speculative draft hangs off the end of the target
@@ -18,7 +18,7 @@ predecessor.
 
 Examples
 --------
->>> from depgraph.gallery import figure5
+>>> from depgraph.studies.gallery import figure5
 >>> dots = figure5()
 >>> list(dots)
 ['speculative', 'batch', 'interleaved', 'pipeline']
@@ -89,7 +89,7 @@ def small_model(layers: int = 4, family: str = "qwen3.6") -> ModelSpec:
 
     Examples
     --------
-    >>> from depgraph.gallery import small_model
+    >>> from depgraph.studies.gallery import small_model
     >>> m = small_model(4)
     >>> m.name, [layer.kind for layer in m.layers]
     ('qwen3.6-4-layer', ['gdn', 'gdn', 'gdn', 'attention'])
@@ -123,14 +123,14 @@ def workload_graphs(model: ModelSpec | str | None = None, *, prompt_tokens: int 
     Parameters
     ----------
     model
-        A :class:`~depgraph.models.ModelSpec` or a name for
+        A :class:`~depgraph.specs.models.ModelSpec` or a name for
         :func:`~depgraph.load_model`; default ``small_model(4)``. A full
         catalog model gives graphs too large to draw legibly.
     prompt_tokens, link, mfu
         As for :func:`~depgraph.single_request`.
     policy
         A readiness policy name (``"layer"``, ``"global"``, ...) or
-        :class:`~depgraph.policies.Policy`.
+        :class:`~depgraph.core.policies.Policy`.
 
     Returns
     -------
@@ -154,7 +154,7 @@ def workload_graphs(model: ModelSpec | str | None = None, *, prompt_tokens: int 
     Examples
     --------
     >>> import depgraph as dg
-    >>> from depgraph.gallery import workload_graphs
+    >>> from depgraph.studies.gallery import workload_graphs
     >>> graphs = workload_graphs(policy="global")
     >>> {name: G.graph["policy"] for name, G in graphs.items()}
     {'speculative': 'global', 'batch': 'global', 'interleaved': 'global', 'pipeline': 'global'}
@@ -207,7 +207,7 @@ def figure5(**kw) -> dict:
     -------
     dict[str, graphviz.Digraph]
         One drawing per family, keyed as :func:`workload_graphs`, made by
-        :func:`depgraph.draw.draw`: boxes per device and, with several
+        :func:`depgraph.io.draw.draw`: boxes per device and, with several
         requests, per request (the batch's running requests form the
         ``batch`` box on the decode GPU); colours show the handoff
         components (KV blue, ssm orange, conv green); dashed red edges are
@@ -217,7 +217,7 @@ def figure5(**kw) -> dict:
 
     Examples
     --------
-    >>> from depgraph.gallery import figure5
+    >>> from depgraph.studies.gallery import figure5
     >>> dots = figure5(policy="layer")
     >>> dots["speculative"].source.count("Speculative decoding")
     1

@@ -1,7 +1,7 @@
 """The 648-point replay: gains per point, the study's claims, Figures 6 to 9.
 
 Works on the table a sweep of ``workloads/replay.toml`` returns (one row per
-point x policy x admission; see :func:`depgraph.replay.run_point`).
+point x policy x admission; see :func:`depgraph.sweeps.points.run_point`).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ prompts of 1k/8k/32k tokens, links PCIe Gen4/100G/25G, prefill MFU 0.4/1.0,
 ``handoff`` and ``migration`` timing (72 configurations), each under every
 readiness policy.
 
->>> from depgraph.study import single_request_sweep, study_gains
+>>> from depgraph.studies.single import single_request_sweep, study_gains
 >>> df = single_request_sweep(models=["qwen3.6-35b-a3b"], prompts=[1024], links=["25g"], mfus=[1.0], timings=["handoff"])
 >>> list(df.policy)
 ['compute-then-move', 'global', 'layer', 'component']

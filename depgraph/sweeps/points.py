@@ -21,9 +21,9 @@
     the last request's.
 ``loadtest``
     one row (policy ``-``) with the push/pull load test's summary; ``ttft_s``
-    is the mean over requests (:func:`depgraph.load.loadtest`).
+    is the mean over requests (:func:`depgraph.serving.simulator.loadtest`).
 
->>> from depgraph.replay import run_point
+>>> from depgraph.sweeps.points import run_point
 >>> rows = run_point({"model": "qwen3.6-35b-a3b", "prompt_tokens": 1024, "link": "25g", "mfu": 1.0,
 ...                   "timing": "handoff", "workload": "speculative", "variant": "k=3", "spec_k": 3})
 >>> [(r["policy"], r["admission"]) for r in rows][:2]

@@ -1,6 +1,6 @@
 """Run every point of a scenario, in parallel and resumably, into one table.
 
-:func:`sweep` expands a scenario (see :mod:`depgraph.scenario`), hands each
+:func:`sweep` expands a scenario (see :mod:`depgraph.sweeps.scenario`), hands each
 point to a *runner* (by default :func:`depgraph.sweeps.points.run_point`) and
 returns one tidy table: one row per point, policy and admission, in grid
 order and then the runner's row order, whatever the number of workers.
@@ -38,7 +38,7 @@ back exactly the Python values the runner returned (integers, floats to
 the last bit, booleans, gaps), which per-point Parquet files would re-type
 column by column; the assembled table is written as Parquet and CSV.
 
->>> from depgraph.scenario import parse_scenario
+>>> from depgraph.sweeps.scenario import parse_scenario
 >>> from depgraph.sweeps import sweep
 >>> sc = parse_scenario('''
 ... name = "doc"
@@ -106,7 +106,7 @@ def sweep(
     Parameters
     ----------
     scenario_or_path
-        A :class:`~depgraph.scenario.Scenario` or the path of a scenario file.
+        A :class:`~depgraph.sweeps.scenario.Scenario` or the path of a scenario file.
     out_dir
         Folder for the per-point parts (resume) and the final
         ``<name>.csv`` and ``<name>.parquet``; ``None`` keeps everything in

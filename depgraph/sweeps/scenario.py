@@ -67,7 +67,7 @@ Errors name the file, the key (``workloads[2].stagez``; list indices count
 from 0) and what is allowed; an unknown key comes with the closest allowed
 one. A grid of more than 1,000,000 points is refused.
 
->>> from depgraph.scenario import parse_scenario, expand_scenario
+>>> from depgraph.sweeps.scenario import parse_scenario, expand_scenario
 >>> sc = parse_scenario('''
 ... name = "tiny"
 ... [grid]
