@@ -567,9 +567,9 @@ def _warm_up(argv: Sequence[str]) -> None:
         return
     if "--workers=1" in args or any(a == "--workers" and b == "1" for a, b in zip(args, args[1:])):
         return
-    from .sweeps.workers import FIGURES, warm_up
+    from .sweeps.workers import REPRODUCE, warm_up
 
-    warm_up(FIGURES if args[0] == "reproduce" else ())
+    warm_up(REPRODUCE if args[0] == "reproduce" else ())
 
 
 def main(argv: Sequence[str] | None = None) -> int:

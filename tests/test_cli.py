@@ -155,4 +155,4 @@ def test_worker_commands_start_their_fork_server_first(monkeypatch, argv, extra)
     calls = []
     monkeypatch.setattr(_workers, "warm_up", lambda more=(): calls.append(more))
     _warm_up(argv)
-    assert calls == ([] if extra is None else [_workers.FIGURES if extra == "figures" else ()])
+    assert calls == ([] if extra is None else [_workers.REPRODUCE if extra == "figures" else ()])

@@ -38,10 +38,10 @@ def write_reproduction(out: str | Path, *, scenarios: str | Path | None = None, 
     One pool of ``workers`` processes (default one per CPU; ``1`` runs
     everything here) serves the three sweeps and renders the figures, the
     ones that need no sweep while the sweeps run."""
-    from ..sweeps import cpu_count, stop_pool, worker_pool
+    from ..sweeps.workers import REPRODUCE, cpu_count, stop_pool, worker_pool
 
     n = workers if workers is not None else cpu_count()
-    pool = worker_pool(n) if n > 1 else None
+    pool = worker_pool(n, preload=REPRODUCE) if n > 1 else None
     try:
         path = _reproduce(Path(out), Path(scenarios) if scenarios is not None else SCENARIOS_DIR, pool,
                           progress or (lambda msg: None), show_bars)

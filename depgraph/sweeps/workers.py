@@ -21,6 +21,10 @@ from ..errors import DepgraphError
 PRELOAD = ("depgraph.sweeps.runner", "depgraph.sweeps.points")
 #: And for ``depgraph reproduce``, whose workers also draw the figures.
 FIGURES = ("matplotlib.figure", "matplotlib.backends.backend_agg")
+#: What ``depgraph reproduce``'s workers import: the studies and the figures'
+#: libraries (named here, not imported: the command line starts the fork
+#: server before it loads anything).
+REPRODUCE = ("depgraph.studies.reproduce",) + FIGURES
 
 
 def start_method(extra: tuple[str, ...] = ()):
@@ -60,14 +64,15 @@ def _ignore_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def worker_pool(workers: int | None = None) -> ProcessPoolExecutor:
+def worker_pool(workers: int | None = None, *, preload: tuple[str, ...] = ()) -> ProcessPoolExecutor:
     """Local worker processes as :func:`sweep` starts them (``forkserver``, else ``spawn``; Ctrl-C
     left to this process), to share between several sweeps and other tasks:
     ``with worker_pool() as pool: sweep(a, executor=pool); sweep(b, executor=pool)``
-    starts the interpreters once. ``workers`` defaults to one per available CPU."""
+    starts the interpreters once. ``workers`` defaults to one per available CPU; the fork
+    server imports ``preload`` (module names) as well as :data:`PRELOAD`."""
     if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
         raise DepgraphError(f"workers: expected an integer >= 1 or None, got {workers!r}")
-    return ProcessPoolExecutor(max_workers=workers or cpu_count(), mp_context=start_method(),
+    return ProcessPoolExecutor(max_workers=workers or cpu_count(), mp_context=start_method(preload),
                                initializer=_ignore_sigint)
 
 
