@@ -50,7 +50,9 @@ from .errors import ConfigError
 from .specs.models import model_from_config
 from .core.policies import POLICY_NAMES
 from .core.scheduler import Schedule, schedule
+from .core.graph import request_tag
 from .specs.hardware import gbps_text
+from .units import TIME_SCALES, UNIT_LABELS, pick_time_unit
 from .workloads import ADMISSIONS, HOOK_SCOPES, LINK_RULES, TIMINGS, stall_s
 from .workloads.interleaved import PREFILL_MODES
 from .workloads.registry import GRAPH_WORKLOADS, WORKLOADS, get_workload
@@ -219,11 +221,11 @@ class Anomaly:
         fig = Figure(figsize=(10.0, 2.0 + 0.35 * sum(min(n, 24) for n in lanes)), layout="constrained")
         axes = fig.subplots(2, 1, sharex=True)
         end = max(S.makespan_s for _, S in sides)
-        unit = "us" if end < 1e-3 else "ms"
+        unit = "us" if end < 1e-3 else "ms"  # gantt's axis: not below µs (a NaN end shows in ms)
         for ax, (tag, S) in zip(axes, sides):
             gantt(S, ax=ax, unit=unit)
             ax.set_title(self._side_title(tag), fontsize=10)
-        axes[0].set_xlim(0, max(end * {"us": 1e6, "ms": 1e3}[unit], 1e-12) * 1.02)
+        axes[0].set_xlim(0, max(end * TIME_SCALES[unit], 1e-12) * 1.02)
         fig.suptitle(self.describe().splitlines()[0], fontsize=10)
         return fig
 
@@ -232,8 +234,8 @@ class Anomaly:
         name = self.baseline if tag == "baseline" else self.variant
         value = self.baseline_s if tag == "baseline" else self.variant_s
         unit, scale = _unit(max(self.baseline_s, self.variant_s))
-        label = "stall" if self.metric == "stall" else f"TTFT r{self.request}"
-        extra = f", TTFT r{_target(S)} {_ttft_of(S, None) * scale:.4g} {unit}" if self.metric == "stall" else ""
+        label = "stall" if self.metric == "stall" else f"TTFT {request_tag(self.request)}"
+        extra = f", TTFT {request_tag(_target(S))} {_ttft_of(S, None) * scale:.4g} {unit}" if self.metric == "stall" else ""
         return f"{tag}: {name}{'' if self.policy is None else ' under ' + self.policy}, {label} {value * scale:.4g} {unit}{extra}"
 
 
@@ -241,11 +243,9 @@ class Anomaly:
 
 
 def _unit(seconds: float) -> tuple[str, float]:
-    if seconds >= 1e-3:
-        return "ms", 1e3
-    if seconds >= 1e-6:
-        return "µs", 1e6
-    return "ns", 1e9
+    """The label and scale to show ``seconds`` with."""
+    unit = pick_time_unit(seconds)
+    return UNIT_LABELS[unit], TIME_SCALES[unit]
 
 
 def _target(S: Schedule) -> Any:

@@ -174,4 +174,5 @@ def test_import_depgraph_stays_light():
     """The facade loads the drawing functions (``depgraph.draw`` is a function)
     and what they stand on, nothing of workloads, sweeps or studies."""
     assert {folder(m) for m in loaded_by("depgraph") if m in MODULES and m not in FACADE} <= {
-        "depgraph.errors", "depgraph._version", "depgraph._validate", "depgraph.core", "depgraph.io"}
+        "depgraph.errors", "depgraph._version", "depgraph._validate", "depgraph.units", "depgraph.core",
+        "depgraph.io"}

@@ -32,6 +32,7 @@ True
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Any, Hashable, Iterable
 
 import networkx as nx
@@ -39,7 +40,7 @@ import networkx as nx
 from ..errors import GraphError
 
 __all__ = ["NODE_KINDS", "EDGE_KINDS", "EventGraph", "add_event", "add_dep", "event_attrs", "MAX_EVENTS",
-           "check_duration", "check_graph_size"]
+           "check_duration", "check_graph_size", "layer_tag", "request_tag", "attr_key"]
 
 #: The largest event graph a builder makes as a networkx graph (about 1 KB of memory per event).
 MAX_EVENTS = 5_000_000
@@ -127,3 +128,59 @@ def check_duration(node: Hashable, value: Any, weight: str) -> float:
     if not math.isfinite(x) or x < 0:
         raise GraphError(f"node {node!r}: {weight}: expected a finite number >= 0, got {value!r}")
     return x
+
+
+def _is_integer(value: Any) -> bool:
+    """An integer (numpy's too), not a bool (numpy's bool is no ``Integral``)."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def layer_tag(layer: Any) -> str | None:
+    """A layer as node ids and labels write it: ``"L03"`` for an integer
+    (two digits at least), ``str(layer)`` for any other value, ``None`` for
+    no layer.
+
+    Examples
+    --------
+    >>> layer_tag(3), layer_tag(12), layer_tag(104), layer_tag("mtp"), layer_tag(None)
+    ('L03', 'L12', 'L104', 'mtp', None)
+    """
+    if type(layer) is int:  # the builders' case, first: they tag every layer of every request
+        return f"L{layer:02d}"
+    if layer is None:
+        return None
+    if _is_integer(layer):
+        return f"L{int(layer):02d}"
+    return str(layer)
+
+
+def request_tag(request: Any) -> str | None:
+    """A request as labels write it: ``"r3"`` for an integer, ``str(request)``
+    for any other value (``"batch"``), ``None`` for no request.
+
+    Examples
+    --------
+    >>> request_tag(3), request_tag("batch"), request_tag(None)
+    ('r3', 'batch', None)
+    """
+    if request is None:
+        return None
+    if _is_integer(request):
+        return f"r{int(request)}"
+    return str(request)
+
+
+def attr_key(value: Any) -> Hashable:
+    """``value`` if it can key a dict, else its ``repr`` (an attribute value
+    may be a list).
+
+    Examples
+    --------
+    >>> attr_key(3), attr_key(("kv", "ssm")), attr_key(["kv", "ssm"])
+    (3, ('kv', 'ssm'), "['kv', 'ssm']")
+    """
+    try:
+        hash(value)
+    except TypeError:
+        return repr(value)
+    return value

@@ -33,7 +33,7 @@ from .table import POLICY, EventTable, apply_policy, cached, remember
 from ..errors import CycleError, GraphError
 
 __all__ = ["CompiledGraph", "EventTable", "compile_graph", "resolve_resources", "Schedule", "schedule",
-           "critical_path", "breakdown", "frontier", "frontier_width_max", "validate_graph"]
+           "critical_path", "breakdown", "frontier", "frontier_width_max", "validate_graph", "check_schedule"]
 
 
 class CompiledGraph:
@@ -331,6 +331,22 @@ class Schedule:
 
     def frontier(self, *, admitted: bool = True, kinds: tuple[str, ...] | None = None) -> pd.DataFrame:
         return frontier(self, admitted=admitted, kinds=kinds)
+
+
+def check_schedule(value: Any, field: str) -> Schedule:
+    """``value`` if it is a :class:`Schedule`, else a GraphError naming ``field``
+    (the argument, or the function that takes it).
+
+    Examples
+    --------
+    >>> check_schedule(None, "gantt")
+    Traceback (most recent call last):
+    ...
+    depgraph.errors.GraphError: gantt: expected a depgraph Schedule (from depgraph.schedule), got NoneType
+    """
+    if not isinstance(value, Schedule):
+        raise GraphError(f"{field}: expected a depgraph Schedule (from depgraph.schedule), got {type(value).__name__}")
+    return value
 
 
 RESOURCE_RULES = ("fifo", "priority")

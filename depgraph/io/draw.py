@@ -23,12 +23,14 @@ True
 
 from __future__ import annotations
 
-from typing import Any, Hashable, Iterable, Sequence
+from typing import Any, Callable, Hashable, Iterable, Sequence
 
 import networkx as nx
 
 from .._validate import one_of, positive_int
+from ..core.graph import attr_key, layer_tag, request_tag
 from ..errors import ConfigError, GraphError
+from ..units import AXIS_UNITS, TIME_SCALES, UNIT_LABELS, format_duration
 
 __all__ = ["draw", "gantt", "plot_frontier"]
 
@@ -52,8 +54,6 @@ _EDGE_STYLE = {
 }
 
 _RANKDIRS = ("LR", "TB", "RL", "BT")
-_UNITS = {"s": 1.0, "ms": 1e3, "us": 1e6}
-_UNIT_LABEL = {"s": "s", "ms": "ms", "us": "µs"}
 
 
 # ------------------------------------------------------------------ shared
@@ -62,13 +62,6 @@ _UNIT_LABEL = {"s": "s", "ms": "ms", "us": "µs"}
 def _check_graph(G: Any, where: str) -> None:
     if not isinstance(G, nx.DiGraph):
         raise GraphError(f"{where}: expected a networkx.DiGraph, got {type(G).__name__}")
-
-
-def _check_schedule(S: Any, where: str) -> None:
-    from ..core.scheduler import Schedule
-
-    if not isinstance(S, Schedule):
-        raise GraphError(f"{where}: expected a depgraph Schedule (from depgraph.schedule), got {type(S).__name__}")
 
 
 def _tint(color: str, amount: float = 0.35) -> str:
@@ -103,30 +96,6 @@ def _bar_color(d: dict) -> str:
             "barrier": "#555555", "token": _TOKEN}.get(kind, "#7f7f7f")
 
 
-def _fmt_number(x: float) -> str:
-    """Three significant digits without an exponent."""
-    if x >= 100:
-        return f"{x:.0f}"
-    if x >= 10:
-        return f"{x:.1f}"
-    return f"{x:.2f}"
-
-
-def _fmt_duration(seconds: float) -> str:
-    if seconds >= 1e-3:
-        return f"{_fmt_number(seconds * 1e3)} ms"
-    return f"{_fmt_number(seconds * 1e6)} µs"
-
-
-def _key(value: Any) -> Hashable:
-    """``value`` if it can key a dict, else its repr (attributes may be lists)."""
-    try:
-        hash(value)
-    except TypeError:
-        return repr(value)
-    return value
-
-
 def _first_seen(values: Iterable[Hashable]) -> list:
     """Distinct ``values`` in order of first appearance."""
     return list(dict.fromkeys(values))
@@ -156,17 +125,10 @@ def _attrs(attrs: dict[str, str]) -> str:
     return " ".join(f"{k}={_q(v)}" for k, v in attrs.items())
 
 
-def _layer_tag(d: dict) -> str | None:
-    layer = d.get("layer")
-    if layer is None:
-        return None
-    return f"L{layer:02d}" if isinstance(layer, int) and not isinstance(layer, bool) else str(layer)
-
-
 def _label_lines(node: Hashable, d: dict) -> list[str]:
     """Short label lines (unescaped) for a typed node, or its str() if untyped."""
     kind = d.get("kind")
-    tag = _layer_tag(d)
+    tag = layer_tag(d.get("layer"))
     comps = _components(d)
     op = d.get("operator")
 
@@ -248,7 +210,7 @@ def _cluster_plan(G: nx.DiGraph, cluster_by: Sequence[str]) -> dict:
     """
     active = []
     for i, attr in enumerate(cluster_by):
-        values = _first_seen(_key(v) for _, v in G.nodes(data=attr) if v is not None)
+        values = _first_seen(attr_key(v) for _, v in G.nodes(data=attr) if v is not None)
         if len(values) > (0 if i == 0 else 1):
             active.append(attr)
     paths = {}
@@ -258,14 +220,14 @@ def _cluster_plan(G: nx.DiGraph, cluster_by: Sequence[str]) -> dict:
             v = d.get(attr)
             if v is None:
                 break
-            path.append((attr, _key(v)))
+            path.append((attr, attr_key(v)))
         paths[n] = tuple(path)
     return paths
 
 
 def _cluster_label(attr: str, value: Any) -> str:
     if attr == "request":
-        return f"r{value}" if isinstance(value, int) else str(value)
+        return request_tag(value)
     if attr == "device":
         return str(value)
     return f"{attr} {value}"
@@ -346,44 +308,67 @@ def draw(
             f"and the drawing illegible. Draw a smaller graph (fewer layers or requests, e.g. a model built with "
             f"depgraph.model_from_config), or pass max_nodes={n_nodes} to draw it anyway"
         )
-    start = finish = None
+    start_s = finish_s = None
     critical: set = set()
     if schedule is not None:
-        _check_schedule(schedule, "schedule")
-        start, finish = schedule.start_s, schedule.finish_s
+        from ..core.scheduler import check_schedule
+
+        check_schedule(schedule, "schedule")
+        start_s, finish_s = schedule.start_s, schedule.finish_s
         if schedule.compiled.num_nodes:
             path = schedule.critical_path()
             critical = set(zip(path[:-1], path[1:]))
 
     names = _graphviz_names(G)
+    dot = Digraph(name="depgraph")
+    dot.attr("graph", rankdir=rankdir, newrank="true", nodesep="0.15", ranksep="0.3", fontname="Helvetica",
+             fontsize="11", label=label_text(_title(G, schedule)), labelloc="t")
+    dot.attr("node", fontname="Helvetica", fontsize="9", height="0.3", margin="0.06,0.03")
+    dot.attr("edge", arrowsize="0.6")
+
+    def node_line(n: Hashable) -> str:
+        return _node_line(n, G.nodes[n], names[n], show_durations=show_durations, start_s=start_s,
+                          finish_s=finish_s)
+
+    children, members = _cluster_tree(G, _cluster_plan(G, tuple(cluster_by)))
+    _emit_clusters(dot, children, members, node_line)
+    dot.body.extend(_edge_lines(G, names, critical))
+    return dot
+
+
+def _title(G: nx.DiGraph, schedule: Any) -> str:
+    """The drawing's title: the graph's scalar attributes, and the TTFT of a schedule with one."""
     title = [f"{k}={v}" for k, v in G.graph.items()
              if isinstance(v, (str, int, float)) and not isinstance(v, bool)]
     if schedule is not None and schedule.token_nodes():
         title.append(f"TTFT {schedule.ttft_s * 1e3:.3f} ms")
-    dot = Digraph(name="depgraph")
-    dot.attr("graph", rankdir=rankdir, newrank="true", nodesep="0.15", ranksep="0.3", fontname="Helvetica",
-             fontsize="11", label=label_text(", ".join(title)), labelloc="t")
-    dot.attr("node", fontname="Helvetica", fontsize="9", height="0.3", margin="0.06,0.03")
-    dot.attr("edge", arrowsize="0.6")
+    return ", ".join(title)
 
-    def node_line(n: Hashable, d: dict) -> str:
-        attrs = _node_style(d)
-        if "label" not in attrs:
-            lines = [_esc(x) for x in _label_lines(n, d)]
-            dur = d.get("duration_s")
-            if show_durations and isinstance(dur, (int, float)) and not isinstance(dur, bool) and dur > 0:
-                lines.append(_esc(_fmt_duration(float(dur))))
-            if start is not None and n in start:
-                s, f = start[n] * 1e3, finish[n] * 1e3
-                lines.append(_esc(f"{s:.3f}–{f:.3f} ms" if f > s else f"@ {s:.3f} ms"))
-            attrs = {"label": "\\n".join(lines), **attrs}
-        elif d.get("kind") == "barrier" and d.get("operator") is not None:
-            attrs = {**attrs, "xlabel": _esc(d["operator"])}
-        attrs["tooltip"] = names[n]
-        return f"\t{_q(names[n])} [{_attrs(attrs)}]\n"
 
-    paths = _cluster_plan(G, tuple(cluster_by))
-    # Clusters as a tree keyed by path prefix, children in order of first appearance.
+def _node_line(n: Hashable, d: dict, name: str, *, show_durations: bool, start_s: dict | None,
+               finish_s: dict | None) -> str:
+    """The DOT line of node ``n`` (named ``name``): its style, and a label of
+    its short name, its duration and, with a schedule, its start and finish."""
+    attrs = _node_style(d)
+    if "label" not in attrs:
+        lines = [_esc(x) for x in _label_lines(n, d)]
+        dur = d.get("duration_s")
+        if show_durations and isinstance(dur, (int, float)) and not isinstance(dur, bool) and dur > 0:
+            lines.append(_esc(format_duration(float(dur))))
+        if start_s is not None and n in start_s:
+            s, f = start_s[n] * 1e3, finish_s[n] * 1e3
+            lines.append(_esc(f"{s:.3f}–{f:.3f} ms" if f > s else f"@ {s:.3f} ms"))
+        attrs = {"label": "\\n".join(lines), **attrs}
+    elif d.get("kind") == "barrier" and d.get("operator") is not None:
+        attrs = {**attrs, "xlabel": _esc(d["operator"])}
+    attrs["tooltip"] = name
+    return f"\t{_q(name)} [{_attrs(attrs)}]\n"
+
+
+def _cluster_tree(G: nx.DiGraph, paths: dict) -> tuple[dict[tuple, list], dict[tuple, list]]:
+    """The clusters of :func:`_cluster_plan` as a tree keyed by path prefix:
+    each prefix's child prefixes and its own nodes, both in order of first
+    appearance."""
     children: dict[tuple, list] = {(): []}
     members: dict[tuple, list] = {(): []}
     for n in G.nodes:
@@ -395,27 +380,35 @@ def draw(
                 members[prefix] = []
                 children[prefix[:-1]].append(prefix)
         members[p].append(n)
+    return children, members
 
-    def emit(graph, prefix: tuple, cid: str) -> None:
-        for n in members[prefix]:
-            graph.body.append(node_line(n, G.nodes[n]))
-        for k, child in enumerate(children[prefix]):
-            attr, value = child[-1]
-            sub_id = f"{cid}_{k}"
-            with graph.subgraph(name=sub_id) as sub:
-                nested = len(child) > 1
-                sub.attr(label=label_text(_cluster_label(attr, value)), style="rounded,dashed" if nested else "rounded",
-                         color="#9e9e9e" if nested else "#636363", fontsize="10", fontname="Helvetica")
-                emit(sub, child, sub_id)
 
-    emit(dot, (), "cluster")
+def _emit_clusters(graph: Any, children: dict[tuple, list], members: dict[tuple, list],
+                   node_line: Callable[[Hashable], str], prefix: tuple = (), cid: str = "cluster") -> None:
+    """Add the nodes of cluster ``prefix`` to ``graph``, then one boxed
+    subgraph per child cluster, recursively."""
+    for n in members[prefix]:
+        graph.body.append(node_line(n))
+    for k, child in enumerate(children[prefix]):
+        attr, value = child[-1]
+        sub_id = f"{cid}_{k}"
+        with graph.subgraph(name=sub_id) as sub:
+            nested = len(child) > 1
+            sub.attr(label=label_text(_cluster_label(attr, value)), style="rounded,dashed" if nested else "rounded",
+                     color="#9e9e9e" if nested else "#636363", fontsize="10", fontname="Helvetica")
+            _emit_clusters(sub, children, members, node_line, child, sub_id)
+
+
+def _edge_lines(G: nx.DiGraph, names: dict, critical: set) -> list[str]:
+    """The DOT line of every edge, styled by kind; the critical path thick and red."""
+    lines = []
     for u, v, kind in G.edges(data="kind"):
         attrs = dict(_EDGE_STYLE.get(kind, {}))
         if (u, v) in critical:
             attrs.update(color=_CRITICAL, penwidth="3")
         line = f"\t{_q(names[u])} -> {_q(names[v])}"
-        dot.body.append(f"{line} [{_attrs(attrs)}]\n" if attrs else f"{line}\n")
-    return dot
+        lines.append(f"{line} [{_attrs(attrs)}]\n" if attrs else f"{line}\n")
+    return lines
 
 
 # ------------------------------------------------------------ matplotlib
@@ -467,23 +460,25 @@ def gantt(S: Any, *, ax: Any = None, by: str = "device", unit: str = "ms"):
     >>> [t.get_text() for t in fig.axes[0].get_yticklabels()]
     ['prefill', 'link', 'decode']
     """
-    _check_schedule(S, "gantt")
-    unit = one_of("unit", unit, tuple(_UNITS))
+    from ..core.scheduler import check_schedule
+
+    check_schedule(S, "gantt")
+    unit = one_of("unit", unit, AXIS_UNITS)
     if not isinstance(by, str):
         raise ConfigError(f"by: expected a node attribute name, got {by!r}")
-    scale = _UNITS[unit]
+    scale = TIME_SCALES[unit]
     G, cg = S.graph, S.compiled
     nodes = [n for n in G.nodes if cg.duration_s[cg.index[n]] > 0]
     requests_per_value: dict = {}
     for n in nodes:
         d = G.nodes[n]
-        requests_per_value.setdefault(_key(d.get(by)), set()).add(_key(d.get("request")))
+        requests_per_value.setdefault(attr_key(d.get(by)), set()).add(attr_key(d.get("request")))
 
     def lane_of(d: dict) -> tuple:
-        v = _key(d.get(by))
+        v = attr_key(d.get(by))
         reqs = requests_per_value.get(v, set()) - {None}
         if by != "request" and len(reqs) > 1 and d.get("request") is not None:
-            return (v, _key(d.get("request")))
+            return (v, attr_key(d.get("request")))
         return (v,)
 
     # Lanes grouped by their ``by`` value; both levels in order of first appearance.
@@ -513,15 +508,21 @@ def gantt(S: Any, *, ax: Any = None, by: str = "device", unit: str = "ms"):
               for lane in lanes]
     ax.set_yticks(range(len(lanes)), labels)
     ax.set_ylim(max(len(lanes), 1) - 0.5, -0.5)  # first lane on top
-    ax.set_xlabel(f"time ({_UNIT_LABEL[unit]})")
+    ax.set_xlabel(f"time ({UNIT_LABELS[unit]})")
     ax.set_xlim(0, max(S.makespan_s * scale, 1e-12) * 1.02)
-    if S.token_nodes():
-        t = S.ttft_s * scale
-        ax.axvline(t, color=_TOKEN, linewidth=1.5, label=f"TTFT {t:.4g} {_UNIT_LABEL[unit]}", gid="ttft")
+    _mark_ttft(ax, S, unit, linewidth=1.5)
     _legend(ax, [G.nodes[n] for n in nodes])
     policy = S.policy or G.graph.get("policy")
     ax.set_title(f"schedule{'' if policy is None else ', policy ' + policy}", fontsize=10)
     return fig
+
+
+def _mark_ttft(ax: Any, S: Any, unit: str, **style: Any) -> None:
+    """A red vertical line at the TTFT of ``S`` (time in ``unit``), when its
+    graph has ``token`` nodes; the legend picks it up by its ``gid``."""
+    if S.token_nodes():
+        t = S.ttft_s * TIME_SCALES[unit]
+        ax.axvline(t, color=_TOKEN, label=f"TTFT {t:.4g} {UNIT_LABELS[unit]}", gid="ttft", **style)
 
 
 def _legend(ax: Any, datas: list[dict]) -> None:
@@ -577,12 +578,14 @@ def plot_frontier(S: Any, *, ax: Any = None, kinds: tuple[str, ...] | None = Non
     """
     from matplotlib.ticker import MaxNLocator
 
-    _check_schedule(S, "plot_frontier")
-    unit = one_of("unit", unit, tuple(_UNITS))
+    from ..core.scheduler import check_schedule
+
+    check_schedule(S, "plot_frontier")
+    unit = one_of("unit", unit, AXIS_UNITS)
     if kinds is not None and (isinstance(kinds, str) or not all(isinstance(k, str) for k in kinds)):
         raise ConfigError(f"kinds: expected a tuple of node kinds such as ('decode',), got {kinds!r}")
     kinds = None if kinds is None else tuple(kinds)
-    scale = _UNITS[unit]
+    scale = TIME_SCALES[unit]
     fig, ax = _axes(ax, (10.0, 3.2))
     styles = ((True, "as the policy admits", "#1f77b4", "-"),
               (False, "as data dependencies allow", "#7f7f7f", "--"))
@@ -590,11 +593,8 @@ def plot_frontier(S: Any, *, ax: Any = None, kinds: tuple[str, ...] | None = Non
         f = S.frontier(admitted=admitted, kinds=kinds)
         ax.step(f["time_s"].to_numpy() * scale, f["width"].to_numpy(), where="post", label=label, color=color,
                 linestyle=ls, linewidth=1.5)
-    if S.token_nodes():
-        t = S.ttft_s * scale
-        ax.axvline(t, color=_TOKEN, linewidth=1.0, linestyle=":", label=f"TTFT {t:.4g} {_UNIT_LABEL[unit]}",
-                   gid="ttft")
-    ax.set_xlabel(f"time ({_UNIT_LABEL[unit]})")
+    _mark_ttft(ax, S, unit, linewidth=1.0, linestyle=":")
+    ax.set_xlabel(f"time ({UNIT_LABELS[unit]})")
     ax.set_ylabel("ready nodes")
     ax.set_ylim(bottom=0)
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))

@@ -39,8 +39,8 @@ from typing import Any, Hashable, Iterable
 import numpy as np
 
 from .._validate import positive_int
-from ..errors import ConfigError, GraphError
-from ..core.graph import EDGE_KINDS
+from ..errors import ConfigError
+from ..core.graph import EDGE_KINDS, attr_key, layer_tag, request_tag
 
 __all__ = ["to_perfetto", "trace_events"]
 
@@ -108,7 +108,9 @@ def trace_events(S: Any, *, flows: bool | str | Iterable[str] = True, max_flows:
     >>> trace_events(S, max_flows=10)["metadata"]["flows"]
     10
     """
-    _check_schedule(S)
+    from ..core.scheduler import check_schedule
+
+    check_schedule(S, "trace_events")
     flow_kinds = _flow_kinds(flows)
     max_flows = positive_int("max_flows", max_flows, allow_zero=True)
     G, cg = S.graph, S.compiled
@@ -124,34 +126,9 @@ def trace_events(S: Any, *, flows: bool | str | Iterable[str] = True, max_flows:
     shown = [i for i in range(n) if is_slice[i] or attrs[i].get("kind") in INSTANT_KINDS]
 
     # tracks: device -> pid; (device, request, lane) -> tid, both by first appearance
-    group = {i: (_device_name(attrs[i].get("device")), _hashable(attrs[i].get("request"))) for i in shown}
+    group = {i: (_device_name(attrs[i].get("device")), attr_key(attrs[i].get("request"))) for i in shown}
     lane = _pack_lanes([i for i in shown if is_slice[i]], group, start_ns, finish_ns)
-    pids: dict[str, int] = {}
-    tids: dict[tuple, int] = {}  # (device, request, lane) -> tid, unique across processes
-    thread_names: dict[int, str] = {}
-    track: dict[int, tuple[int, int]] = {}  # node position -> (pid, tid)
-    for i in shown:
-        device, request = group[i]
-        pid = pids.setdefault(device, len(pids) + 1)
-        key = (device, request, lane.get(i, 0))  # instants go on the request's first lane
-        if key not in tids:
-            tids[key] = len(tids) + 1
-            base = _request_name(attrs[i].get("request"))
-            thread_names[tids[key]] = base if key[2] == 0 else f"{base} #{key[2] + 1}"
-        track[i] = (pid, tids[key])
-
-    events: list[dict] = []
-    main_tid: dict[str, int] = {}
-    for (device, _, _), tid in tids.items():
-        main_tid.setdefault(device, tid)
-    for device, pid in pids.items():
-        meta = {"ph": "M", "pid": pid, "tid": main_tid[device]}
-        events.append({"name": "process_name", **meta, "args": {"name": device}})
-        events.append({"name": "process_sort_index", **meta, "args": {"sort_index": pid}})
-    for (device, _, _), tid in tids.items():
-        meta = {"ph": "M", "pid": pids[device], "tid": tid}
-        events.append({"name": "thread_name", **meta, "args": {"name": thread_names[tid]}})
-        events.append({"name": "thread_sort_index", **meta, "args": {"sort_index": tid}})
+    track, events = _tracks(shown, attrs, group, lane)
 
     n_slices = n_instants = 0
     for i in shown:
@@ -174,15 +151,7 @@ def trace_events(S: Any, *, flows: bool | str | Iterable[str] = True, max_flows:
     pairs = _flow_pairs(S, is_slice, flow_kinds) if flow_kinds else []
     pairs.sort(key=lambda p: not (p[0] in critical and p[1] in critical))  # stable: schedule order within
     kept = pairs[:max_flows]
-    for flow_id, (u, v, kind) in enumerate(kept, start=1):
-        pid_u, tid_u = track[u]
-        pid_v, tid_v = track[v]
-        out_ns = finish_ns[u] - (1 if finish_ns[u] - start_ns[u] >= 2 else 0)
-        in_ns = start_ns[v] + (1 if finish_ns[v] - start_ns[v] >= 2 else 0)
-        events.append({"name": kind, "cat": kind, "ph": "s", "id": flow_id, "ts": out_ns / 1e3,
-                       "pid": pid_u, "tid": tid_u})
-        events.append({"name": kind, "cat": kind, "ph": "f", "bp": "e", "id": flow_id, "ts": in_ns / 1e3,
-                       "pid": pid_v, "tid": tid_v})
+    events += _flow_events(kept, track, start_ns, finish_ns)
 
     from .._version import __version__
 
@@ -243,13 +212,6 @@ def to_perfetto(S: Any, path: str | os.PathLike, **kw: Any) -> Path:
 # ------------------------------------------------------------------ helpers
 
 
-def _check_schedule(S: Any) -> None:
-    from ..core.scheduler import Schedule
-
-    if not isinstance(S, Schedule):
-        raise GraphError(f"trace_events: expected a depgraph Schedule (from depgraph.schedule), got {type(S).__name__}")
-
-
 def _flow_kinds(flows: Any) -> tuple[str, ...]:
     if flows is True:
         return DEFAULT_FLOW_KINDS
@@ -289,6 +251,60 @@ def _pack_lanes(slices: list[int], group: dict, start_ns: list[int], finish_ns: 
     return lane
 
 
+def _tracks(shown: list[int], attrs: list[dict], group: dict[int, tuple], lane: dict[int, int]
+            ) -> tuple[dict[int, tuple[int, int]], list[dict]]:
+    """The track ``(pid, tid)`` of each shown node, and the metadata events
+    that name and order the tracks: one process per device, one thread per
+    (device, request, lane), both numbered from 1 in order of first
+    appearance (thread ids unique across processes); instants go on their
+    request's first lane."""
+    pids: dict[str, int] = {}
+    tids: dict[tuple, int] = {}  # (device, request, lane) -> tid
+    thread_names: dict[int, str] = {}
+    track: dict[int, tuple[int, int]] = {}  # node position -> (pid, tid)
+    for i in shown:
+        device, request = group[i]
+        pid = pids.setdefault(device, len(pids) + 1)
+        key = (device, request, lane.get(i, 0))
+        if key not in tids:
+            tids[key] = len(tids) + 1
+            base = _request_name(attrs[i].get("request"))
+            thread_names[tids[key]] = base if key[2] == 0 else f"{base} #{key[2] + 1}"
+        track[i] = (pid, tids[key])
+
+    events: list[dict] = []
+    main_tid: dict[str, int] = {}
+    for (device, _, _), tid in tids.items():
+        main_tid.setdefault(device, tid)
+    for device, pid in pids.items():
+        meta = {"ph": "M", "pid": pid, "tid": main_tid[device]}
+        events.append({"name": "process_name", **meta, "args": {"name": device}})
+        events.append({"name": "process_sort_index", **meta, "args": {"sort_index": pid}})
+    for (device, _, _), tid in tids.items():
+        meta = {"ph": "M", "pid": pids[device], "tid": tid}
+        events.append({"name": "thread_name", **meta, "args": {"name": thread_names[tid]}})
+        events.append({"name": "thread_sort_index", **meta, "args": {"sort_index": tid}})
+    return track, events
+
+
+def _flow_events(pairs: list[tuple[int, int, str]], track: dict[int, tuple[int, int]], start_ns: list[int],
+                 finish_ns: list[int]) -> list[dict]:
+    """An arrow per ``(source, target, kind)``: an ``"s"`` event at the end
+    of the source slice and an ``"f"`` at the start of the target's, sharing
+    an ``id`` (from 1), each one nanosecond inside a slice long enough."""
+    events = []
+    for flow_id, (u, v, kind) in enumerate(pairs, start=1):
+        pid_u, tid_u = track[u]
+        pid_v, tid_v = track[v]
+        out_ns = finish_ns[u] - (1 if finish_ns[u] - start_ns[u] >= 2 else 0)
+        in_ns = start_ns[v] + (1 if finish_ns[v] - start_ns[v] >= 2 else 0)
+        events.append({"name": kind, "cat": kind, "ph": "s", "id": flow_id, "ts": out_ns / 1e3,
+                       "pid": pid_u, "tid": tid_u})
+        events.append({"name": kind, "cat": kind, "ph": "f", "bp": "e", "id": flow_id, "ts": in_ns / 1e3,
+                       "pid": pid_v, "tid": tid_v})
+    return events
+
+
 def _flow_pairs(S: Any, is_slice: list[bool], kinds: tuple[str, ...]) -> list[tuple[int, int, str]]:
     """(source, target, edge kind) for every dependency of ``kinds`` that ends
     at a slice, in schedule order. A zero-duration source is replaced by the
@@ -318,33 +334,13 @@ def _device_name(device: Any) -> str:
 
 
 def _request_name(request: Any) -> str:
-    if request is None:
-        return _NO_REQUEST
-    if isinstance(request, numbers.Integral) and not isinstance(request, (bool, np.bool_)):
-        return f"r{int(request)}"
-    return str(request)
-
-
-def _hashable(value: Any) -> Hashable:
-    try:
-        hash(value)
-    except TypeError:
-        return repr(value)
-    return value
-
-
-def _layer_tag(layer: Any) -> str | None:
-    if layer is None:
-        return None
-    if isinstance(layer, numbers.Integral) and not isinstance(layer, (bool, np.bool_)):
-        return f"L{int(layer):02d}"
-    return str(layer)
+    return _NO_REQUEST if request is None else request_tag(request)
 
 
 def _label(node: Hashable, d: dict) -> str:
     """A short slice name: ``prefill L03``, ``L03 kv``, ``L03 conv op``, ``first token r0``."""
     kind = d.get("kind")
-    tag, component, operator = _layer_tag(d.get("layer")), d.get("component"), d.get("operator")
+    tag, component, operator = layer_tag(d.get("layer")), d.get("component"), d.get("operator")
     if kind == "token":
         request = d.get("request")
         return "first token" if request is None else f"first token {_request_name(request)}"

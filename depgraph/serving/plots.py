@@ -30,18 +30,16 @@ Examples
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 import pandas as pd
 
 from .._validate import one_of
 from ..errors import ConfigError
+from ..units import AXIS_UNITS, TIME_SCALES, UNIT_LABELS, format_3sig
 
 __all__ = ["plot_loadtest", "plot_pushpull_sweep"]
-
-_UNITS = {"s": 1.0, "ms": 1e3, "us": 1e6}
-_UNIT_LABEL = {"s": "s", "ms": "ms", "us": "µs"}
 
 #: The parts of a request's TTFT (columns of ``LoadResult.requests``), in the
 #: order a request meets them; the prefill queue counts as prefill.
@@ -87,14 +85,8 @@ def _figure(figsize: tuple[float, float]):
 
 
 def _fmt(x: float) -> str:
-    """Three significant digits, thousands separated, no exponent."""
-    if not math.isfinite(x):
-        return "n/a"
-    if abs(x) >= 100:
-        return f"{x:,.0f}"
-    if abs(x) >= 10:
-        return f"{x:.1f}"
-    return f"{x:.2f}"
+    """Three significant digits, thousands separated, no exponent; ``n/a`` for nan or inf."""
+    return format_3sig(x, thousands=True) if math.isfinite(x) else "n/a"
 
 
 def _check_result(result: Any):
@@ -176,8 +168,8 @@ def plot_loadtest(result: Any, *, unit: str = "ms"):
     from matplotlib.ticker import MaxNLocator
 
     result = _check_result(result)
-    unit = one_of("unit", unit, tuple(_UNITS))
-    scale, ul = _UNITS[unit], _UNIT_LABEL[unit]
+    unit = one_of("unit", unit, AXIS_UNITS)
+    scale, ul = TIME_SCALES[unit], UNIT_LABELS[unit]
     req, s, tl = result.requests, result.summary, result.timeline
     max_num_seqs = int(s["max_num_seqs"])
     end_s = float(s.get("makespan_s", req["finish_s"].max() if "finish_s" in req else tl["time_s"].max()))
@@ -320,17 +312,12 @@ def plot_pushpull_sweep(table: Any, *, unit: str = "ms", study: bool = True):
     'log'
     """
     table = _check_table(table)
-    unit = one_of("unit", unit, tuple(_UNITS))
-    scale, ul = _UNITS[unit], _UNIT_LABEL[unit]
+    unit = one_of("unit", unit, AXIS_UNITS)
+    scale, ul = TIME_SCALES[unit], UNIT_LABELS[unit]
     handoffs = [h for h in HANDOFF_STYLES if h in set(table["handoff"].astype(str))]
     prompts = sorted(int(p) for p in table["prompt_tokens"].unique())
     color = {p: PROMPT_COLORS[k % len(PROMPT_COLORS)] for k, p in enumerate(prompts)}
     rates = sorted(float(q) for q in table["qps"].unique())
-    max_num_seqs = int(table["max_num_seqs"].iloc[0])
-
-    def series(h: str, p: int) -> pd.DataFrame:
-        rows = table[(table["handoff"].astype(str) == h) & (table["prompt_tokens"] == p)]
-        return rows.sort_values("qps")
 
     fig = _figure((11.0, 7.5))
     cols = math.lcm(len(handoffs), 2)
@@ -340,41 +327,66 @@ def plot_pushpull_sweep(table: Any, *, unit: str = "ms", study: bool = True):
     for k, h in enumerate(handoffs):
         ax = fig.add_subplot(grid[0, k * width:(k + 1) * width], sharey=ttft_axes[0] if ttft_axes else None)
         ttft_axes.append(ax)
-        _, marker = HANDOFF_STYLES[h]
-        for p in prompts:
-            d = series(h, p)
-            if d.empty:
-                continue
-            x = d["qps"].to_numpy(dtype=float)
-            ax.plot(x, d["ttft_p50_s"].to_numpy(dtype=float) * scale, color=color[p], marker=marker,
-                    markersize=5, linewidth=1.6, label=f"{p:,} tokens, p50")
-            ax.plot(x, d["ttft_p99_s"].to_numpy(dtype=float) * scale, color=color[p], alpha=0.4, marker=marker,
-                    markersize=3, linewidth=1.0, label=f"{p:,} tokens, p99")
-        if study and h in STUDY_TTFT_S:
-            v = STUDY_TTFT_S[h] * scale
-            ax.plot([STUDY_QPS], [v], linestyle="none", marker=marker, markersize=11, markerfacecolor="none",
-                    markeredgecolor="black", markeredgewidth=1.5,
-                    label=f"study: {STUDY_TTFT_S[h] * 1e3:,.0f} ms (16k, {STUDY_QPS:g} req/s)", gid="study")
-        ax.set_yscale("log")
-        ax.set_title(f"TTFT, {h}", fontsize=10)
-        ax.set_xlabel("request rate (req/s)")
-        ax.set_xticks(rates)
-        ax.legend(fontsize=7, frameon=False, loc="upper left")
+        _ttft_panel(ax, table, h, color, rates, scale=scale, study=study)
     ttft_axes[0].set_ylabel(f"TTFT ({ul}, log)")
 
     ax_tpot = fig.add_subplot(grid[1, :cols // 2])
     ax_slots = fig.add_subplot(grid[1, cols // 2:])
+    _tpot_and_slots_panels(ax_tpot, ax_slots, table, handoffs, color, rates, scale=scale, ul=ul, study=study)
+    fig.suptitle(_sweep_title(table), fontsize=10)
+    return fig
+
+
+def _lines(table: pd.DataFrame, h: str, color: dict[int, str]) -> Iterator[tuple[int, str, np.ndarray, pd.DataFrame]]:
+    """``(prompt length, its colour, rates, rows by rate)`` for each prompt
+    length of ``color`` (shortest first) that has rows of handoff ``h``."""
+    for p, c in color.items():
+        rows = table[(table["handoff"].astype(str) == h) & (table["prompt_tokens"] == p)].sort_values("qps")
+        if not rows.empty:
+            yield p, c, rows["qps"].to_numpy(dtype=float), rows
+
+
+def _study_marker(ax: Any, y: float, marker: str, label: str) -> None:
+    """A hollow black ``marker`` at the study's rate and ``y``, in the legend as ``label``."""
+    ax.plot([STUDY_QPS], [y], linestyle="none", marker=marker, markersize=11, markerfacecolor="none",
+            markeredgecolor="black", markeredgewidth=1.5, label=label, gid="study")
+
+
+def _ttft_panel(ax: Any, table: pd.DataFrame, h: str, color: dict[int, str], rates: list[float], *, scale: float,
+                study: bool) -> None:
+    """Handoff ``h``'s TTFT panel on a log axis: p50 and p99 against the
+    rate, one line per prompt length (``color``: its colour, shortest
+    first), and the study's measured point."""
+    _, marker = HANDOFF_STYLES[h]
+    for p, c, x, d in _lines(table, h, color):
+        ax.plot(x, d["ttft_p50_s"].to_numpy(dtype=float) * scale, color=c, marker=marker,
+                markersize=5, linewidth=1.6, label=f"{p:,} tokens, p50")
+        ax.plot(x, d["ttft_p99_s"].to_numpy(dtype=float) * scale, color=c, alpha=0.4, marker=marker,
+                markersize=3, linewidth=1.0, label=f"{p:,} tokens, p99")
+    if study and h in STUDY_TTFT_S:
+        _study_marker(ax, STUDY_TTFT_S[h] * scale, marker,
+                      f"study: {STUDY_TTFT_S[h] * 1e3:,.0f} ms (16k, {STUDY_QPS:g} req/s)")
+    ax.set_yscale("log")
+    ax.set_title(f"TTFT, {h}", fontsize=10)
+    ax.set_xlabel("request rate (req/s)")
+    ax.set_xticks(rates)
+    ax.legend(fontsize=7, frameon=False, loc="upper left")
+
+
+def _tpot_and_slots_panels(ax_tpot: Any, ax_slots: Any, table: pd.DataFrame, handoffs: list[str],
+                           color: dict[int, str], rates: list[float], *, scale: float, ul: str, study: bool) -> None:
+    """The bottom row: p50 TPOT, and mean slots held with ``max_num_seqs``
+    and the study's headroom, against the rate; colour is the prompt length,
+    line style and marker the handoff; the study's points (slots by
+    Little's law)."""
+    max_num_seqs = int(table["max_num_seqs"].iloc[0])
     for h in handoffs:
         style, marker = HANDOFF_STYLES[h]
-        for p in prompts:
-            d = series(h, p)
-            if d.empty:
-                continue
-            x = d["qps"].to_numpy(dtype=float)
+        for p, c, x, d in _lines(table, h, color):
             label = f"{h}, {p:,} tokens"
-            ax_tpot.plot(x, d["tpot_p50_s"].to_numpy(dtype=float) * scale, color=color[p], linestyle=style,
+            ax_tpot.plot(x, d["tpot_p50_s"].to_numpy(dtype=float) * scale, color=c, linestyle=style,
                          marker=marker, markersize=5, linewidth=1.4, label=label)
-            ax_slots.plot(x, d["slots_held_mean"].to_numpy(dtype=float), color=color[p], linestyle=style,
+            ax_slots.plot(x, d["slots_held_mean"].to_numpy(dtype=float), color=c, linestyle=style,
                           marker=marker, markersize=5, linewidth=1.4, label=label)
     ax_slots.axhline(max_num_seqs, color=_MAX_LINE, linestyle="--", linewidth=1.2,
                      label=f"max_num_seqs {max_num_seqs}")
@@ -386,13 +398,9 @@ def plot_pushpull_sweep(table: Any, *, unit: str = "ms", study: bool = True):
                 continue
             _, marker = HANDOFF_STYLES[h]
             tpot = STUDY_TPOT_S[h]
-            ax_tpot.plot([STUDY_QPS], [tpot * scale], linestyle="none", marker=marker, markersize=11,
-                         markerfacecolor="none", markeredgecolor="black", markeredgewidth=1.5,
-                         label=f"study: {h} {tpot * 1e3:.1f} ms", gid="study")
+            _study_marker(ax_tpot, tpot * scale, marker, f"study: {h} {tpot * 1e3:.1f} ms")
             held = STUDY_QPS * STUDY_OUT_TOKENS * tpot
-            ax_slots.plot([STUDY_QPS], [held], linestyle="none", marker=marker, markersize=11,
-                          markerfacecolor="none", markeredgecolor="black", markeredgewidth=1.5,
-                          label=f"study: {h} {held:.1f} (Little's law)", gid="study")
+            _study_marker(ax_slots, held, marker, f"study: {h} {held:.1f} (Little's law)")
     ax_tpot.set_title("TPOT p50", fontsize=10)
     ax_tpot.set_ylabel(f"TPOT ({ul})")
     ax_slots.set_title("decode slots held (mean)", fontsize=10)
@@ -405,8 +413,6 @@ def plot_pushpull_sweep(table: Any, *, unit: str = "ms", study: bool = True):
         ax.set_xlabel("request rate (req/s)")
         ax.set_xticks(rates)
         ax.legend(fontsize=7, frameon=False, loc="upper left", ncol=2)
-    fig.suptitle(_sweep_title(table), fontsize=10)
-    return fig
 
 
 def _sweep_title(table: pd.DataFrame) -> str:

@@ -44,7 +44,7 @@ import networkx as nx
 from ..core.table import EventTable, apply_policy
 from .._validate import one_of, positive_int
 from ..errors import ConfigError
-from ..core.graph import add_dep, add_event, chain, event_attrs
+from ..core.graph import add_dep, add_event, chain, event_attrs, layer_tag
 from ..core.policies import Policy, get_policy
 from ..core.scheduler import Schedule, schedule
 from .single import add_request, new_graph
@@ -158,7 +158,7 @@ def _add_join(G, model, *, prompt_tokens, link, cost, timing, batch, context) ->
     seq = 0
     for layer in model.layers:
         for op, reads, dur in cost.decode_operators(model, layer, contexts):
-            d = add_event(G, f"batch:join:L{layer.index:02d}:{op}", kind="decode", request=0, layer=layer.index,
+            d = add_event(G, f"batch:join:{layer_tag(layer.index)}:{op}", kind="decode", request=0, layer=layer.index,
                           operator=op, device="decode", duration_s=dur, reads=reads, seq=seq, batched=True)
             seq += 1
             for c in reads:

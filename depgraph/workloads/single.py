@@ -26,19 +26,15 @@ import networkx as nx
 from .._validate import one_of, positive_int
 from ..specs.cost import CostModel
 from ..core.table import EventTable, TableBuilder
-from ..core.graph import event_attrs
+from ..core.graph import event_attrs, layer_tag
 from ..specs.hardware import Link, load_link
-from ..specs.models import ModelSpec, load_model
+from ..specs.models import LayerSpec, ModelSpec, load_model
 
 __all__ = ["single_request", "add_request", "request_parts", "add_parts", "RequestCopier", "RequestParts",
            "new_graph", "TIMINGS"]
 
 TIMINGS = ("handoff", "migration")
 MAX_PROMPT_TOKENS = 10_000_000
-
-
-def _layer_tag(i: int) -> str:
-    return f"L{i:02d}"
 
 
 def _per_stage(value: str | Sequence[str], stage: int) -> str:
@@ -150,85 +146,120 @@ def request_parts(
     """
     r = request
     stages = list(placement) if placement is not None else [0] * model.num_layers
-    nodes: dict[str, list[Hashable]] = {"prefill": [], "send": [], "arrive": [], "decode": [], "token": []}
-    # collected in order and added at once at the end: the same graph as one add_event/add_dep at a time
-    new_nodes: list[tuple[Hashable, dict]] = []
-    new_edges: list[tuple[Hashable, Hashable, dict]] = []
-
-    def event(node: str, **attrs) -> str:
-        new_nodes.append((node, event_attrs(node, **attrs)))
-        return node
-
-    def dep(u: Hashable, v: Hashable, kind: str) -> None:
-        new_edges.append((u, v, {"kind": kind}))
-
-    def chain_of(seq: list, kind: str) -> None:
-        for u, v in zip(seq, seq[1:]):
-            dep(u, v, kind)
-
-    prefill_chain: list[Hashable] = []
-    for layer, stage in zip(model.layers, stages):
-        tag = _layer_tag(layer.index)
-        dev = _per_stage(prefill_device, stage)
-        if prefill_chain and stages[layer.index - 1] != stage:
-            prefill_chain.append(event(f"r{r}:prefill:hop:{tag}", kind="hop", request=r, layer=layer.index,
-                                       device=dev, operator="activation", duration_s=cost.activation_hop_s))
-        p = event(f"r{r}:prefill:{tag}", kind="prefill", request=r, layer=layer.index, device=dev,
-                  duration_s=cost.prefill_layer_s(layer, prompt_tokens))
-        nodes["prefill"].append(p)
-        prefill_chain.append(p)
-    chain_of(prefill_chain, "program")
+    rec = _Recorder()
+    prefill = _prefill_events(rec, model, stages, request=r, prompt_tokens=prompt_tokens, cost=cost,
+                              prefill_device=prefill_device)
+    nodes: dict[str, list[Hashable]] = {"prefill": prefill, "send": [], "arrive": [], "decode": [], "token": []}
     done = None
     if timing == "migration":
-        done = event(f"r{r}:barrier:prefill_done", kind="barrier", request=r,
-                     device=_per_stage(prefill_device, stages[-1]), operator="prefill_done")
+        done = rec.event(f"r{r}:barrier:prefill_done", kind="barrier", request=r,
+                         device=_per_stage(prefill_device, stages[-1]), operator="prefill_done")
         for p in nodes["prefill"]:
-            dep(p, done, "data")
+            rec.dep(p, done, "data")
     seq = 0
     decode_chain: list[Hashable] = []
     for layer, p, stage in zip(model.layers, nodes["prefill"], stages):
-        tag = _layer_tag(layer.index)
-        link_dev, dec_dev = _per_stage(link_device, stage), _per_stage(decode_device, stage)
-        arrivals = {}
-        for c in layer.components:
-            nbytes = layer.component_bytes(c, prompt_tokens)
-            s = event(f"r{r}:send:{tag}:{c}", kind="send", request=r, layer=layer.index, component=c,
-                      device=link_dev, duration_s=link.transfer_s(nbytes), bytes=nbytes,
-                      resource=link_dev, priority=(r, len(nodes["send"])))
-            dep(done if done is not None else p, s, "data")
-            if done is not None:
-                dep(p, s, "data")
-            a = event(f"r{r}:arrive:{tag}:{c}", kind="arrive", request=r, layer=layer.index, component=c,
-                      device=dec_dev)
-            dep(s, a, "data")
-            nodes["send"].append(s)
-            nodes["arrive"].append(a)
-            arrivals[c] = a
+        tag = layer_tag(layer.index)
+        dec_dev = _per_stage(decode_device, stage)
+        arrivals = _transfer_events(rec, nodes, layer, tag, p, done, request=r, prompt_tokens=prompt_tokens,
+                                    link=link, link_device=_per_stage(link_device, stage), decode_device=dec_dev)
         if not decode:
             continue
         if decode_chain and stages[layer.index - 1] != stage:
-            decode_chain.append(event(f"r{r}:decode:hop:{tag}", kind="hop", request=r, layer=layer.index,
-                                      device=dec_dev, operator="activation", duration_s=cost.activation_hop_s))
+            decode_chain.append(rec.event(f"r{r}:decode:hop:{tag}", kind="hop", request=r, layer=layer.index,
+                                          device=dec_dev, operator="activation", duration_s=cost.activation_hop_s))
         for op, reads, dur in cost.decode_operators(model, layer, prompt_tokens):
-            d = event(f"r{r}:decode:{tag}:{op}", kind="decode", request=r, layer=layer.index, operator=op,
-                      device=dec_dev, duration_s=dur, reads=reads, seq=seq)
+            d = rec.event(f"r{r}:decode:{tag}:{op}", kind="decode", request=r, layer=layer.index, operator=op,
+                          device=dec_dev, duration_s=dur, reads=reads, seq=seq)
             seq += 1
             for c in reads:
-                dep(arrivals[c], d, "data")
+                rec.dep(arrivals[c], d, "data")
             nodes["decode"].append(d)
             decode_chain.append(d)
     if decode:
         last_dev = _per_stage(decode_device, stages[-1])
-        head = event(f"r{r}:decode:head", kind="decode", request=r, operator="head", device=last_dev,
-                     duration_s=cost.decode_head_s(model), reads=(), seq=seq)
+        head = rec.event(f"r{r}:decode:head", kind="decode", request=r, operator="head", device=last_dev,
+                         duration_s=cost.decode_head_s(model), reads=(), seq=seq)
         nodes["decode"].append(head)
         decode_chain.append(head)
-        chain_of(decode_chain, "program")
+        rec.chain(decode_chain, "program")
         if token:
-            t = event(f"r{r}:token", kind="token", request=r, device=last_dev)
-            dep(head, t, "program")
+            t = rec.event(f"r{r}:token", kind="token", request=r, device=last_dev)
+            rec.dep(head, t, "program")
             nodes["token"].append(t)
-    return RequestParts(nodes, new_nodes, new_edges, r, prefill_device)
+    return RequestParts(nodes, rec.nodes, rec.edges, r, prefill_device)
+
+
+class _Recorder:
+    """One request's nodes ``(id, attributes)`` and edges ``(u, v,
+    attributes)`` in the order they are made, to be added to a graph at once
+    at the end: the same graph as one add_event/add_dep at a time."""
+
+    __slots__ = ("nodes", "edges")
+
+    def __init__(self) -> None:
+        self.nodes: list[tuple[Hashable, dict]] = []
+        self.edges: list[tuple[Hashable, Hashable, dict]] = []
+
+    def event(self, node: str, **attrs: Any) -> str:
+        self.nodes.append((node, event_attrs(node, **attrs)))
+        return node
+
+    def dep(self, u: Hashable, v: Hashable, kind: str) -> None:
+        self.edges.append((u, v, {"kind": kind}))
+
+    def chain(self, seq: list, kind: str) -> None:
+        for u, v in zip(seq, seq[1:]):
+            self.dep(u, v, kind)
+
+
+def _prefill_events(rec: _Recorder, model: ModelSpec, stages: list[int], *, request: int, prompt_tokens: int,
+                    cost: CostModel, prefill_device: str | Sequence[str]) -> list[Hashable]:
+    """Each layer's prefill compute on its stage's prefill device, in one
+    program chain with a ``hop`` wherever the stage changes; returns the
+    prefill nodes in layer order."""
+    r = request
+    prefill: list[Hashable] = []
+    prefill_chain: list[Hashable] = []
+    for layer, stage in zip(model.layers, stages):
+        tag = layer_tag(layer.index)
+        dev = _per_stage(prefill_device, stage)
+        if prefill_chain and stages[layer.index - 1] != stage:
+            prefill_chain.append(rec.event(f"r{r}:prefill:hop:{tag}", kind="hop", request=r, layer=layer.index,
+                                           device=dev, operator="activation", duration_s=cost.activation_hop_s))
+        p = rec.event(f"r{r}:prefill:{tag}", kind="prefill", request=r, layer=layer.index, device=dev,
+                      duration_s=cost.prefill_layer_s(layer, prompt_tokens))
+        prefill.append(p)
+        prefill_chain.append(p)
+    rec.chain(prefill_chain, "program")
+    return prefill
+
+
+def _transfer_events(rec: _Recorder, nodes: dict[str, list[Hashable]], layer: LayerSpec, tag: str, p: Hashable,
+                     done: Hashable | None, *, request: int, prompt_tokens: int, link: Link, link_device: str,
+                     decode_device: str) -> dict[str, Hashable]:
+    """Each component of ``layer`` (tagged ``tag`` in node ids) sent on
+    ``link_device`` once its prefill node ``p`` (and, under migration, the
+    ``prefill_done`` barrier ``done``) has finished, and its arrival on
+    ``decode_device``; the sends and arrivals are appended to ``nodes``.
+    Returns the arrival of each component."""
+    r = request
+    arrivals = {}
+    for c in layer.components:
+        nbytes = layer.component_bytes(c, prompt_tokens)
+        s = rec.event(f"r{r}:send:{tag}:{c}", kind="send", request=r, layer=layer.index, component=c,
+                      device=link_device, duration_s=link.transfer_s(nbytes), bytes=nbytes,
+                      resource=link_device, priority=(r, len(nodes["send"])))
+        rec.dep(done if done is not None else p, s, "data")
+        if done is not None:
+            rec.dep(p, s, "data")
+        a = rec.event(f"r{r}:arrive:{tag}:{c}", kind="arrive", request=r, layer=layer.index, component=c,
+                      device=decode_device)
+        rec.dep(s, a, "data")
+        nodes["send"].append(s)
+        nodes["arrive"].append(a)
+        arrivals[c] = a
+    return arrivals
 
 
 def new_graph(workload: str, model, *, prompt_tokens, link, mfu, timing, cost, as_table: bool = False, **attrs):

@@ -60,51 +60,12 @@ def batching_trace(model, *, requests: int, prompt_tokens: int, link, mfu: float
     last_prefill = names.index(roles["prefill"][-1]) + 1
     block = one.num_nodes + 1
     n = block * requests
-    base = np.arange(requests, dtype=np.int64) * block
 
     duration = np.empty((requests, block), dtype=np.float64)
     duration[:, 0] = np.arange(requests, dtype=np.float64) * float(interarrival_s)
     duration[:, 1:] = one.duration_s
-    # Each request's edges: its own (one request's, shifted past the wait node), the worker's program
-    # chain from the request before on that worker, and its arrival (wait -> first prefill layer).
-    # They are laid out by target, then source, as the scheduler's predecessor lists are, so compiling
-    # the table sorts runs that are already in order.
-    by_target = np.lexsort((one.src, one.dst))
-    t_src, t_dst, t_kind = one.src[by_target] + 1, one.dst[by_target] + 1, one.edge_kind[by_target]
-    k = int(np.searchsorted(t_dst, first_prefill))  # the chain and arrival edges go before its other edges
-    width = t_src.size + 2
-    src = np.empty((requests, width), dtype=np.int64)
-    dst = np.empty((requests, width), dtype=np.int64)
-    kinds = np.empty((requests, width), dtype=np.int8)
-    for cols, t_cols in ((slice(0, k), slice(0, k)), (slice(k + 2, width), slice(k, None))):
-        src[:, cols] = base[:, None] + t_src[t_cols]
-        dst[:, cols] = base[:, None] + t_dst[t_cols]
-        kinds[:, cols] = t_kind[t_cols]
-    src[workers:, k] = base[:-workers] + last_prefill  # the program chain, from the worker's request before
-    src[:, k + 1] = base  # the arrival
-    dst[:, k:k + 2] = (base + first_prefill)[:, None]
-    kinds[:, k] = EDGE_CODES["program"]
-    kinds[:, k + 1] = EDGE_CODES["data"]
-
-    def rows(a: np.ndarray) -> np.ndarray:  # a worker's first request follows no other: no chain edge
-        return np.concatenate([np.delete(a[:workers], k, axis=1).ravel(), a[workers:].ravel()])
-
-    kind_of = np.array(["wait"] + [d["kind"] for d in attrs])
-    is_send = np.array([False] + [d.get("resource") is not None for d in attrs])
-    worker = np.arange(requests) % workers
-    link_names = np.array([f"link-w{k}" for k in range(workers)], dtype=object)
-    resource = np.full((requests, block), None, dtype=object)
-    resource[:, is_send] = link_names[worker][:, None]
-    send_index = np.cumsum(is_send) - 1
-    priority = np.zeros((requests, block, 2), dtype=np.int64)
-    priority[:, :, 0] = np.arange(requests)[:, None]
-    priority[:, :, 1] = send_index
-    columns = {
-        "kind": np.tile(kind_of, requests),
-        "request": np.repeat(np.arange(requests, dtype=np.int64), block),
-        "resource": resource.ravel(),
-        "priority": priority.reshape(n, 2),
-    }
+    src, dst, kinds = _edge_rows(one, requests, workers, first_prefill, last_prefill)
+    columns, send_index = _node_columns(attrs, requests, workers)
     tail = [name.split(":", 1)[1] for name in names]  # "r0:prefill:L00" -> "prefill:L00"
 
     def name_of(pos: int) -> str:
@@ -131,9 +92,69 @@ def batching_trace(model, *, requests: int, prompt_tokens: int, link, mfu: float
         return out
 
     graph = dict(G.graph, target_request=0)
-    return EventTable(duration_s=duration.ravel(), src=rows(src), dst=rows(dst),
-                      edge_kind=rows(kinds), graph=graph, columns=columns, name_of=name_of,
-                      make_names=make_names, make_attrs=make_attrs)
+    return EventTable(duration_s=duration.ravel(), src=src, dst=dst, edge_kind=kinds, graph=graph, columns=columns,
+                      name_of=name_of, make_names=make_names, make_attrs=make_attrs)
+
+
+def _edge_rows(one: EventTable, requests: int, workers: int, first_prefill: int, last_prefill: int
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Sources, targets and kind codes of the trace's edges, request after
+    request (``one`` is one request's table; a request's block of positions
+    starts with its wait node).
+
+    Each request's edges: its own (one request's, shifted past the wait
+    node), the worker's program chain from the request before on that
+    worker, and its arrival (wait -> first prefill layer). They are laid out
+    by target, then source, as the scheduler's predecessor lists are, so
+    compiling the table sorts runs that are already in order.
+    """
+    base = np.arange(requests, dtype=np.int64) * (one.num_nodes + 1)
+    by_target = np.lexsort((one.src, one.dst))
+    t_src, t_dst, t_kind = one.src[by_target] + 1, one.dst[by_target] + 1, one.edge_kind[by_target]
+    k = int(np.searchsorted(t_dst, first_prefill))  # the chain and arrival edges go before its other edges
+    width = t_src.size + 2
+    src = np.empty((requests, width), dtype=np.int64)
+    dst = np.empty((requests, width), dtype=np.int64)
+    kinds = np.empty((requests, width), dtype=np.int8)
+    for cols, t_cols in ((slice(0, k), slice(0, k)), (slice(k + 2, width), slice(k, None))):
+        src[:, cols] = base[:, None] + t_src[t_cols]
+        dst[:, cols] = base[:, None] + t_dst[t_cols]
+        kinds[:, cols] = t_kind[t_cols]
+    src[workers:, k] = base[:-workers] + last_prefill  # the program chain, from the worker's request before
+    src[:, k + 1] = base  # the arrival
+    dst[:, k:k + 2] = (base + first_prefill)[:, None]
+    kinds[:, k] = EDGE_CODES["program"]
+    kinds[:, k + 1] = EDGE_CODES["data"]
+
+    def rows(a: np.ndarray) -> np.ndarray:  # a worker's first request follows no other: no chain edge
+        return np.concatenate([np.delete(a[:workers], k, axis=1).ravel(), a[workers:].ravel()])
+
+    return rows(src), rows(dst), rows(kinds)
+
+
+def _node_columns(attrs: list[dict], requests: int, workers: int) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """The ``kind``, ``request``, ``resource`` and ``priority`` columns of
+    the trace's nodes (``attrs``: one request's, without its wait node), and
+    the send index of each position in a request's block (``priority[1]``
+    of its sends; a request's sends use its worker's link)."""
+    block = len(attrs) + 1
+    kind_of = np.array(["wait"] + [d["kind"] for d in attrs])
+    is_send = np.array([False] + [d.get("resource") is not None for d in attrs])
+    worker = np.arange(requests) % workers
+    link_names = np.array([f"link-w{k}" for k in range(workers)], dtype=object)
+    resource = np.full((requests, block), None, dtype=object)
+    resource[:, is_send] = link_names[worker][:, None]
+    send_index = np.cumsum(is_send) - 1
+    priority = np.zeros((requests, block, 2), dtype=np.int64)
+    priority[:, :, 0] = np.arange(requests)[:, None]
+    priority[:, :, 1] = send_index
+    columns = {
+        "kind": np.tile(kind_of, requests),
+        "request": np.repeat(np.arange(requests, dtype=np.int64), block),
+        "resource": resource.ravel(),
+        "priority": priority.reshape(block * requests, 2),
+    }
+    return columns, send_index
 
 
 def trace_ttft_s(S) -> np.ndarray:
