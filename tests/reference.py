@@ -135,7 +135,7 @@ class RefSchedule:
 
 
 def resolve_resources(G: nx.DiGraph, *, weight: str = "duration_s") -> nx.DiGraph:
-    """:func:`depgraph.scheduler.resolve_resources` (same contract and rules),
+    """:func:`depgraph.core.scheduler.resolve_resources` (same contract and rules),
     on a networkx copy of ``G``."""
     cg = compile_graph(G, weight=weight)
     attrs = G.nodes

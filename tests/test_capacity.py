@@ -152,7 +152,7 @@ def test_larger_gpu_and_utilization_change_only_the_memory_check():
 
 def test_hybrid_model_includes_recurrent_and_conv_state():
     p = plan("qwen3.6-35b-a3b", qps=2, prompt_tokens=1024, out_tokens=128, tpot_s=7e-3, max_num_seqs=8)
-    # The models module's own numbers for 1,024 tokens (see depgraph.models).
+    # The models module's own numbers for 1,024 tokens (see depgraph.specs.models).
     assert (p.kv_bytes, p.ssm_bytes, p.conv_bytes) == (20_971_520, 62_914_560, 1_474_560)
     assert p.total_bytes == 85_360_640
     assert p.transfer_s == p.total_bytes / 50e9

@@ -1,4 +1,4 @@
-"""Tests of depgraph.gallery: small models, the workload graphs and their drawings."""
+"""Tests of depgraph.studies.gallery: small models, the workload graphs and their drawings."""
 
 import html
 

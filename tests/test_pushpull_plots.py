@@ -33,7 +33,7 @@ def starved():
 @pytest.fixture(scope="module")
 def sweep_table():
     """Four load-test points (push and pull at 2 and 8 req/s, 16k prompts) run
-    through depgraph.replay.run_point, with the point fields a sweep adds."""
+    through depgraph.sweeps.points.run_point, with the point fields a sweep adds."""
     base = {"model": "qwen3-32b", "prompt_tokens": 16384, "link": "50GBps", "mfu": 0.4, "timing": "handoff",
             "workload": "loadtest", "out_tokens": 8, "num_prompts": 30, "max_num_seqs": 8, "tp": 8, "seed": 0}
     points = [{**base, "handoff": h, "qps": q} for h in ("push", "pull") for q in (2, 8)]

@@ -124,7 +124,7 @@ def test_single_toml_is_the_study_grid():
     sc = load_scenario(ROOT / "workloads" / "single.toml")
     points = expand_scenario(sc)
     assert sc.num_points == len(points) == 72
-    # the same configurations in the same order as depgraph.study.single_request_sweep
+    # the same configurations in the same order as depgraph.studies.single.single_request_sweep
     assert [(p["model"], p["prompt_tokens"], p["link"], p["mfu"], p["timing"]) for p in points] == list(
         itertools.product(STUDY_MODELS, STUDY_PROMPTS, STUDY_LINKS, STUDY_MFUS, dg.TIMINGS))
     assert {p["workload"] for p in points} == {"single"} and {p["variant"] for p in points} == {"-"}

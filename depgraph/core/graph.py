@@ -17,7 +17,7 @@ Every node carries
 Every edge carries ``kind``, one of :data:`EDGE_KINDS`: ``data`` (the target
 reads what the source produced), ``program`` (order within one device's
 program), ``resource`` (order on a shared resource such as a link) and
-``policy`` (added by a readiness policy; see :mod:`depgraph.policies`).
+``policy`` (added by a readiness policy; see :mod:`depgraph.core.policies`).
 
 Graph attributes: ``G.graph["workload"]`` and the parameters that built it.
 

@@ -43,7 +43,7 @@ class CompiledGraph:
     ``nodes`` and ``index`` (node id to position) are produced on demand;
     ``order[i]`` is the insertion position, in ``table``, of the node at
     topological position ``i``; ``pred_kind`` is the kind code of each
-    predecessor entry (see :mod:`depgraph._compiled`).
+    predecessor entry (see :mod:`depgraph.core.table`).
     """
 
     __slots__ = ("table", "order", "duration_s", "pred_indptr", "pred_indices", "pred_kind", "_nodes", "_index",
@@ -485,7 +485,7 @@ def schedule(G: nx.DiGraph | EventTable, *, policy: Any = None, weight: str = "d
     policy
         ``None`` (schedule ``G`` as it is), a policy name
         (``"compute-then-move"``, ``"global"``, ``"layer"``, ``"component"``)
-        or a :class:`~depgraph.policies.Policy`.
+        or a :class:`~depgraph.core.policies.Policy`.
     weight
         Node attribute holding each node's duration in seconds.
     """

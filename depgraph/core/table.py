@@ -10,7 +10,7 @@ of additions, and the networkx view (:meth:`EventTable.to_networkx`) is
 produced on demand: the base itself when nothing was added, else a copy with
 the additions, exactly the graph the networkx-level code would have built.
 
-A readiness policy is written against networkx (see :mod:`depgraph.policies`).
+A readiness policy is written against networkx (see :mod:`depgraph.core.policies`).
 :func:`apply_policy` runs that same rule on a :class:`PolicyOverlay`, an
 object with the few graph methods a rule uses, which records what the rule
 adds instead of copying the graph. A rule that needs anything else runs on
@@ -448,7 +448,7 @@ class _NodeView:
 class PolicyOverlay:
     """A graph for a policy rule to read and add to, recording additions.
 
-    It offers what :mod:`depgraph.policies` uses: ``nodes`` (iterated with
+    It offers what :mod:`depgraph.core.policies` uses: ``nodes`` (iterated with
     or without data, indexed by id), ``in``, ``has_edge``, ``add_node``,
     ``add_edge``, ``copy`` and ``graph``. Adding a node or an edge that
     already exists (which would change attributes in place), or using any

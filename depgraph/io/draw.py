@@ -14,7 +14,7 @@ handed-off state black, the first token red.
 Examples
 --------
 >>> import depgraph as dg
->>> from depgraph.draw import draw
+>>> from depgraph.io.draw import draw
 >>> G = dg.single_request("qwen3.6-35b-a3b", prompt_tokens=1024, link="25g", mfu=1.0)
 >>> dot = draw(G)
 >>> all(c in dot.source for c in ("#1f77b4", "#ff7f0e", "#2ca02c"))
@@ -247,11 +247,11 @@ def draw(
     Parameters
     ----------
     G
-        An event graph (see :mod:`depgraph.graph`); a plain DAG whose nodes
+        An event graph (see :mod:`depgraph.core.graph`); a plain DAG whose nodes
         only carry ``duration_s`` also works and gets default styling. To see
         a policy's edges, draw ``S.graph`` of the scheduled graph.
     schedule
-        A :class:`~depgraph.scheduler.Schedule` of ``G`` (or of a graph with
+        A :class:`~depgraph.core.scheduler.Schedule` of ``G`` (or of a graph with
         the same nodes). Labels then show start and finish in ms, and the
         edges of its critical path are drawn thick and red.
     rankdir
@@ -284,7 +284,7 @@ def draw(
     Examples
     --------
     >>> import networkx as nx
-    >>> from depgraph.draw import draw
+    >>> from depgraph.io.draw import draw
     >>> G = nx.DiGraph()
     >>> G.add_node("a", duration_s=0.002); G.add_node("b", duration_s=5e-5)
     >>> G.add_edge("a", "b")
@@ -433,7 +433,7 @@ def gantt(S: Any, *, ax: Any = None, by: str = "device", unit: str = "ms"):
     Parameters
     ----------
     S
-        A :class:`~depgraph.scheduler.Schedule`.
+        A :class:`~depgraph.core.scheduler.Schedule`.
     ax
         A matplotlib ``Axes`` to draw on; by default a new figure (made
         without :mod:`matplotlib.pyplot`, so it works headless).
@@ -454,7 +454,7 @@ def gantt(S: Any, *, ax: Any = None, by: str = "device", unit: str = "ms"):
     Examples
     --------
     >>> import depgraph as dg
-    >>> from depgraph.draw import gantt
+    >>> from depgraph.io.draw import gantt
     >>> S = dg.schedule(dg.single_request("qwen3.6-35b-a3b", prompt_tokens=1024, link="25g", mfu=1.0), policy="layer")
     >>> fig = gantt(S)
     >>> [t.get_text() for t in fig.axes[0].get_yticklabels()]
@@ -554,12 +554,12 @@ def plot_frontier(S: Any, *, ax: Any = None, kinds: tuple[str, ...] | None = Non
     Parameters
     ----------
     S
-        A :class:`~depgraph.scheduler.Schedule`.
+        A :class:`~depgraph.core.scheduler.Schedule`.
     ax
         A matplotlib ``Axes``; by default a new headless figure.
     kinds
         Count only nodes of these kinds (e.g. ``("decode",)``); see
-        :func:`~depgraph.scheduler.frontier`.
+        :func:`~depgraph.core.scheduler.frontier`.
     unit
         Time axis unit: ``"s"``, ``"ms"`` or ``"us"``.
 
@@ -570,7 +570,7 @@ def plot_frontier(S: Any, *, ax: Any = None, kinds: tuple[str, ...] | None = Non
     Examples
     --------
     >>> import depgraph as dg
-    >>> from depgraph.draw import plot_frontier
+    >>> from depgraph.io.draw import plot_frontier
     >>> S = dg.schedule(dg.single_request("qwen3.6-35b-a3b", prompt_tokens=1024, link="25g", mfu=1.0), policy="global")
     >>> fig = plot_frontier(S, kinds=("decode",))
     >>> [line.get_label() for line in fig.axes[0].get_lines()][:2]

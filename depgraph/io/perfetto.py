@@ -1,6 +1,6 @@
 """Schedules as trace files for Perfetto (ui.perfetto.dev) and chrome://tracing.
 
-:func:`trace_events` turns a :class:`~depgraph.scheduler.Schedule` into a
+:func:`trace_events` turns a :class:`~depgraph.core.scheduler.Schedule` into a
 Chrome Trace Event Format object: one process per device (``prefill``,
 ``link``, ``decode``, ...), one thread per request on that device, one
 complete slice per event of positive duration, an instant for each first
@@ -16,7 +16,7 @@ slice's ``args`` (``start_ms``, ``finish_ms``).
 Examples
 --------
 >>> import depgraph as dg
->>> from depgraph.perfetto import trace_events
+>>> from depgraph.io.perfetto import trace_events
 >>> G = dg.single_request("qwen3.6-35b-a3b", prompt_tokens=1024, link="25g", mfu=1.0)
 >>> S = dg.schedule(G, policy="layer")
 >>> trace = trace_events(S)
@@ -64,11 +64,11 @@ def trace_events(S: Any, *, flows: bool | str | Iterable[str] = True, max_flows:
     Parameters
     ----------
     S
-        A :class:`~depgraph.scheduler.Schedule`.
+        A :class:`~depgraph.core.scheduler.Schedule`.
     flows
         ``True`` draws flow arrows along ``data`` and ``policy`` edges,
         ``False`` draws none; an edge kind or a list of kinds (from
-        :data:`~depgraph.graph.EDGE_KINDS`) picks them. An edge without a
+        :data:`~depgraph.core.graph.EDGE_KINDS`) picks them. An edge without a
         ``kind`` counts as ``data``. A dependency through zero-duration
         nodes (``send -> arrive -> decode``) becomes one arrow from the
         slice that set the zero-duration node's time.
@@ -183,7 +183,7 @@ def to_perfetto(S: Any, path: str | os.PathLike, **kw: Any) -> Path:
     Parameters
     ----------
     S
-        A :class:`~depgraph.scheduler.Schedule`.
+        A :class:`~depgraph.core.scheduler.Schedule`.
     path
         The file to write (conventionally ``*.json``); its folder is created.
     **kw

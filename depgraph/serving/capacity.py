@@ -22,7 +22,7 @@ The study's Qwen3-32B run: 16,000-token prompts at 8 requests per second,
 128 output tokens, TP 8 at 50 GB/s per GPU, ``--max-num-seqs 8``.
 
 >>> import depgraph as dg
->>> from depgraph.capacity import plan, slots_held, transfer_time_s
+>>> from depgraph.serving.capacity import plan, slots_held, transfer_time_s
 >>> nbytes = sum(dg.handoff_bytes(dg.load_model("qwen3-32b"), prompt_tokens=16_000).values())
 >>> round(nbytes / 1e9, 1)                                   # "4.2 GB"
 4.2
@@ -173,7 +173,7 @@ def transfer_time_s(nbytes: int | float, link: str | Link = DEFAULT_LINK, *, tp:
 
     Examples
     --------
-    >>> from depgraph.capacity import transfer_time_s
+    >>> from depgraph.serving.capacity import transfer_time_s
     >>> round(transfer_time_s(4_194_304_000, "50GBps", tp=8) * 1e3, 2)   # Qwen3-32B, 16k tokens
     10.49
     >>> transfer_time_s(1e9, "8gbps")                                    # one GPU, 1 GB/s
@@ -190,7 +190,7 @@ def slots_held(qps: float, out_tokens: int, tpot_s: float) -> float:
 
     Examples
     --------
-    >>> from depgraph.capacity import slots_held
+    >>> from depgraph.serving.capacity import slots_held
     >>> round(slots_held(8, 128, 10.4e-3), 2)   # the study's pull run: 10.6 slots, with 8 configured
     10.65
     >>> slots_held(1, 128, 7.8125e-3)            # 1 req/s holds one slot for one second
@@ -219,7 +219,7 @@ def decode_memory_per_slot_bytes(model: str | ModelSpec, context_tokens: int, *,
 
     Examples
     --------
-    >>> from depgraph.capacity import decode_memory_per_slot_bytes
+    >>> from depgraph.serving.capacity import decode_memory_per_slot_bytes
     >>> m = decode_memory_per_slot_bytes("qwen3-32b", 16_128, tp=8)   # 16,000 prompt + 128 output tokens
     >>> round(m["total"] / 1e9, 2)
     0.53
@@ -289,7 +289,7 @@ def plan(model: str | ModelSpec, *, qps: float, prompt_tokens: int, out_tokens: 
         Store the KV cache in this dtype (e.g. ``"fp8"``).
     gpu
         Decode GPU, for the memory check (default ``"h200"``, 141 GB: the
-        push vs pull study's servers, as in :class:`~depgraph.load.LoadModel`).
+        push vs pull study's servers, as in :class:`~depgraph.serving.simulator.LoadModel`).
     gpu_memory_utilization
         Share of HBM the engine may use for weights and KV, in (0, 1]
         (default 0.9, vLLM's default). Activations are not counted otherwise.
@@ -300,7 +300,7 @@ def plan(model: str | ModelSpec, *, qps: float, prompt_tokens: int, out_tokens: 
 
     Examples
     --------
-    >>> from depgraph.capacity import plan
+    >>> from depgraph.serving.capacity import plan
     >>> kw = dict(qps=8, prompt_tokens=16_000, out_tokens=128, max_num_seqs=8, tp=8)
     >>> push = plan("qwen3-32b", tpot_s=7.0e-3, **kw)
     >>> push.verdict

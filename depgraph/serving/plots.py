@@ -1,6 +1,6 @@
 """Figures of the push vs pull load model: one load test, and a sweep.
 
-:func:`plot_loadtest` shows one run of :func:`depgraph.load.loadtest`
+:func:`plot_loadtest` shows one run of :func:`depgraph.serving.simulator.loadtest`
 over time: each request's time to first token (TTFT) at its arrival,
 coloured by the part of it that dominates, above the decode slots held and
 the requests waiting for one (vLLM's ``num_requests_waiting``). It is the
@@ -20,7 +20,7 @@ markers labelled ``study``.
 Examples
 --------
 >>> import depgraph as dg
->>> from depgraph.pushpull_plots import plot_loadtest
+>>> from depgraph.serving.plots import plot_loadtest
 >>> r = dg.loadtest("qwen3-32b", handoff="pull", qps=8, prompt_tokens=1024, out_tokens=8, num_prompts=30)
 >>> fig = plot_loadtest(r)
 >>> [ax.get_ylabel() for ax in fig.axes]
@@ -93,7 +93,7 @@ def _check_result(result: Any):
     from .simulator import LoadResult
 
     if not isinstance(result, LoadResult):
-        raise ConfigError(f"result: expected a depgraph LoadResult (from depgraph.load), "
+        raise ConfigError(f"result: expected a depgraph LoadResult (from depgraph.serving.simulator), "
                           f"got {type(result).__name__}")
     missing = [c for cols in TTFT_PARTS.values() for c in cols if c not in result.requests.columns]
     missing += [c for c in ("arrival_s", "ttft_s") if c not in result.requests.columns]
@@ -111,7 +111,7 @@ def _dominant_parts(requests: pd.DataFrame) -> pd.Series:
     Examples
     --------
     >>> import pandas as pd
-    >>> from depgraph.pushpull_plots import _dominant_parts
+    >>> from depgraph.serving.plots import _dominant_parts
     >>> rows = pd.DataFrame({"prefill_queue_s": [0.0, 0.3], "prefill_s": [0.4, 0.4], "handoff_s": [0.05, 0.05],
     ...                      "slot_wait_s": [1.2, 0.0], "decode_s": [0.01, 0.01]})
     >>> _dominant_parts(rows).tolist()
@@ -132,8 +132,8 @@ def plot_loadtest(result: Any, *, unit: str = "ms"):
     Parameters
     ----------
     result
-        A :class:`~depgraph.load.LoadResult` from
-        :func:`depgraph.load.loadtest`.
+        A :class:`~depgraph.serving.simulator.LoadResult` from
+        :func:`depgraph.serving.simulator.loadtest`.
     unit
         Unit of TTFT and TPOT: ``"s"``, ``"ms"`` or ``"us"``. The shared time
         axis is always in seconds (a run lasts seconds to minutes).
@@ -157,7 +157,7 @@ def plot_loadtest(result: Any, *, unit: str = "ms"):
     Examples
     --------
     >>> import depgraph as dg
-    >>> from depgraph.pushpull_plots import plot_loadtest
+    >>> from depgraph.serving.plots import plot_loadtest
     >>> r = dg.loadtest("qwen3-32b", handoff="push", qps=4, prompt_tokens=1024, out_tokens=8, num_prompts=30)
     >>> fig = plot_loadtest(r, unit="s")
     >>> sum(len(c.get_offsets()) for c in fig.axes[0].collections)   # one marker per request
@@ -299,8 +299,8 @@ def plot_pushpull_sweep(table: Any, *, unit: str = "ms", study: bool = True):
     Examples
     --------
     >>> import pandas as pd
-    >>> from depgraph.replay import run_point
-    >>> from depgraph.pushpull_plots import plot_pushpull_sweep
+    >>> from depgraph.sweeps.points import run_point
+    >>> from depgraph.serving.plots import plot_pushpull_sweep
     >>> base = {"model": "qwen3-32b", "prompt_tokens": 1024, "link": "50GBps", "mfu": 0.4, "workload": "loadtest",
     ...         "out_tokens": 8, "num_prompts": 20, "max_num_seqs": 8, "tp": 8, "seed": 0}
     >>> points = [{**base, "handoff": h, "qps": q} for h in ("push", "pull") for q in (2, 8)]

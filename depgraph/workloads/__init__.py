@@ -1,4 +1,4 @@
-"""Workload builders. Each returns a typed event graph (see :mod:`depgraph.graph`)."""
+"""Workload builders. Each returns a typed event graph (see :mod:`depgraph.core.graph`)."""
 
 from .batching import (ADMISSIONS, HOOK_SCOPES, continuous_batching, continuous_batching_tables,
                        expected_step_admission, stall_s)

@@ -65,7 +65,7 @@ class RequestParts(NamedTuple):
 
 def add_parts(G, parts: RequestParts) -> dict[str, list[Hashable]]:
     """Add a request's parts to ``G`` (an edge already there keeps its first
-    kind, as :func:`~depgraph.graph.add_dep` does); return its node ids by role."""
+    kind, as :func:`~depgraph.core.graph.add_dep` does); return its node ids by role."""
     G.add_nodes_from(parts.new_nodes)
     G.add_edges_from(e for e in parts.new_edges if not G.has_edge(e[0], e[1]))
     return parts.nodes
@@ -110,7 +110,7 @@ class RequestCopier:
 
     def add_copy(self, G, request: int, *, prefill_device: str) -> dict[str, list[Hashable]]:
         """``add_parts(G, self.copy(request, prefill_device=...))``; on a
-        :class:`~depgraph._compiled.TableBuilder` whose nodes are all new, by index,
+        :class:`~depgraph.core.table.TableBuilder` whose nodes are all new, by index,
         without looking up the copy's edges."""
         if isinstance(G, TableBuilder):
             ids, nodes = self._nodes(request, prefill_device)
@@ -297,17 +297,17 @@ def single_request(
     Parameters
     ----------
     model
-        A :class:`~depgraph.models.ModelSpec` or a name/path for :func:`~depgraph.load_model`.
+        A :class:`~depgraph.specs.models.ModelSpec` or a name/path for :func:`~depgraph.load_model`.
     prompt_tokens
         Prompt length in tokens.
     link
-        A :class:`~depgraph.hardware.Link` or a link name (``"25g"``, ``"pcie4"``, ``"40gbps"``).
+        A :class:`~depgraph.specs.hardware.Link` or a link name (``"25g"``, ``"pcie4"``, ``"40gbps"``).
     mfu
         Prefill MFU; overrides ``cost.mfu``.
     timing
         ``"handoff"`` or ``"migration"``.
     cost
-        The :class:`~depgraph.cost.CostModel` (defaults documented there).
+        The :class:`~depgraph.specs.cost.CostModel` (defaults documented there).
     as_table
         Return the graph as an :class:`~depgraph.EventTable`, the form the
         scheduler runs on, without building a networkx graph
