@@ -24,6 +24,7 @@ Runner = Callable[[dict], list]
 
 
 def runner_id(runner: Any) -> str:
+    """The runner's importable name (saved parts are keyed on it), arguments of a partial included."""
     if isinstance(runner, functools.partial):
         return f"{runner_id(runner.func)}(*{runner.args!r}, **{runner.keywords!r})"
     module = getattr(runner, "__module__", None)

@@ -70,8 +70,8 @@ import pandas as pd
 from ..errors import DepgraphError
 from ..io.atomic import atomic_write_text
 from .execute import Runner, picklable, point_error, run_dask, run_on, run_point_json, run_pool, runner_id
-from .points import run_point
 from .parts import load_part, model_digest, part_id, part_text
+from .points import run_point
 from .progress import Progress
 from .scenario import Scenario, expand_scenario, load_scenario
 from .tables import require_pyarrow, sweep_table, write_outputs
