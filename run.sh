@@ -45,7 +45,7 @@ setup() {
     install_dot
     local stamp="$VENV/.depgraph-installed"
     local want
-    want="$(cat pyproject.toml | cksum)"
+    want="$(cat pyproject.toml depgraph/_version.py | cksum)"  # the version is read from _version.py
     if [ ! -x "$VENV/bin/python" ]; then
         "$(need_python)" -m venv "$VENV"
     fi

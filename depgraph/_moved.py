@@ -59,7 +59,8 @@ class _Alias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
 def install(package: str) -> None:
     """Make the old module names of ``package`` importable (once)."""
-    if not any(isinstance(f, _Alias) and f.package == package for f in sys.meta_path):
+    # by class name: a reloaded _moved defines a new _Alias class
+    if not any(type(f).__name__ == "_Alias" and getattr(f, "package", None) == package for f in sys.meta_path):
         sys.meta_path.append(_Alias(package))
     # ``depgraph.draw`` is the drawing function; an import of the old module
     # must not replace it on the package, so the alias is registered up front

@@ -54,14 +54,13 @@ def _add_workload_args(group) -> None:
     group.add_argument("--workload", default="single", help=f"{workload_names(GRAPH_WORKLOADS)} (default single)")
     for name in GRAPH_WORKLOADS:
         for param in WORKLOADS[name].params:
-            default = "the expectation over a uniform phase" if param.name == "phase" else param.default
-            text = f"{name}: {param.help} (default {default})"
             if param.kind == "bool":
-                group.add_argument(param.flag, action="store_true", default=None, help=text)
-            else:
-                kind = {"int": int, "float": float}.get(param.kind)
-                group.add_argument(param.flag, type=_number(kind, param.flag) if kind else str, default=None,
-                                   metavar=param.name.upper() if kind else None, help=text)
+                group.add_argument(param.flag, action="store_true", default=None, help=f"{name}: {param.help}")
+                continue
+            default = "the expectation over a uniform phase" if param.name == "phase" else param.default
+            kind = {"int": int, "float": float}.get(param.kind)
+            group.add_argument(param.flag, type=_number(kind, param.flag) if kind else str, default=None,
+                               metavar=param.metavar, help=f"{name}: {param.help} (default {default})")
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -122,8 +121,9 @@ def _build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("reproduce", help="reproduce the studies into a results folder")
     p.add_argument("out", nargs="?", default="results")
-    p.add_argument("--scenarios", default=None, help="folder holding single.toml and replay.toml "
-                                                     "(default: the source tree's workloads/)")
+    p.add_argument("--scenarios", default=None, help="folder holding single.toml, replay.toml and pushpull.toml "
+                                                     "(default: the ones shipped with depgraph, workloads/ in the "
+                                                     "source tree)")
     p.add_argument("--workers", type=_number(int, "--workers"), default=None, metavar="N")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     return parser

@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Mapping
 from typing import Any, Callable, Iterable, Sequence
 
 try:
@@ -68,7 +69,7 @@ from .core.policies import POLICY_NAMES, Policy
 from .core.scheduler import schedule
 from .workloads import ADMISSIONS, HOOK_SCOPES, LINK_RULES, TIMINGS
 from .workloads.interleaved import PREFILL_MODES
-from .workloads.registry import ALIASES, GRAPH_WORKLOADS, WORKLOADS, workload_names
+from .workloads.registry import ALIASES, GRAPH_WORKLOADS, WORKLOADS, ByName, workload_names
 
 __all__ = [
     "FAMILIES",
@@ -91,12 +92,14 @@ __all__ = [
 FAMILIES: tuple[str, ...] = ("qwen3-next", "nemotron-h", "dense")
 _HYBRID_FAMILIES = ("qwen3-next", "nemotron-h")
 
+_SIMPLEST_FIRST = ("single", "speculative", "pipeline", "interleaved", "batch")  # a new workload goes last
 #: The workloads that build an event graph, by their registry names (the
 #: builders' names ``single_request`` and ``continuous_batching`` are accepted
-#: as aliases), in the order :func:`workload_params` shrinks towards.
-WORKLOAD_KINDS: tuple[str, ...] = GRAPH_WORKLOADS
-#: Their builders (:mod:`depgraph.workloads.registry`).
-BUILDERS: dict[str, Callable[..., nx.DiGraph]] = {name: WORKLOADS[name].builder for name in GRAPH_WORKLOADS}
+#: as aliases), simplest first: the order :func:`workload_params` shrinks towards.
+WORKLOAD_KINDS: tuple[str, ...] = tuple(sorted(
+    GRAPH_WORKLOADS, key=lambda n: _SIMPLEST_FIRST.index(n) if n in _SIMPLEST_FIRST else len(_SIMPLEST_FIRST)))
+#: Their builders (:mod:`depgraph.workloads.registry`), by name or alias.
+BUILDERS: Mapping[str, Callable[..., nx.DiGraph]] = ByName((name, WORKLOADS[name].builder) for name in WORKLOAD_KINDS)
 
 # The loaders' own limits (models.py, single.py, hardware.py).
 _MAX_LAYERS = 10_000
@@ -609,7 +612,7 @@ def build_workload(params: tuple[str, dict]) -> nx.DiGraph:
     ('pipeline', 2)
     """
     kind, kwargs = params
-    return BUILDERS[ALIASES.get(kind, kind)](**kwargs)
+    return BUILDERS[kind](**kwargs)
 
 
 def workloads(**kwargs: Any) -> SearchStrategy[nx.DiGraph]:

@@ -203,3 +203,12 @@ print("ok")
 
     assert all(f"depgraph.{new}" in MODULES for new in MOVED.values())
     assert not any(f"depgraph.{old}" in MODULES for old in MOVED)
+
+
+def test_the_command_line_reaches_the_workers_module_without_the_sweep_machinery():
+    """``depgraph reproduce`` starts the fork server before it loads pandas and the
+    builders: importing depgraph.sweeps.workers loads neither."""
+    code = ("import sys; import depgraph.sweeps.workers; "
+            "print(sorted(m for m in sys.modules if m == 'pandas' or m.startswith('depgraph.sweeps.')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "['depgraph.sweeps.workers']"

@@ -11,7 +11,7 @@ import depgraph as dg
 import depgraph.strategies as dgst
 from depgraph.anomalies import FAMILIES, workload_name
 from depgraph.cli import _build_parser, main
-from depgraph.studies.gallery import WORKLOAD_FAMILIES, workload_graphs
+from depgraph.studies.gallery import WORKLOAD_FAMILIES, figure5, workload_graphs
 from depgraph.sweeps.points import build, run_point
 from depgraph.sweeps.scenario import parse_scenario
 from depgraph.workloads.registry import (ALIASES, GRAPH_WORKLOADS, REQUIRED, WORKLOADS, Param, Workload,
@@ -45,7 +45,9 @@ def test_names_and_aliases():
 
 
 def test_every_reader_uses_the_registry():
-    assert dgst.WORKLOAD_KINDS == GRAPH_WORKLOADS and set(dgst.BUILDERS) == set(GRAPH_WORKLOADS)
+    assert sorted(dgst.WORKLOAD_KINDS) == sorted(GRAPH_WORKLOADS) == sorted(dgst.BUILDERS)
+    assert dgst.WORKLOAD_KINDS[0] == "single" and dgst.WORKLOAD_KINDS[-1] == "batch"  # shrinks towards single
+    assert dgst.BUILDERS["continuous_batching"] is dgst.BUILDERS["batch"] is dg.continuous_batching
     assert FAMILIES == GRAPH_WORKLOADS
     assert WORKLOAD_FAMILIES == GRAPH_WORKLOADS[1:]
     assert [workload_name(a) for a in ALIASES] == list(ALIASES.values())
@@ -72,6 +74,11 @@ def test_a_new_workload_is_one_builder_and_one_entry(monkeypatch):
     assert [r["policy"] for r in rows] == list(dg.POLICY_NAMES)
     assert build({**POINT, "workload": "doubled", "copies": 3}).graph["requests"] == 3
     assert main(["ttft", "qwen3.6-35b-a3b", "--prompt-tokens", "256", "--workload", "doubled", "--copies", "3"]) == 0
+    # the gallery draws it too, with its defaults and its description as the title
+    monkeypatch.setattr("depgraph.studies.gallery.WORKLOAD_FAMILIES", WORKLOAD_FAMILIES + ("doubled",))
+    entry = Workload("doubled", doubled, entry.params, entry.label, description="two requests on one link")
+    monkeypatch.setitem(WORKLOADS, "doubled", entry)
+    assert figure5()["doubled"].source.count("doubled: two requests on one link") == 1
     with pytest.raises(dg.ConfigError, match="copies: expected an integer in \\[1, 8\\], got 9"):
         parse_scenario(sc_text := 'name = "d"\n[grid]\nmodels = "qwen3.6-35b-a3b"\nprompt_tokens = 256\n'
                                   'links = "25g"\nmfus = 1.0\ntimings = "handoff"\n[[workloads]]\n'
@@ -112,3 +119,16 @@ def test_gallery_builds_every_family_through_the_registry():
     graphs = workload_graphs(policy="layer")
     assert list(graphs) == list(WORKLOAD_FAMILIES)
     assert graphs["batch"].graph["batch"] == 2 and graphs["interleaved"].graph["requests"] == 2
+
+
+def test_scenario_ranges_never_exceed_the_builders():
+    """A value a scenario accepts builds (checked at the registry's bounds where a
+    builder's own bound does not depend on the model)."""
+    model = "qwen3.6-35b-a3b"
+    for name, value in (("spec_k", 64), ("draft_layers", 1000)):
+        assert WORKLOADS["speculative"].param(name).upper == value
+        dg.speculative(model, prompt_tokens=16, link="25g", **{name: value})
+    text = ('name = "a"\n[grid]\nmodels = "qwen3.6-35b-a3b"\nprompt_tokens = 256\nlinks = "25g"\nmfus = 1.0\n'
+            'timings = "handoff"\n[[workloads]]\nworkload = "speculative"\ndraft_layers = 5000\n')
+    with pytest.raises(dg.ConfigError, match=r"draft_layers: expected an integer in \[1, 1,000\]"):
+        parse_scenario(text)

@@ -6,6 +6,6 @@
 - :mod:`~depgraph.io.atomic`: every file depgraph writes, whole or not at all.
 """
 
-from .graphfile import read_graph, write_graph
+from .graphfile import MAX_GRAPH_FILE_BYTES, MAX_GRAPH_NODES, read_graph, write_graph
 
-__all__ = ["read_graph", "write_graph"]
+__all__ = ["MAX_GRAPH_FILE_BYTES", "MAX_GRAPH_NODES", "read_graph", "write_graph"]

@@ -18,7 +18,6 @@ __all__ = ["atomic_write_bytes", "atomic_write_text", "figure_bytes", "save_figu
 _TEMP_NAMES = itertools.count()
 
 
-
 def _open_temp(path: Path) -> tuple[int, str]:
     """A new file next to ``path``, created exclusively with mode 0644 (less
     the umask: results are for sharing)."""

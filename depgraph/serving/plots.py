@@ -99,7 +99,7 @@ def _check_result(result: Any):
     missing += [c for c in ("arrival_s", "ttft_s") if c not in result.requests.columns]
     missing += [f"timeline.{c}" for c in ("time_s", "slots_held", "waiting") if c not in result.timeline.columns]
     if missing:
-        raise ConfigError(f"result: lacks {', '.join(missing)}; expected a LoadResult from depgraph.load")
+        raise ConfigError(f"result: lacks {', '.join(missing)}; expected a LoadResult from depgraph.loadtest")
     return result
 
 

@@ -168,7 +168,7 @@ def workload_graphs(model: ModelSpec | str | None = None, *, prompt_tokens: int 
     graphs = {}
     for name in WORKLOAD_FAMILIES:
         workload = WORKLOADS[name]
-        kwargs = {**common, **workload.keywords(_SMALL[name])}
+        kwargs = {**common, **workload.keywords(_SMALL.get(name, {}))}  # a new workload: its defaults
         # a builder that applies the policy itself (the join step depends on it) is given it
         graphs[name] = workload.build(model, **kwargs, policy=pol) if workload.applies_policy \
             else pol.apply(workload.build(model, **kwargs))
@@ -180,18 +180,19 @@ def _title_text(text: str) -> str:
     return str(text).replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ").replace("\r", "")
 
 
-def _titles(graphs: dict[str, nx.DiGraph]) -> dict[str, str]:
-    spec, batch, inter, pipe = (graphs[name].graph for name in WORKLOAD_FAMILIES)
-    join = batch.get("join_step")
-    return {
-        "speculative": f"Speculative decoding: {spec['spec_k']} draft steps and a verify pass hang off the end "
-                       "of the target chain",
-        "batch": f"Continuous batching: a new request joins the steps of {batch['batch']} running requests "
-                 f"(box rbatch) at step boundary {join}, then shares each layer's operator with them",
-        "interleaved": f"Interleaved requests: {inter['requests']} requests share one link, each keeps its own "
-                       "decode chain",
-        "pipeline": f"Pipeline parallelism: {pipe['stages']} stages on private links, an activation hop at the cut",
-    }
+def _title(name: str, g: dict) -> str:
+    """A drawing's title: what the family's graph shows (a workload without its
+    own title is named by its registry description)."""
+    if name == "speculative":
+        return f"Speculative decoding: {g['spec_k']} draft steps and a verify pass hang off the end of the target chain"
+    if name == "batch":
+        return (f"Continuous batching: a new request joins the steps of {g['batch']} running requests (box rbatch) "
+                f"at step boundary {g.get('join_step')}, then shares each layer's operator with them")
+    if name == "interleaved":
+        return f"Interleaved requests: {g['requests']} requests share one link, each keeps its own decode chain"
+    if name == "pipeline":
+        return f"Pipeline parallelism: {g['stages']} stages on private links, an activation hop at the cut"
+    return f"{name}: {WORKLOADS[name].description}"
 
 
 def figure5(**kw) -> dict:
@@ -223,7 +224,6 @@ def figure5(**kw) -> dict:
     1
     """
     graphs = workload_graphs(**kw)
-    titles = _titles(graphs)
     out = {}
     for name, G in graphs.items():
         g = G.graph
@@ -231,7 +231,7 @@ def figure5(**kw) -> dict:
                    f"policy {g['policy']}")
         dot = draw(G)
         # a second root label statement replaces draw's parameter line; clusters keep their own labels
-        dot.attr("graph", label=f"{_title_text(titles[name])}\\n{_title_text(setting)}", labelloc="t",
+        dot.attr("graph", label=f"{_title_text(_title(name, g))}\\n{_title_text(setting)}", labelloc="t",
                  fontsize="12")
         out[name] = dot
     return out

@@ -150,7 +150,7 @@ def _example_views(cost: CostModel | None = None) -> tuple[dict[str, bytes], str
     files["graph_small_layer.dot"] = dot.source.encode("utf-8")
     try:
         files["graph_small_layer.svg"] = dot.pipe(format="svg")
-        
+
         for family, drawing in figure5().items():
             files[f"fig5_{family}.svg"] = drawing.pipe(format="svg")
     except Exception as exc:  # graphviz's dot missing: the .dot files are still there

@@ -39,7 +39,7 @@ import numpy as np
 
 from ..specs.cost import CostModel
 from ..specs.models import load_model
-from ..core.policies import POLICY_NAMES
+from ..core.policies import POLICY_NAMES, get_policy
 from ..errors import ConfigError
 from ..core.scheduler import Schedule, frontier_width_max, schedule
 from ..workloads.batching import continuous_batching_tables, step_admission_expectation
@@ -63,9 +63,7 @@ def build(point: dict[str, Any], *, policy: str = "layer", admission: str = "ste
     w = get_workload(point.get("workload", "single"))
     if not w.builds_graph:
         raise ConfigError(f"workload: {w.name!r} runs on the serving engine and builds no event graph")
-    common = dict(prompt_tokens=point["prompt_tokens"], link=point["link"], mfu=point["mfu"],
-                  timing=point.get("timing", "handoff"), cost=cost)
-    model = _model(point["model"]) if isinstance(point["model"], str) else point["model"]
+    model, common = _model_and_common(point, cost)
     if not w.applies_policy:
         return w.build(model, **common, **w.keywords(point), as_table=as_table)
     # continuous batching: one admission, phase and policy (the builder applies it)
@@ -73,7 +71,14 @@ def build(point: dict[str, Any], *, policy: str = "layer", admission: str = "ste
     kwargs = w.keywords({k: v for k, v in values.items() if v is not None})
     if not as_table:
         return w.build(model, **common, **kwargs, policy=policy)
-    return continuous_batching_tables(model, **common, **kwargs, policies=(policy,))[policy]
+    return next(iter(continuous_batching_tables(model, **common, **kwargs, policies=(policy,)).values()))
+
+
+def _model_and_common(point: dict[str, Any], cost: CostModel | None) -> tuple[Any, dict[str, Any]]:
+    """The point's model (catalog names loaded once) and the arguments every builder takes."""
+    model = _model(point["model"]) if isinstance(point["model"], str) else point["model"]
+    return model, dict(prompt_tokens=point["prompt_tokens"], link=point["link"], mfu=point["mfu"],
+                       timing=point.get("timing", "handoff"), cost=cost)
 
 
 def _analyses(S: Schedule) -> dict[str, float]:
@@ -110,13 +115,14 @@ def _loadtest_row(point: dict[str, Any]) -> dict[str, Any]:
 
 def run_point(point: dict[str, Any], *, cost: CostModel | None = None, policies: Sequence[str] = POLICY_NAMES,
               breakdown: bool = False) -> list[dict[str, Any]]:
-    """Rows for one grid point: one per policy (of ``policies``) and admission
+    """Rows for one grid point: one per policy (of ``policies``, by name) and admission
     mode. With ``breakdown`` each row also carries the TTFT breakdown along
     the critical path (``prefill_s``, ``transfer_s``, ``wait_s``,
     ``decode_s``; not for continuous batching, whose TTFT is an expectation)."""
     w = get_workload(point.get("workload", "single"))
     if not w.builds_graph:
         return [_loadtest_row(point)]
+    policies = tuple(get_policy(p).name for p in policies)
     rows = []
     if not w.applies_policy:
         table = build(point, cost=cost, as_table=True)  # built once, scheduled under every policy
@@ -126,13 +132,11 @@ def run_point(point: dict[str, Any], *, cost: CostModel | None = None, policies:
                          "step_s": float("nan"), "join_step": float("nan"),
                          **(_breakdown(S) if breakdown else {})})
         return rows
-    scope = point.get("hook_scope", "request")
+    scope = point.get("hook_scope", w.param("hook_scope").default)
+    model, common = _model_and_common(point, cost)
     for admission in ("step", "async"):
         tables = continuous_batching_tables(
-            _model(point["model"]) if isinstance(point["model"], str) else point["model"],
-            prompt_tokens=point["prompt_tokens"], link=point["link"], mfu=point["mfu"],
-            timing=point.get("timing", "handoff"), cost=cost,
-            **w.keywords({**point, "admission": admission, "hook_scope": scope, "phase": 0.5}),
+            model, **common, **w.keywords({**point, "admission": admission, "hook_scope": scope, "phase": 0.5}),
             policies=tuple(policies))
         for policy in policies:
             S = schedule(tables[policy])  # the same graph build(point, policy=policy, admission=admission) gives

@@ -27,6 +27,7 @@ are accepted everywhere as aliases.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import Any, Callable
 
 from ..errors import ConfigError
@@ -36,7 +37,7 @@ from .pipeline import pipeline
 from .single import single_request
 from .speculative import speculative
 
-__all__ = ["ALIASES", "GRAPH_WORKLOADS", "Param", "REQUIRED", "WORKLOADS", "Workload", "get_workload",
+__all__ = ["ALIASES", "ByName", "GRAPH_WORKLOADS", "Param", "REQUIRED", "WORKLOADS", "Workload", "get_workload",
            "workload_names"]
 
 
@@ -60,6 +61,7 @@ class Param:
     ``default`` is what the builder and the command line use when it is not
     given; ``required`` says a scenario file must give it anyway (it names
     the variant). Only ``sweepable`` parameters may appear in a scenario.
+    ``help`` and ``metavar`` are the command line's.
     """
 
     name: str
@@ -72,6 +74,7 @@ class Param:
     required: bool = False
     sweepable: bool = True
     help: str = ""
+    metavar: str | None = None
 
     @property
     def keyword(self) -> str:
@@ -162,11 +165,11 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in (
     Workload("single", single_request, (), lambda p: "-", aliases=("single_request",),
              description="one request: prefill, handoff, decode"),
     Workload("speculative", speculative, (
-        Param("spec_k", "int", 3, 1, 64, help="draft candidates"),
-        Param("draft_layers", "int", 1, 1, 10_000, help="layers of the draft model"),
+        Param("spec_k", "int", 3, 1, 64, help="draft candidates", metavar="K"),
+        Param("draft_layers", "int", 1, 1, 1000, help="layers of the draft model", metavar="L"),
     ), _label_speculative, description="speculative decoding: a draft proposes, the target verifies"),
     Workload("batch", continuous_batching, (
-        Param("batch", "int", 8, 1, 4096, required=True, help="running requests in the batch"),
+        Param("batch", "int", 8, 1, 4096, required=True, help="running requests in the batch", metavar="C"),
         Param("hook_scope", "choice", "request", choices=HOOK_SCOPES, help="batch or request"),
         Param("admission", "choice", "step", choices=ADMISSIONS, sweepable=False, help="step or async"),
         Param("phase", "float", 0.5, 0.0, 1.0, sweepable=False,
@@ -174,13 +177,14 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in (
     ), _label_batch, aliases=("continuous_batching",), applies_policy=True,
         description="continuous batching: a request joins a running batch"),
     Workload("interleaved", interleaved, (
-        Param("interleave", "int", 4, 1, 4096, arg="requests", required=True, help="requests sharing the link"),
+        Param("interleave", "int", 4, 1, 4096, arg="requests", required=True, help="requests sharing the link",
+              metavar="K"),
         Param("rule", "choice", "fifo", choices=LINK_RULES, help=", ".join(LINK_RULES)),
         Param("prefill", "choice", "parallel", choices=PREFILL_MODES, sweepable=False,
-              help="the requests' prefills run in parallel or one after another"),
+              help="parallel or serial: the requests' prefills at once or one after another"),
     ), _label_interleaved, description="K requests' handoffs interleaved on one link"),
     Workload("pipeline", pipeline, (
-        Param("stages", "int", 2, 2, 1024, required=True, help="stages"),
+        Param("stages", "int", 2, 2, 1024, required=True, help="stages", metavar="P"),
         Param("shared_link", "bool", False, help="one link for all stages"),
     ), _label_pipeline, description="pipeline parallelism: each stage hands off its own layers"),
     # the push/pull load test (depgraph.serving): prompt_tokens and links come from the grid (the link is
@@ -197,6 +201,30 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in (
 ALIASES: dict[str, str] = {alias: w.name for w in WORKLOADS.values() for alias in w.aliases}
 #: The workloads that build an event graph.
 GRAPH_WORKLOADS: tuple[str, ...] = tuple(name for name, w in WORKLOADS.items() if w.builds_graph)
+
+
+class ByName(Mapping):
+    """A read-only table keyed by workload names that also answers to their aliases.
+
+    >>> t = ByName({"batch": 1})
+    >>> t["continuous_batching"], list(t), "continuous_batching" in t
+    (1, ['batch'], True)
+    """
+
+    def __init__(self, items) -> None:
+        self._items = dict(items)
+
+    def __getitem__(self, name: str):
+        return self._items[ALIASES.get(name, name)]
+
+    def __iter__(self):
+        return iter(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __repr__(self) -> str:
+        return f"ByName({self._items!r})"
 
 
 def workload_names(names: tuple[str, ...] | None = None) -> str:

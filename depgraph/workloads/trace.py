@@ -12,7 +12,7 @@ with the others (see :func:`~depgraph.continuous_batching`, ``async``).
 Every request has the same shape, so the builder makes one request with
 :func:`~depgraph.workloads.add_request` (the same code as every other
 workload) and repeats its columns ``requests`` times with numpy: no
-networkx graph is built. The result is an :class:`~depgraph.core.scheduler.EventTable`;
+networkx graph is built. The result is an :class:`~depgraph.EventTable`;
 ``schedule`` runs on it directly, and ``table.to_networkx()`` gives the
 same graph as networkx (node ids ``r{r}:...``, the same attributes) for
 drawing or inspection of small traces.
