@@ -7,10 +7,12 @@ processes import it by name); only three tests start worker processes.
 import argparse
 import importlib
 import io
+import json
 import math
 import multiprocessing
 import os
 import signal
+import shutil
 import sys
 import threading
 import time
@@ -268,6 +270,96 @@ def test_a_damaged_part_is_recomputed(scenario, tmp_path):
     CALLS.clear()
     sweep(scenario, out_dir=tmp_path, workers=1, runner=fake_runner, progress=False)
     assert len(CALLS) == 1
+
+
+def _parts(root: Path) -> list[Path]:
+    return sorted((root / ".parts" / "fake").glob("*.json"))
+
+
+def _edit(path: Path, change, *, reseal: bool = False) -> None:
+    """Apply ``change`` to a part's JSON; ``reseal`` recomputes its checksum, as a careful forger would."""
+    from depgraph.sweeps import parts
+
+    part = json.loads(path.read_text())
+    change(part)
+    if reseal:
+        part["sha256"] = parts._checksum(part["id"], part["point"], part["rows"])
+    path.write_text(json.dumps(part))
+
+
+def _set_ttft(part, value):
+    part["rows"][0]["ttft_s"] = value
+
+
+def _flip_digit(part):
+    text = repr(part["rows"][0]["ttft_s"])
+    part["rows"][0]["ttft_s"] = float(text[:-1] + ("1" if text[-1] != "1" else "2"))
+
+
+@pytest.mark.parametrize("damage, reseal, reason", [
+    (lambda p: _set_ttft(p, 0.5), False, "checksum mismatch"),
+    (_flip_digit, False, "checksum mismatch"),
+    (lambda p: p.update(rows=[]), False, "checksum mismatch"),
+    (lambda p: p.update(rows=[]), True, "rows that do not fit the table"),
+    (lambda p: p.update(rows=[1, 2]), True, "rows that do not fit the table"),
+    (lambda p: p["rows"][0].pop("ttft_s"), True, "rows that do not fit the table"),
+    (lambda p: p.update(id="0" * 64), False, "not this point's part"),
+    (lambda p: p["point"].update(prompt_tokens=7), True, "another point's rows"),
+])
+def test_a_part_that_does_not_verify_is_said_and_recomputed(scenario, tmp_path, capsys, damage, reseal, reason):
+    clean = sweep(scenario, out_dir=tmp_path, workers=1, runner=fake_runner, progress=False)
+    _edit(_parts(tmp_path)[3], damage, reseal=reseal)
+    CALLS.clear()
+    capsys.readouterr()
+    again = sweep(scenario, out_dir=tmp_path, workers=1, runner=fake_runner, progress=False)
+    assert len(CALLS) == 1  # that point only
+    pd.testing.assert_frame_equal(again, clean, check_exact=True)
+    err = capsys.readouterr().err
+    assert err == (f"depgraph: sweep fake: 1 saved point in {tmp_path / '.parts' / 'fake'} did not verify "
+                   f"({reason}: 1); computing them again\n")
+    CALLS.clear()
+    sweep(scenario, out_dir=tmp_path, workers=1, runner=fake_runner, progress=False)
+    assert CALLS == [] and capsys.readouterr().err == ""  # the recomputed part verifies
+
+
+def test_another_points_part_and_hostile_files_are_not_used(scenario, tmp_path, capsys):
+    clean = sweep(scenario, out_dir=tmp_path, workers=1, runner=fake_runner, progress=False)
+    files = _parts(tmp_path)
+    files[1].write_bytes(files[0].read_bytes())  # another point's part under this point's name
+    files[2].write_text("[" * 100_000 + "]" * 100_000)  # deeply nested JSON
+    files[3].write_bytes(b" " * (2 << 20))  # larger than any part
+    files[4].write_text('{"id": 1e999999}')
+    CALLS.clear()
+    capsys.readouterr()
+    again = sweep(scenario, out_dir=tmp_path, workers=1, runner=fake_runner, progress=False)
+    assert len(CALLS) == 4
+    pd.testing.assert_frame_equal(again, clean, check_exact=True)
+    assert "4 saved points" in capsys.readouterr().err
+
+
+def test_parts_are_keyed_on_code_and_data(scenario, tmp_path, monkeypatch):
+    """An edited data file or module (here: the digest of them) computes afresh."""
+    from depgraph.sweeps import parts
+
+    sweep(scenario, out_dir=tmp_path, workers=1, runner=fake_runner, progress=False)
+    monkeypatch.setattr(parts, "code_digest", lambda: "another release")
+    CALLS.clear()
+    sweep(scenario, out_dir=tmp_path, workers=1, runner=fake_runner, progress=False)
+    assert len(CALLS) == 18
+
+
+def test_the_digest_sees_every_module_and_data_file(tmp_path):
+    from depgraph.sweeps import parts
+
+    tree = tmp_path / "depgraph"
+    shutil.copytree(parts._PACKAGE, tree, ignore=shutil.ignore_patterns("__pycache__"))
+    assert parts.tree_digest(tree) == parts.code_digest()
+    hardware = tree / "specs" / "data" / "hardware.json"
+    hardware.write_text(hardware.read_text().replace('"25g"', '"25g" '))  # the same JSON, other bytes
+    edited = parts.tree_digest(tree)
+    assert edited != parts.code_digest()
+    (tree / "specs" / "cost.py").write_text((tree / "specs" / "cost.py").read_text() + "\n")
+    assert parts.tree_digest(tree) not in (edited, parts.code_digest())
 
 
 # ------------------------------------------------------------ errors

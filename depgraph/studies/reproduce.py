@@ -29,11 +29,13 @@ SCENARIOS_DIR = Path(__file__).resolve().parent / "scenarios"
 
 
 def write_reproduction(out: str | Path, *, scenarios: str | Path | None = None, workers: int | None = None,
-                       progress: Callable[[str], None] | None = None, show_bars: bool = True) -> Path:
+                       progress: Callable[[str], None] | None = None, show_bars: bool = True,
+                       resume: bool = True) -> Path:
     """Reproduce both scenario sweeps into ``out``: ``single.csv`` and
     ``replay.csv`` (and Parquet), tables, figures (PNG, Figure 5 as SVG) and
     ``report.md``. Interrupted, it resumes from the sweep parts saved in
-    ``out/.parts``. Returns the report's path.
+    ``out/.parts`` (``resume=False``: every point is computed afresh). Returns
+    the report's path.
 
     One pool of ``workers`` processes (default one per CPU; ``1`` runs
     everything here) serves the three sweeps and renders the figures, the
@@ -44,7 +46,7 @@ def write_reproduction(out: str | Path, *, scenarios: str | Path | None = None, 
     pool = worker_pool(n, preload=REPRODUCE) if n > 1 else None
     try:
         path = _reproduce(Path(out), Path(scenarios) if scenarios is not None else SCENARIOS_DIR, pool,
-                          progress or (lambda msg: None), show_bars)
+                          progress or (lambda msg: None), show_bars, resume)
     except BaseException:
         if pool is not None:
             stop_pool(pool)
@@ -68,7 +70,7 @@ def _figure_bytes(make: Callable, *args) -> bytes:
     return figure_bytes(make(*args))
 
 
-def _reproduce(out: Path, folder: Path, pool, say: Callable[[str], None], show_bars: bool) -> Path:
+def _reproduce(out: Path, folder: Path, pool, say: Callable[[str], None], show_bars: bool, resume: bool) -> Path:
     from ..serving.plots import plot_pushpull_sweep
     from .replay import (family_summary, figure9_numbers, phase_curve, plot_fig6, plot_fig7, plot_fig8, plot_fig9,
                          replay_gains)
@@ -83,6 +85,7 @@ def _reproduce(out: Path, folder: Path, pool, say: Callable[[str], None], show_b
     head_start = conv_head_start()
     posting = posting_context() if (folder / "pushpull.toml").is_file() else {}
     where = {"executor": pool} if pool is not None else {"workers": 1}
+    where["resume"] = resume
     figures_out = {"fig3_bytes.png": early["fig3_bytes.png"]}
 
     def render(name: str, make: Callable, *data) -> None:  # queued in front of the next sweep's points

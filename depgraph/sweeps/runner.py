@@ -19,10 +19,13 @@ With ``out_dir`` every finished point is saved at once as
 renamed, so a part is complete or absent), and a rerun loads those parts
 instead of recomputing them. A part's id hashes everything its rows depend
 on that depgraph can see: the point's fields, the runner's name, depgraph's
-version and the model's config file. A changed grid therefore reuses the
-points it still holds and computes only the new ones, while a changed
-workload parameter or runner computes afresh. Changed code under the same
-version is invisible: pass ``resume=False`` (``depgraph sweep --fresh``).
+version, code and data files (hardware, shipped models, cost defaults) and
+the model's config file (:mod:`depgraph.sweeps.parts`). A changed grid
+therefore reuses the points it still holds and computes only the new ones,
+while a changed workload parameter, runner, data file or module computes
+afresh. A part is used only if it verifies (checksum, this point, the
+table's schema); the others are named on standard error and computed
+again. ``resume=False`` (``depgraph sweep --fresh``) recomputes everything.
 At the end ``out_dir/<scenario>.csv`` and ``out_dir/<scenario>.parquet`` are
 written the same way; :func:`read_sweep` reads either back into exactly the
 table :func:`sweep` returned.
@@ -61,6 +64,8 @@ column by column; the assembled table is written as Parquet and CSV.
 from __future__ import annotations
 
 import json
+import sys
+from collections import Counter
 from concurrent.futures import Executor
 from pathlib import Path
 from typing import Any
@@ -172,8 +177,7 @@ def sweep(
 
     results: list[list[dict] | None] = [None] * len(points)
     if parts_dir is not None and resume:
-        for i, ident in enumerate(ids):
-            results[i] = load_part(parts_dir / f"{ident}.json", ident)
+        results = _load_parts(parts_dir, ids, points, scenario.name)
     pending = [i for i, r in enumerate(results) if r is None]
     resumed = len(points) - len(pending)
     n_workers = _worker_count(run, len(pending), workers, executor, client)
@@ -215,6 +219,24 @@ def sweep(
     if out is not None:
         write_outputs(table, out, scenario.name)
     return table
+
+
+def _load_parts(parts_dir: Path, ids: list[str], points: list[dict], name: str) -> list[list[dict] | None]:
+    """The saved rows of each point, ``None`` where there are none or they do
+    not verify; one line on standard error counts the ones that did not."""
+    results: list[list[dict] | None] = []
+    rejected: Counter[str] = Counter()
+    for ident, point in zip(ids, points):
+        rows, why = load_part(parts_dir / f"{ident}.json", ident, point)
+        results.append(rows)
+        if why is not None:
+            rejected[why] += 1
+    if rejected:
+        n = sum(rejected.values())
+        reasons = ", ".join(f"{why}: {k}" for why, k in sorted(rejected.items()))
+        print(f"depgraph: sweep {name}: {n} saved point{'s' * (n != 1)} in {parts_dir} did not verify ({reasons}); "
+              "computing them again", file=sys.stderr)
+    return results
 
 
 def _check_options(runner: Runner | None, workers: int | None, executor: Executor | None, client: Any) -> Runner:
