@@ -24,7 +24,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "depgraph"
 #: facade and the old names) sit above everything and are not checked.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("depgraph.errors", "depgraph._version"),
-    ("depgraph._validate", "depgraph.units"),
+    ("depgraph._validate", "depgraph._memory", "depgraph.units", "depgraph._files"),
     ("depgraph.core", "depgraph.specs"),
     ("depgraph.io",),
     ("depgraph.workloads",),
@@ -174,7 +174,8 @@ def test_import_depgraph_stays_light():
     """The facade loads the drawing functions (``depgraph.draw`` is a function)
     and what they stand on, nothing of workloads, sweeps or studies."""
     assert {folder(m) for m in loaded_by("depgraph") if m in MODULES and m not in FACADE} <= {
-        "depgraph.errors", "depgraph._version", "depgraph._validate", "depgraph.units", "depgraph.core",
+        "depgraph.errors", "depgraph._version", "depgraph._validate", "depgraph._memory", "depgraph.units",
+        "depgraph._files", "depgraph.core",
         "depgraph.io"}
 
 

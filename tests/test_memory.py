@@ -1,0 +1,93 @@
+"""Memory estimates are honest (within 2x of the measured peak) and the budget refuses work before it starts.
+
+Each measurement runs in a fresh interpreter and reads its peak resident set
+(``ru_maxrss``) after a warm-up of the same code path at the smallest size,
+so that imports and caches are not counted; the estimate is what depgraph
+compares with the budget (:mod:`depgraph._memory`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+import depgraph as dg
+from depgraph._memory import ENV, budget_bytes, machine_memory_bytes
+from depgraph.core.graph import BYTES_PER_EVENT
+from depgraph.workloads import trace
+
+#: The tolerance the issue sets for every estimate.
+WITHIN = 2.0
+
+_MEASURE = """
+import gc, json, resource, sys
+import depgraph as dg
+from depgraph.workloads.trace import batching_trace, trace_ttft_s
+
+def run(kind, n):
+    if kind == "interleaved":  # what `depgraph ttft --workload interleaved` does
+        G = dg.interleaved("qwen3.6-35b-a3b", prompt_tokens=16, link="25g", requests=n)
+        S = dg.schedule(G, policy="layer")
+        S.breakdown(); S.critical_path(); S.frontier(kinds=("decode",))
+        return G.number_of_nodes()
+    T = batching_trace("qwen3.6-35b-a3b", prompt_tokens=1024, link="25g", requests=n)
+    S = dg.schedule(T)
+    trace_ttft_s(S); S.frontier(kinds=("decode",))
+    return T.num_nodes
+
+kind, n = sys.argv[1], int(sys.argv[2])
+run(kind, 2)
+gc.collect()
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+events = run(kind, n)
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+print(json.dumps({"events": events, "bytes": peak - base}))
+"""
+
+
+def measured(kind: str, n: int) -> dict:
+    out = subprocess.run([sys.executable, "-c", _MEASURE, kind, str(n)], capture_output=True, text=True, check=True)
+    return json.loads(out.stdout)
+
+
+@pytest.mark.parametrize("kind, n, per_event", [
+    ("interleaved", 300, BYTES_PER_EVENT), ("interleaved", 1200, BYTES_PER_EVENT),
+    ("trace", 1000, trace.BYTES_PER_EVENT), ("trace", 4000, trace.BYTES_PER_EVENT),
+])
+def test_estimates_are_within_2x_of_the_measured_peak(kind, n, per_event):
+    m = measured(kind, n)
+    ratio = m["events"] * per_event / m["bytes"]
+    assert 1 / WITHIN <= ratio <= WITHIN, f"{kind} x {n}: estimate / measured peak = {ratio:.2f}"
+
+
+def test_the_budget_defaults_to_half_the_machine(monkeypatch):
+    monkeypatch.delenv(ENV, raising=False)
+    assert budget_bytes() == 0.5 * machine_memory_bytes()
+    monkeypatch.setenv(ENV, "3")
+    assert budget_bytes() == 3e9
+    monkeypatch.setenv(ENV, "-1")
+    with pytest.raises(dg.ConfigError, match=f"^{ENV}: expected a memory budget in GB"):
+        budget_bytes()
+
+
+def test_work_above_the_budget_is_refused_before_it_starts(monkeypatch):
+    monkeypatch.setenv(ENV, "0.05")
+    with pytest.raises(dg.ConfigError, match=r"^interleave: 400 requests \(.* events\) would need about \d+ MB "
+                                             r"of memory \(estimated\), more than the memory budget of 50 MB"):
+        dg.interleaved("qwen3.6-35b-a3b", prompt_tokens=16, link="25g", requests=400)
+    with pytest.raises(dg.ConfigError, match=r"^requests: a trace of 1,000 requests"):
+        trace.batching_trace("qwen3.6-35b-a3b", prompt_tokens=16, link="25g", requests=1000)
+    dg.interleaved("qwen3.6-35b-a3b", prompt_tokens=16, link="25g", requests=2)  # small work still runs
+
+
+def test_the_command_line_says_the_estimate_and_exits_2():
+    env = {**os.environ, ENV: "0.05"}
+    out = subprocess.run([sys.executable, "-m", "depgraph.cli", "ttft", "qwen3.6-35b-a3b", "--prompt-tokens", "16",
+                          "--workload", "interleaved", "--interleave", "2000"], capture_output=True, text=True, env=env)
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr.startswith("depgraph: error: interleave: 2,000 requests") and "would need about" in out.stderr
+    assert out.stderr.count("\n") == 1
