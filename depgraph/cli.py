@@ -1,14 +1,24 @@
 """The ``depgraph`` command line.
 
-Bad input exits with status 2 and one line on standard error that names the
-field and what is allowed; no traceback.
+Exit statuses: 0 done; 2 bad input (one line on standard error that names
+the field and what is allowed; no traceback); 1 the environment failed (a
+file in the way of an output folder, a read-only folder, a full disk: one
+line naming the path; a closed pipe on standard output ends the command
+quietly); 70 an internal error (a bug: one line, please report it); 130
+interrupted by Ctrl-C, 143 by SIGTERM (a sweep keeps its finished points,
+and worker processes end with this one however it ends).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
+import re
+import signal
 import sys
+import threading
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -30,6 +40,37 @@ def _number(kind, field: str):
             raise argparse.ArgumentTypeError(f"expected {'an integer' if kind is int else 'a number'}, got {text!r}") from None
     parse.__name__ = field
     return parse
+
+
+def _dumps(value: Any, **kwargs) -> str:
+    """``json.dumps`` that refuses a number JSON cannot hold (inf, nan) by the
+    field's name, instead of printing ``Infinity`` or ``NaN`` (not JSON)."""
+    try:
+        return json.dumps(value, allow_nan=False, **kwargs)
+    except ValueError:
+        where = _non_finite(value)
+        if where is None:
+            raise
+        raise ValueError(f"JSON output: {where[0]} is {where[1]!r}, which JSON cannot hold "
+                         "(no Infinity or NaN)") from None
+
+
+def _non_finite(value: Any, where: str = "") -> tuple[str, float] | None:
+    """The path and value of the first non-finite float in ``value``, else None."""
+    if isinstance(value, float):
+        return None if math.isfinite(value) else (where or "the value", value)
+    if isinstance(value, dict):
+        items = value.items()
+    elif isinstance(value, (list, tuple)):
+        items = enumerate(value)
+    else:
+        return None
+    for key, item in items:
+        inner = f"{where}[{key}]" if isinstance(value, (list, tuple)) else f"{where}.{key}" if where else str(key)
+        found = _non_finite(item, inner)
+        if found is not None:
+            return found
+    return None
 
 
 def _add_request_args(p: argparse.ArgumentParser) -> None:
@@ -124,7 +165,9 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--scenarios", default=None, help="folder holding single.toml, replay.toml and pushpull.toml "
                                                      "(default: the ones shipped with depgraph, workloads/ in the "
                                                      "source tree)")
-    p.add_argument("--workers", type=_number(int, "--workers"), default=None, metavar="N")
+    p.add_argument("--workers", type=_workers_arg, default=None, metavar="N",
+                   help="worker processes (default: one per CPU; 1 runs in this process)")
+    p.add_argument("--fresh", action="store_true", help="recompute every point instead of resuming")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     return parser
 
@@ -141,6 +184,18 @@ def _workers_arg(text: str) -> int:
     return value
 
 
+#: A Dask scheduler address: [tcp|tls|ws|wss|ucx://]HOST:PORT (HOST a name, IPv4 or [IPv6]).
+_ADDRESS = re.compile(r"(?:(?:tcp|tls|ws|wss|ucx)://)?(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):(\d{1,5})")
+
+
+def _scheduler_arg(text: str) -> str:
+    match = _ADDRESS.fullmatch(text)
+    if match is None or not 1 <= int(match.group(1)) <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a Dask scheduler address tcp://HOST:PORT (or tls://, ws://, "
+                                         f"wss://, ucx://; PORT 1 to 65535), got {text!r}")
+    return text
+
+
 def add_sweep_command(subparsers) -> argparse.ArgumentParser:
     """Add ``depgraph sweep SCENARIO [-o OUT] [--workers N | --scheduler ADDRESS] [--fresh] [--quiet]``."""
     p = subparsers.add_parser("sweep", help="run a scenario file's grid into one table (CSV and Parquet), resumably")
@@ -149,7 +204,7 @@ def add_sweep_command(subparsers) -> argparse.ArgumentParser:
                    help="output folder (default results): <name>.csv, <name>.parquet, and .parts/ to resume from")
     p.add_argument("--workers", type=_workers_arg, default=None, metavar="N",
                    help="worker processes (default: one per CPU; 1 runs in this process)")
-    p.add_argument("--scheduler", default=None, metavar="ADDRESS",
+    p.add_argument("--scheduler", type=_scheduler_arg, default=None, metavar="ADDRESS",
                    help="run the points on an existing Dask cluster, e.g. tcp://10.0.0.5:8786 "
                         "(needs depgraph[dask]; default: local worker processes)")
     p.add_argument("--fresh", action="store_true", help="recompute every point instead of resuming")
@@ -192,6 +247,9 @@ def _connect(address: str, workers: int | None) -> Any:
         return Client(address, timeout="10s")
     except (OSError, TimeoutError) as exc:
         raise DepgraphError(f"--scheduler: cannot reach a Dask scheduler at {address} ({exc})") from None
+    except ValueError as exc:  # an address Dask cannot parse
+        raise DepgraphError(f"--scheduler: expected a Dask scheduler address tcp://HOST:PORT, got {address!r} "
+                            f"({exc})") from None
 
 
 # ------------------------------------------------------------------ capacity
@@ -247,7 +305,7 @@ def run_capacity_command(args: argparse.Namespace) -> int:
              headroom=args.headroom, kv_dtype=args.kv_dtype, gpu=args.gpu,
              gpu_memory_utilization=args.gpu_memory_utilization)
     if args.json:
-        print(json.dumps(p.to_dict()))
+        print(_dumps(p.to_dict()))
         return 0
     gb = 1e9
     state = "" if not (p.ssm_bytes or p.conv_bytes) else \
@@ -317,7 +375,7 @@ def run_anomalies_command(args) -> int:
                                 "install Graphviz's dot (apt-get install graphviz)") from None
         atomic_write_bytes(stem.with_suffix(".svg"), svg)
         save_figure(a.figure(), stem.with_suffix(".png"))
-        atomic_write_text(stem.with_suffix(".json"), json.dumps(a.as_dict(), indent=2, default=str) + "\n")
+        atomic_write_text(stem.with_suffix(".json"), _dumps(a.as_dict(), indent=2, default=str) + "\n")
         print(f"    wrote {stem}.svg, .png, .json")
     return 0
 
@@ -369,7 +427,7 @@ def _cmd_models(args) -> int:
                      "kv_bytes_per_token": b["kv"], "ssm_bytes": b["ssm"], "conv_bytes": b["conv"],
                      "active_params": m.active_params, "total_params": m.total_params})
     if args.json:
-        print(json.dumps(rows, indent=2))
+        print(_dumps(rows, indent=2))
         return 0
     print(f"{'model':<26} {'family':<11} {'layers':>6}  {'KV B/token':>10} {'ssm MB':>7} {'conv MB':>7}  layer kinds")
     for r in rows:
@@ -387,7 +445,7 @@ def _cmd_bytes(args) -> int:
     out = {"model": m.name, "prompt_tokens": args.prompt_tokens, "kv_bytes": b["kv"], "ssm_bytes": b["ssm"],
            "conv_bytes": b["conv"], "total_bytes": sum(b.values())}
     if args.json:
-        print(json.dumps(out))
+        print(_dumps(out))
         return 0
     total = out["total_bytes"]
     print(f"{m.name}, {args.prompt_tokens:,} prompt tokens: {total / 1e6:.2f} MB in all")
@@ -423,7 +481,7 @@ def _cmd_ttft(args) -> int:
             out.update(phase="expected", ttft_s=e[f"ttft_{scope}_s"],
                        stall_s=e["stall_batch_s"] if scope == "batch" else 0.0)
     if args.json:
-        print(json.dumps(out))
+        print(_dumps(out))
         return 0
     print(f"{out['model']}, {args.prompt_tokens:,} tokens, {out['link']}, MFU {out['mfu']:g}, "
           f"{out['timing']} timing, {out['policy']} readiness, workload {out['workload']}")
@@ -481,7 +539,8 @@ def _cmd_reproduce(args) -> int:
 
     try:
         path = write_reproduction(args.out, scenarios=args.scenarios, workers=args.workers, show_bars=not args.quiet,
-                                  progress=lambda msg: print(f"depgraph reproduce: {msg}", file=sys.stderr))
+                                  progress=lambda msg: print(f"depgraph reproduce: {msg}", file=sys.stderr),
+                                  resume=not args.fresh)
     except SweepInterrupted as exc:
         print(f"depgraph: {exc}", file=sys.stderr)
         return 130
@@ -513,8 +572,8 @@ def _cmd_loadtest(args) -> int:
         to_perfetto(schedule(result.graph()), args.perfetto)
     if args.requests_csv:
         atomic_write_text(Path(args.requests_csv), result.requests.to_csv(index=False, float_format="%.9g"))
-    if args.json:
-        print(json.dumps(s))
+    if args.json:  # a statistic with no value (TPOT of one-token answers, a rate of one request) is null
+        print(_dumps({k: None if isinstance(v, float) and math.isnan(v) else v for k, v in s.items()}))
         return 0
     print(f"{result.config['model']}, {s['handoff']} handoff, {s['requests']} requests, max_num_seqs {s['max_num_seqs']}")
     print(f"  TTFT   p50 {s['ttft_p50_s'] * 1e3:9.1f} ms   p90 {s['ttft_p90_s'] * 1e3:9.1f} ms   p99 {s['ttft_p99_s'] * 1e3:9.1f} ms")
@@ -541,7 +600,7 @@ def _cmd_schedule(args) -> int:
            "critical_path": [str(n) for n in path], "breakdown_s": S.breakdown(),
            "frontier_max": int(S.frontier()["width"].max())}
     if args.json:
-        print(json.dumps(out))
+        print(_dumps(out))
         return 0
     print(f"{args.graph}: {out['nodes']:,} nodes, {out['edges']:,} edges, makespan {S.makespan_s * 1e3:.3f} ms")
     for r, v in out["ttft_by_request_s"].items():
@@ -560,33 +619,77 @@ _COMMANDS = {"models": _cmd_models, "bytes": _cmd_bytes, "ttft": _cmd_ttft, "dra
 def _warm_up(argv: Sequence[str]) -> None:
     """For the commands that run local worker processes, start them first
     (they import depgraph while this process does): reproduce's also load
-    matplotlib. Not for help, one worker, or a sweep on a Dask cluster."""
+    matplotlib. Not for help, one worker (or a --workers the parser will
+    refuse), or a sweep on a Dask cluster."""
     args = list(argv)
     if not args or args[0] not in ("reproduce", "sweep") or {"-h", "--help", "--scheduler"} & set(args) \
             or any(a.startswith("--scheduler=") for a in args):
         return
-    if "--workers=1" in args or any(a == "--workers" and b == "1" for a, b in zip(args, args[1:])):
+    given = [b for a, b in zip(args, args[1:]) if a == "--workers"] + \
+        [a.partition("=")[2] for a in args if a.startswith("--workers=")]
+    if given and not all(g.isdigit() and int(g) > 1 for g in given):
         return
     from .sweeps.workers import REPRODUCE, warm_up
 
     warm_up(REPRODUCE if args[0] == "reproduce" else ())
 
 
+_SIGNALLED: list[int] = []  # SIGTERM while main() runs
+
+
+def _on_sigterm(signum, frame) -> None:
+    """SIGTERM as Ctrl-C: a sweep stops its workers and keeps its finished
+    points. A second SIGTERM ends the process at once (its workers still
+    end with it: see :mod:`depgraph.sweeps.workers`)."""
+    signal.signal(signum, signal.SIG_DFL)
+    _SIGNALLED.append(signum)
+    raise KeyboardInterrupt
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the CLI; returns the exit status."""
-    _warm_up(sys.argv[1:] if argv is None else argv)
-    parser = _build_parser()
-    args = parser.parse_args(argv)
+    """Run the CLI; returns the exit status: 0, 2 bad input, 1 environment
+    failure, 70 internal error, 130 interrupted (143 by SIGTERM)."""
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    _SIGNALLED.clear()
     try:
-        return _COMMANDS[args.command](args)
+        code = _main(argv)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+    if code == 130 and _SIGNALLED:
+        code = 128 + _SIGNALLED[0]
+    return code
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    try:
+        _warm_up(sys.argv[1:] if argv is None else argv)
+        args = _build_parser().parse_args(argv)
+        code = _COMMANDS[args.command](args)
+        sys.stdout.flush()  # a failing standard output shows here, while it can be reported
+        return code
     except DepgraphError as exc:
         print(f"depgraph: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("depgraph: interrupted", file=sys.stderr)
+        print(f"depgraph: {'terminated' if _SIGNALLED else 'interrupted'}", file=sys.stderr)
         return 130
+    except BrokenPipeError as exc:
+        if exc.filename is None:  # the reader of our output went away (``| head``): nothing to say
+            _drop_stdout()
+            return 1
+        print(f"depgraph: error: {exc.filename}: {exc.strerror}", file=sys.stderr)
+        return 1
     except OSError as exc:
-        print(f"depgraph: error: {exc.filename or ''}: {exc.strerror or exc}", file=sys.stderr)
+        where = exc.filename if exc.filename not in (None, "") else None
+        if where is None and _raised_here(exc):  # by print(): every file depgraph writes is named
+            where = "standard output"
+            _drop_stdout()
+        reason = exc.strerror or str(exc) or type(exc).__name__
+        print(f"depgraph: error: {where}: {reason}" if where is not None else f"depgraph: error: {reason}",
+              file=sys.stderr)
         return 1
     except MemoryError:
         print("depgraph: error: out of memory; try a smaller workload", file=sys.stderr)
@@ -595,6 +698,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"depgraph: internal error: {exc.__class__.__name__}: {str(exc)[:200]} (please report it)",
               file=sys.stderr)
         return 70
+
+
+def _raised_here(exc: BaseException) -> bool:
+    """Whether ``exc`` was raised in this module's own code: by ``print``
+    or the flush of standard output (this module writes no file itself)."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb is not None and tb.tb_frame.f_code.co_filename == __file__
+
+
+def _drop_stdout() -> None:
+    """Send what is left for standard output to /dev/null, so that Python's
+    own flush at exit does not fail again (the recipe of the ``signal``
+    module's documentation). Only for the process's real standard output,
+    not a stream a caller put in its place."""
+    if sys.stdout is not sys.__stdout__ or sys.stdout is None:
+        return
+    try:
+        fd = sys.stdout.fileno()
+        devnull = os.open(os.devnull, os.O_WRONLY)
+    except (OSError, ValueError):
+        return
+    os.dup2(devnull, fd)
+    os.close(devnull)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -156,3 +156,98 @@ def test_worker_commands_start_their_fork_server_first(monkeypatch, argv, extra)
     monkeypatch.setattr(_workers, "warm_up", lambda more=(): calls.append(more))
     _warm_up(argv)
     assert calls == ([] if extra is None else [_workers.REPRODUCE if extra == "figures" else ()])
+
+
+# ------------------------------------------------------------ issue 13: numbers, flags, --fresh
+
+
+def _huge_graph(path):
+    nodes = [{"id": "a", "duration_s": 1.7e308}, {"id": "b", "duration_s": 1.7e308}, {"id": "c", "duration_s": 1.0}]
+    path.write_text(json.dumps({"directed": True, "multigraph": False, "graph": {}, "nodes": nodes,
+                                "links": [{"source": "a", "target": "b"}, {"source": "b", "target": "c"}]}))
+    return path
+
+
+def test_a_schedule_that_overflows_is_refused_naming_a_node(tmp_path, capsys):
+    import networkx as nx
+
+    import depgraph as dg
+
+    G = nx.DiGraph()
+    G.add_node("a", duration_s=1.7e308)
+    G.add_node("b", duration_s=1.7e308)
+    G.add_edge("a", "b")
+    with pytest.raises(dg.GraphError, match="node 'b' would finish at inf s"):
+        dg.schedule(G)
+    G.add_node("x", duration_s=1.7e308)  # the same sum on one resource: the list schedule overflows too
+    G.nodes["x"]["resource"] = G.nodes["a"]["resource"] = "link"
+    with pytest.raises(dg.GraphError, match="would finish at inf s"):
+        dg.schedule(G)
+    code, out, err = run(capsys, "schedule", str(_huge_graph(tmp_path / "g.json")), "--json")
+    assert (code, out) == (2, "") and err.count("\n") == 1 and "'b'" in err and "Infinity" not in err
+
+
+def test_json_output_refuses_numbers_json_cannot_hold():
+    from depgraph.cli import _dumps
+
+    assert _dumps({"a": [1.5, {"b": 2}]}) == '{"a": [1.5, {"b": 2}]}'
+    with pytest.raises(ValueError, match=r"JSON output: breakdown_s.wait_s is inf"):
+        _dumps({"makespan_s": 1.0, "breakdown_s": {"wait_s": float("inf")}})
+    with pytest.raises(ValueError, match=r"rows\[1\] is nan"):
+        _dumps({"rows": [0.0, float("nan")]})
+
+
+@pytest.mark.parametrize("address", ["not a url", "tcp://", "tcp://host", "http://host:8786", "tcp://h:0",
+                                     "tcp://h:99999", "host:port"])
+def test_scheduler_address_is_checked(capsys, address):
+    with pytest.raises(SystemExit) as info:
+        main(["sweep", "workloads/replay.toml", "--scheduler", address])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--scheduler" in err and "tcp://HOST:PORT" in err and repr(address) in err
+
+
+@pytest.mark.parametrize("address", ["tcp://10.0.0.5:8786", "tls://scheduler.local:8786", "10.0.0.5:8786",
+                                     "tcp://[::1]:8786", "ws://my-host_1:80"])
+def test_scheduler_addresses_dask_takes(address):
+    from depgraph.cli import _build_parser
+
+    assert _build_parser().parse_args(["sweep", "x.toml", "--scheduler", address]).scheduler == address
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "two", "1.5"])
+def test_reproduce_checks_workers_as_sweep_does(capsys, value):
+    errors = []
+    for command in (["sweep", "x.toml"], ["reproduce", "out"]):
+        with pytest.raises(SystemExit) as info:
+            main([*command, "--workers", value])
+        assert info.value.code == 2
+        errors.append(capsys.readouterr().err)
+    assert errors[0].replace("depgraph sweep", "depgraph reproduce") == errors[1]
+    assert f"argument --workers: expected an integer >= 1, got {value!r}" in errors[1]
+
+
+@pytest.mark.parametrize("flags, resume", [([], True), (["--fresh"], False)])
+def test_reproduce_fresh_recomputes_every_point(monkeypatch, capsys, tmp_path, flags, resume):
+    import inspect
+
+    from depgraph.studies import reproduce
+
+    assert inspect.signature(reproduce.write_reproduction).parameters["resume"].default is True
+    seen = {}
+    monkeypatch.setattr(reproduce, "write_reproduction", lambda out, **kw: seen.update(kw) or tmp_path / "report.md")
+    code, out, _ = run(capsys, "reproduce", str(tmp_path), "--workers", "1", "--quiet", *flags)
+    assert code == 0 and out == f"wrote {tmp_path / 'report.md'}\n"
+    assert seen["resume"] is resume and seen["workers"] == 1
+
+
+@pytest.mark.parametrize("argv", [["sweep", "a.toml", "--workers", "0"], ["reproduce", "--workers=x"],
+                                  ["reproduce", "out", "--workers", "-2"]])
+def test_no_fork_server_for_a_workers_value_the_parser_refuses(monkeypatch, argv):
+    from depgraph.sweeps import workers as _workers
+    from depgraph.cli import _warm_up
+
+    calls = []
+    monkeypatch.setattr(_workers, "warm_up", lambda more=(): calls.append(more))
+    _warm_up(argv)
+    assert calls == []

@@ -482,6 +482,8 @@ def schedule(G: nx.DiGraph | EventTable, *, policy: Any = None, weight: str = "d
         Any DAG whose nodes carry a finite, non-negative ``weight``, as a
         networkx graph or as an :class:`EventTable` (the compiled builders'
         form; its networkx view is produced only if ``S.graph`` is used).
+        A graph whose start or finish times would overflow to infinity is
+        refused with a :class:`GraphError` naming the first such node.
     policy
         ``None`` (schedule ``G`` as it is), a policy name
         (``"compute-then-move"``, ``"global"``, ``"layer"``, ``"component"``)
@@ -503,7 +505,18 @@ def schedule(G: nx.DiGraph | EventTable, *, policy: Any = None, weight: str = "d
         start, finish = _in_order_of(times, before, cg)
     else:
         start, finish = _schedule_arrays(cg)
+    _check_finite(cg, finish)
     return Schedule(None, name, compiled=cg, start=start, finish=finish)
+
+
+def _check_finite(cg: CompiledGraph, finish: np.ndarray) -> None:
+    """Refuse a schedule whose times overflowed: durations are finite and
+    non-negative, so only sums along a path can reach inf (one reduction;
+    the node is looked for only then)."""
+    if finish.size and not np.isfinite(finish.max()):
+        i = int(np.flatnonzero(~np.isfinite(finish))[0])
+        raise GraphError(f"graph: node {cg.node(i)!r} would finish at {float(finish[i])} s: the durations on its "
+                         f"path add up to more than the largest float ({np.finfo(np.float64).max:.3g} s)")
 
 
 # ------------------------------------------------------------------ analyses

@@ -97,7 +97,7 @@ def load_part(path: Path, part_id: str, point: dict) -> tuple[list[dict] | None,
     try:
         with open(path, "rb") as f:
             data = f.read(MAX_PART_BYTES + 1)
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # no part (or no parts folder) yet
         return None, None
     except OSError:
         return None, "unreadable"
