@@ -169,7 +169,35 @@ def _build_parser() -> argparse.ArgumentParser:
                    help="worker processes (default: one per CPU; 1 runs in this process)")
     p.add_argument("--fresh", action="store_true", help="recompute every point instead of resuming")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
+    # every command plans its memory against one budget (depgraph._memory); the flag goes before or after it
+    budget = dict(type=_budget_arg, default=argparse.SUPPRESS, metavar="GB",
+                  help="memory one command may plan to use, in GB (default: half of this machine's memory; "
+                       "or set DEPGRAPH_MEMORY_BUDGET)")
+    parser.add_argument("--memory-budget", **budget)
+    for command in sub.choices.values():
+        command.add_argument("--memory-budget", **budget)
     return parser
+
+
+def _budget_arg(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"expected a number of GB > 0, got {text!r}")
+    return value
+
+
+def _budget_from(argv: Sequence[str]) -> str | None:
+    """The value of ``--memory-budget`` in ``argv``, read before the parser runs so
+    that the worker processes started first see it too (the parser checks it)."""
+    for i, arg in enumerate(argv):
+        if arg.startswith("--memory-budget="):
+            return arg.split("=", 1)[1]
+        if arg == "--memory-budget" and i + 1 < len(argv):
+            return argv[i + 1]
+    return None
 
 
 # ------------------------------------------------------------------ sweep
@@ -664,8 +692,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(argv: Sequence[str] | None) -> int:
+    from ._memory import ENV
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    budget, before = _budget_from(argv), os.environ.get(ENV)
     try:
-        _warm_up(sys.argv[1:] if argv is None else argv)
+        if budget is not None:
+            os.environ[ENV] = budget
+        _warm_up(argv)
         args = _build_parser().parse_args(argv)
         code = _COMMANDS[args.command](args)
         sys.stdout.flush()  # a failing standard output shows here, while it can be reported
@@ -698,6 +732,12 @@ def _main(argv: Sequence[str] | None) -> int:
         print(f"depgraph: internal error: {exc.__class__.__name__}: {str(exc)[:200]} (please report it)",
               file=sys.stderr)
         return 70
+    finally:
+        if budget is not None:  # main() called again in this process starts from the same environment
+            if before is None:
+                os.environ.pop(ENV, None)
+            else:
+                os.environ[ENV] = before
 
 
 def _raised_here(exc: BaseException) -> bool:

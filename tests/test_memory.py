@@ -98,3 +98,19 @@ def test_the_command_line_says_the_estimate_and_exits_2():
     assert out.returncode == 2 and out.stdout == ""
     assert out.stderr.startswith("depgraph: error: interleave: 2,000 requests") and "would need about" in out.stderr
     assert out.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_the_flag_sets_the_budget_for_one_command(capsys, monkeypatch, where):
+    from depgraph.cli import main
+
+    monkeypatch.delenv(ENV, raising=False)
+    command = ["ttft", "qwen3.6-35b-a3b", "--prompt-tokens", "16", "--workload", "interleaved", "--interleave", "400"]
+    flag = ["--memory-budget", "0.05"]
+    assert main(flag + command if where == "before" else command + flag) == 2
+    assert "more than the memory budget of 50 MB (set by DEPGRAPH_MEMORY_BUDGET)" in capsys.readouterr().err
+    assert ENV not in os.environ  # restored
+    with pytest.raises(SystemExit) as stop:  # argparse's own exit
+        main(command + ["--memory-budget", "0"])
+    assert stop.value.code == 2 and ENV not in os.environ
+    assert "--memory-budget: expected a number of GB > 0, got '0'" in capsys.readouterr().err
