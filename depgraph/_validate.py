@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+import json
 import math
+import sys
 from typing import Any
 
-from .errors import ConfigError
+from .errors import ConfigError, DepgraphError
+
+#: The largest magnitude a number in a data file may have: the largest finite
+#: double (about 1.8e308). Every number depgraph reads ends up a float or an
+#: integer far below it; a larger one (or an integer of more than 4,300
+#: digits, Python's limit for reading one) is refused by name, not turned
+#: into ``inf`` or an OverflowError later.
+MAX_NUMBER = sys.float_info.max
 
 
 def positive_number(field: str, value: Any, *, upper: float | None = None, allow_zero: bool = False) -> float:
@@ -45,3 +54,114 @@ def one_of(field: str, value: Any, allowed: list[str] | tuple[str, ...]) -> str:
             if option.lower() == low:
                 return option
     raise ConfigError(f"{field}: expected one of {', '.join(allowed)}; got {value!r}")
+
+
+class _BadNumber(Exception):
+    """A number a data file may not hold (raised out of json's hooks)."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        self.text = text
+
+
+class _Marked:
+    """Stands in for a refused number while the document is searched for its place."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+
+def _number_hooks(bad) -> dict[str, Any]:
+    def parse_int(text: str) -> Any:
+        digits = len(text) - text.startswith("-")
+        if digits > 309 or (digits == 309 and abs(int(text)) > MAX_NUMBER):  # 1.8e308 has 309 digits
+            return bad(text)
+        return int(text)
+
+    def parse_float(text: str) -> Any:
+        value = float(text)
+        return bad(text) if math.isinf(value) else value
+
+    return {"parse_int": parse_int, "parse_float": parse_float, "parse_constant": bad}
+
+
+def _raise(text: str):
+    raise _BadNumber(text)
+
+
+_STRICT = _number_hooks(_raise)
+_MARKING = _number_hooks(_Marked)
+
+
+def _shown_number(text: str) -> str:
+    if text in ("NaN", "Infinity", "-Infinity"):
+        return f"{text} (not a JSON number)"
+    digits = len(text) - text.startswith("-")
+    if text.lstrip("-").isdigit() and digits > 30:
+        return f"an integer of {digits:,} digits"
+    return text if len(text) <= 40 else f"{text[:20]}...{text[-10:]} ({len(text):,} characters)"
+
+
+def _locate(text: str) -> str:
+    """Where the first refused number of the JSON ``text`` sits (``a.b[2]``), or ``""``."""
+    try:
+        doc = json.loads(text, **_MARKING)
+    except (ValueError, RecursionError):
+        return ""
+    stack: list[tuple[Any, str]] = [(doc, "")]
+    while stack:
+        value, where = stack.pop()
+        if isinstance(value, _Marked):
+            return where or "(the top level)"
+        if isinstance(value, dict):
+            items = [(v, f"{where}.{k}" if where else str(k)) for k, v in value.items()]
+        elif isinstance(value, list):
+            items = [(v, f"{where}[{i}]") for i, v in enumerate(value)]
+        else:
+            continue
+        stack.extend(reversed(items))  # document order
+    return ""
+
+
+def parse_json(data: bytes | str, *, where: str, error: type[DepgraphError] = ConfigError) -> Any:
+    """Parse JSON ``data`` (UTF-8 bytes or text) as a data file, strictly.
+
+    Only finite numbers of magnitude at most :data:`MAX_NUMBER` are read: an
+    integer beyond it (or of more than 4,300 digits), a float that overflows
+    to infinity, and the ``NaN`` / ``Infinity`` literals (not JSON) are
+    refused naming the field that holds them. Syntax errors give the line and
+    column, nesting deeper than the parser's recursion limit is refused, and
+    nothing but ``error`` (default :class:`~depgraph.errors.ConfigError`, one
+    line starting with ``where``, the file) escapes.
+
+    >>> parse_json(b'{"a": [1, 2.5]}', where="f.json")
+    {'a': [1, 2.5]}
+    >>> parse_json('{"a": {"b": 1e999}}', where="f.json")
+    Traceback (most recent call last):
+      ...
+    depgraph.errors.ConfigError: f.json: a.b: expected a finite number of magnitude at most 1.8e+308, got 1e999
+    >>> parse_json('{"n": NaN}', where="f.json")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+      ...
+    depgraph.errors.ConfigError: f.json: n: expected a finite number ..., got NaN (not a JSON number)
+    """
+    if isinstance(data, (bytes, bytearray)):
+        try:
+            data = bytes(data).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise error(f"{where}: not UTF-8 text (byte {exc.start:,})") from None
+    try:
+        return json.loads(data, **_STRICT)
+    except _BadNumber as exc:
+        field = _locate(data)
+        raise error(f"{where}: {field + ': ' if field else ''}expected a finite number of magnitude at most "
+                    f"{MAX_NUMBER:.2g}, got {_shown_number(exc.text)}") from None
+    except json.JSONDecodeError as exc:
+        raise error(f"{where}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
+    except RecursionError:
+        raise error(f"{where}: not valid here: JSON nested deeper than about {sys.getrecursionlimit():,} levels "
+                    "of arrays and objects") from None
+    except (ValueError, OverflowError, TypeError) as exc:
+        raise error(f"{where}: not valid JSON ({exc.__class__.__name__}: {str(exc)[:100]})") from None

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import csv
 import heapq
+import io
 import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -51,6 +52,7 @@ import networkx as nx
 import numpy as np
 import pandas as pd
 
+from .._files import read_limited
 from .._validate import one_of, positive_int, positive_number
 from ..specs.cost import CostModel
 from ..errors import ConfigError
@@ -58,11 +60,23 @@ from ..core.graph import add_dep, add_event
 from ..specs.hardware import load_gpu, load_link
 from ..specs.models import ModelSpec, handoff_bytes, load_model
 
-__all__ = ["HANDOFFS", "LoadModel", "LoadResult", "loadtest", "arrivals", "read_trace", "run_graph"]
+__all__ = ["HANDOFFS", "LoadModel", "LoadResult", "loadtest", "arrivals", "read_trace", "run_graph", "MAX_REQUESTS",
+           "MAX_ARRIVAL_S", "MAX_TRACE_FILE_BYTES"]
 
 HANDOFFS = ("push", "pull", "pull-thread")
-#: The largest load test simulated in one call.
+#: The largest load test simulated in one call, in requests (``num_prompts``, or a trace's rows: counted
+#: while the trace is read, so a longer one is refused before anything is built).
 MAX_REQUESTS = 1_000_000
+#: The latest arrival simulated, in seconds (1e7 s, about 116 days). The simulation keeps absolute times in
+#: doubles and takes a TTFT as the difference of two of them; a double near ``t`` resolves about
+#: ``t * 2.2e-16`` s, 1.9 ns at 1e7 s, far below the shortest modelled duration (microseconds), but at
+#: 1e302 s (``qps = 1e-300``) or at a trace arrival of 1e308 s a 0.5 s TTFT is lost entirely and reads
+#: as 0. So every arrival lies in ``[0, MAX_ARRIVAL_S]``: a trace's times, and ``num_prompts / qps``
+#: for generated arrivals (``qps`` at least ``num_prompts / 1e7``, 4e-05 req/s for 400 prompts).
+MAX_ARRIVAL_S = 1e7
+#: Largest trace file read, in bytes (default 64 MiB: 1,000,000 rows of up to 64 characters; a row such as
+#: ``12345.678901234,16384,128`` takes about 26).
+MAX_TRACE_FILE_BYTES = 64 * 1024 * 1024
 SLOT_SCOPES = ("running", "reserved")
 
 
@@ -123,51 +137,125 @@ class LoadModel:
 # ------------------------------------------------------------------ arrivals
 
 
+_TRACE_COLUMNS = ["arrival_s", "prompt_tokens", "output_tokens"]
+_ARRIVAL_WORDS = f"a finite number >= 0 and <= {MAX_ARRIVAL_S:g} (seconds; MAX_ARRIVAL_S)"
+
+
+def _clip(text: str, limit: int = 80) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
+
+
 def read_trace(path: str | Path) -> pd.DataFrame:
     """Read an arrival trace: CSV with columns ``arrival_s``, ``prompt_tokens``,
-    ``output_tokens`` (a header row; times non-decreasing, counts >= 1)."""
+    ``output_tokens`` (a header row; times non-decreasing, in ``[0,
+    MAX_ARRIVAL_S]``; counts >= 1). Only a regular file of at most
+    :data:`MAX_TRACE_FILE_BYTES` is read, and at most :data:`MAX_REQUESTS`
+    rows: they are counted while reading, and one more is refused before
+    anything is built."""
     path = Path(path)
+    raw = read_limited(path, what="load-test trace", max_bytes=MAX_TRACE_FILE_BYTES,
+                       cap="depgraph.serving.simulator.MAX_TRACE_FILE_BYTES")
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot read the trace ({exc.__class__.__name__})") from None
-    rows = list(csv.reader(text.splitlines()))
-    want = ["arrival_s", "prompt_tokens", "output_tokens"]
-    if not rows or [c.strip() for c in rows[0]] != want:
-        raise ConfigError(f"{path}: line 1: expected the header {','.join(want)}; got {','.join(rows[0]) if rows else 'an empty file'}")
-    out, last = [], 0.0
-    for line, row in enumerate(rows[1:], start=2):
-        if not row or all(not c.strip() for c in row):
-            continue
-        if len(row) != 3:
-            raise ConfigError(f"{path}: line {line}: expected 3 fields ({','.join(want)}); got {len(row)}")
-        try:
-            t = float(row[0])
-            p, o = int(row[1]), int(row[2])
-        except ValueError:
-            raise ConfigError(f"{path}: line {line}: expected a number and two integers; got {','.join(row)}") from None
-        if not math.isfinite(t) or t < 0:
-            raise ConfigError(f"{path}: line {line}: arrival_s: expected a finite number >= 0; got {row[0]}")
-        if t < last:
-            raise ConfigError(f"{path}: line {line}: arrival_s: expected non-decreasing times; got {t} after {last}")
-        if not 1 <= p <= 10_000_000:
-            raise ConfigError(f"{path}: line {line}: prompt_tokens: expected 1 to 10,000,000; got {p}")
-        if not 1 <= o <= 1_000_000:
-            raise ConfigError(f"{path}: line {line}: output_tokens: expected 1 to 1,000,000; got {o}")
-        out.append((t, p, o))
-        last = t
-    if not out:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: cannot read the trace (not UTF-8 text at byte {exc.start:,})") from None
+    del raw
+    want = _TRACE_COLUMNS
+    reader = csv.reader(io.StringIO(text, newline=None))  # \n, \r\n and \r all end a line
+    times: list[float] = []
+    prompts: list[int] = []
+    outs: list[int] = []
+    try:
+        header = next(reader, None)
+        if header is None or [c.strip() for c in header] != want:
+            got = _clip(",".join(header)) if header is not None else "an empty file"
+            raise ConfigError(f"{path}: line 1: expected the header {','.join(want)}; got {got}")
+        last = 0.0
+        for row in reader:
+            line = reader.line_num
+            if not row or all(not c.strip() for c in row):
+                continue
+            if len(row) != 3:
+                raise ConfigError(f"{path}: line {line}: expected 3 fields ({','.join(want)}); got {len(row)}")
+            try:
+                t = float(row[0])
+                p, o = int(row[1]), int(row[2])
+            except ValueError:
+                raise ConfigError(f"{path}: line {line}: expected a number and two integers; got "
+                                  f"{_clip(','.join(row))}") from None
+            if not (math.isfinite(t) and 0 <= t <= MAX_ARRIVAL_S):
+                raise ConfigError(f"{path}: line {line}: arrival_s: expected {_ARRIVAL_WORDS}; got {_clip(row[0])}")
+            if t < last:
+                raise ConfigError(f"{path}: line {line}: arrival_s: expected non-decreasing times; got {t} after {last}")
+            if not 1 <= p <= 10_000_000:
+                raise ConfigError(f"{path}: line {line}: prompt_tokens: expected 1 to 10,000,000; got {_clip(str(p))}")
+            if not 1 <= o <= 1_000_000:
+                raise ConfigError(f"{path}: line {line}: output_tokens: expected 1 to 1,000,000; got {_clip(str(o))}")
+            if len(times) == MAX_REQUESTS:
+                raise ConfigError(f"{path}: line {line}: more than {MAX_REQUESTS:,} requests; a load test simulates "
+                                  f"at most {MAX_REQUESTS:,} (MAX_REQUESTS)")
+            times.append(t)
+            prompts.append(p)
+            outs.append(o)
+            last = t
+    except csv.Error as exc:
+        raise ConfigError(f"{path}: line {reader.line_num}: not valid CSV ({_clip(str(exc))})") from None
+    if not times:
         raise ConfigError(f"{path}: no requests after the header")
-    return pd.DataFrame(out, columns=want)
+    return pd.DataFrame({"arrival_s": np.array(times, dtype=float), "prompt_tokens": np.array(prompts, dtype=np.int64),
+                         "output_tokens": np.array(outs, dtype=np.int64)})
+
+
+def _checked_trace(table: pd.DataFrame) -> pd.DataFrame:
+    """A trace given as a DataFrame, held to :func:`read_trace`'s rules: the three columns, 1 to
+    :data:`MAX_REQUESTS` rows, times non-decreasing in ``[0, MAX_ARRIVAL_S]``, integer counts in range."""
+    missing = [c for c in _TRACE_COLUMNS if c not in table.columns]
+    if missing:
+        raise ConfigError(f"trace: expected the columns {', '.join(_TRACE_COLUMNS)}; missing {', '.join(missing)}")
+    if len(table) == 0:
+        raise ConfigError("trace: no requests")
+    if len(table) > MAX_REQUESTS:
+        raise ConfigError(f"trace: {len(table):,} requests; a load test simulates at most {MAX_REQUESTS:,} "
+                          "(MAX_REQUESTS)")
+    columns = {}
+    for name, upper in (("arrival_s", MAX_ARRIVAL_S), ("prompt_tokens", 10_000_000), ("output_tokens", 1_000_000)):
+        col = table[name]
+        if pd.api.types.is_bool_dtype(col) or not pd.api.types.is_numeric_dtype(col):
+            raise ConfigError(f"trace: {name}: expected numbers, got a column of {col.dtype}")
+        values = col.to_numpy(dtype=float)
+        if name == "arrival_s":
+            bad = ~(np.isfinite(values) & (values >= 0) & (values <= upper))
+            allowed = _ARRIVAL_WORDS
+        else:
+            bad = ~(np.isfinite(values) & (values >= 1) & (values <= upper) & (values == np.floor(values)))
+            allowed = f"an integer from 1 to {upper:,}"
+        if bad.any():
+            row = int(np.argmax(bad))
+            raise ConfigError(f"trace: row {row}: {name}: expected {allowed}; got {values[row]!r}")
+        columns[name] = values if name == "arrival_s" else values.astype(np.int64)
+    back = np.flatnonzero(np.diff(columns["arrival_s"]) < 0)
+    if len(back):
+        row = int(back[0]) + 1
+        raise ConfigError(f"trace: row {row}: arrival_s: expected non-decreasing times; got "
+                          f"{columns['arrival_s'][row]!r} after {columns['arrival_s'][row - 1]!r}")
+    return pd.DataFrame(columns)
 
 
 def arrivals(*, qps: float, num_prompts: int, prompt_tokens: int, out_tokens: int, process: str = "poisson",
              seed: int = 0) -> pd.DataFrame:
     """Arrival times: ``constant`` (every ``1 / qps``) or ``poisson`` (seeded; a
     Poisson process conditioned on ``num_prompts`` arrivals in
-    ``[0, num_prompts / qps)``, so the rate over the run is exactly ``qps``)."""
+    ``[0, num_prompts / qps)``, so the rate over the run is exactly ``qps``).
+
+    ``num_prompts / qps`` must be at most :data:`MAX_ARRIVAL_S` (1e7 s):
+    beyond it the simulation's clock, a double, cannot resolve a TTFT (at
+    ``qps = 1e-300`` every TTFT would read 0)."""
     qps = positive_number("qps", qps, upper=1e6)
-    num_prompts = positive_int("num_prompts", num_prompts, upper=1_000_000)
+    num_prompts = positive_int("num_prompts", num_prompts, upper=MAX_REQUESTS)
+    if num_prompts / qps > MAX_ARRIVAL_S:
+        raise ConfigError(f"qps: {qps:g} req/s spreads {num_prompts:,} arrivals over {num_prompts / qps:.3g} s; "
+                          f"expected at least {num_prompts / MAX_ARRIVAL_S:.3g} req/s (arrivals within "
+                          f"{MAX_ARRIVAL_S:.0e} s, where the simulation's clock still resolves nanoseconds)")
     prompt_tokens = positive_int("prompt_tokens", prompt_tokens, upper=10_000_000)
     out_tokens = positive_int("out_tokens", out_tokens, upper=1_000_000)
     process = one_of("arrival", process, ("poisson", "constant"))
@@ -239,7 +327,11 @@ def loadtest(model: ModelSpec | str, *, handoff: str, qps: float | None = None, 
     (with ``arrival`` ``"poisson"`` or ``"constant"`` and ``seed``), or a
     ``trace`` (a CSV path or a DataFrame with ``arrival_s``,
     ``prompt_tokens``, ``output_tokens``). ``overrides`` replace fields of
-    ``params`` (a :class:`LoadModel`).
+    ``params`` (a :class:`LoadModel`). Every arrival lies within
+    :data:`MAX_ARRIVAL_S` (1e7 s; beyond it the clock, a double, cannot
+    resolve a TTFT): ``num_prompts / qps`` and a trace's times are checked
+    against it, and a trace (file or DataFrame) holds at most
+    :data:`MAX_REQUESTS` rows.
 
     The summary has ``ttft_p50_s``, ``ttft_p90_s``, ``ttft_p99_s``,
     ``tpot_p50_s`` (likewise), ``slots_held_mean`` (time average),
@@ -262,7 +354,7 @@ def loadtest(model: ModelSpec | str, *, handoff: str, qps: float | None = None, 
             raise ConfigError(f"num_prompts: {num_prompts:,} requests would need about {need_gb:,.0f} GB of "
                               f"simulation state and hours of time; the limit is {MAX_REQUESTS:,} requests")
     if trace is not None:
-        table = trace if isinstance(trace, pd.DataFrame) else read_trace(trace)
+        table = _checked_trace(trace) if isinstance(trace, pd.DataFrame) else read_trace(trace)
     else:
         missing = [n for n, v in (("qps", qps), ("prompt_tokens", prompt_tokens), ("out_tokens", out_tokens),
                                   ("num_prompts", num_prompts)) if v is None]

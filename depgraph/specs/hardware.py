@@ -13,17 +13,22 @@ True
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from typing import Any
 
-from .._validate import positive_number
+from .._files import read_limited
+from .._validate import parse_json, positive_number
 from ..errors import ConfigError
 
-__all__ = ["Link", "GPU", "load_link", "load_gpu", "link_names", "gpu_names", "gbps_text"]
+__all__ = ["Link", "GPU", "load_link", "load_gpu", "link_names", "gpu_names", "gbps_text", "MAX_HARDWARE_FILE_BYTES"]
+
+#: Largest hardware data file read, in bytes (default 1 MiB; the shipped
+#: ``data/hardware.json`` is a few kilobytes). It is read as a regular file
+#: only, strictly (finite numbers, no NaN), and every entry is checked.
+MAX_HARDWARE_FILE_BYTES = 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,8 +62,37 @@ class GPU:
 
 @lru_cache(maxsize=1)
 def _data() -> dict[str, Any]:
-    text = (resources.files("depgraph.specs") / "data" / "hardware.json").read_text(encoding="utf-8")
-    return json.loads(text)
+    with resources.as_file(resources.files("depgraph.specs") / "data" / "hardware.json") as path:
+        raw = read_limited(path, what="hardware file", max_bytes=MAX_HARDWARE_FILE_BYTES,
+                           cap="depgraph.specs.hardware.MAX_HARDWARE_FILE_BYTES")
+        return _checked(parse_json(raw, where=str(path)), str(path))
+
+
+def _checked(data: Any, where: str) -> dict[str, Any]:
+    """The hardware data, every entry checked; a ConfigError naming the file and the field otherwise."""
+    def table(value: Any, field: str) -> dict:
+        if not isinstance(value, dict):
+            raise ConfigError(f"{where}: {field}: expected an object, got {type(value).__name__}")
+        return value
+
+    data = table(data, "(the top level)")
+    numbers = {"links": (("bandwidth_gbps", False, 1e6), ("latency_s", True, 10.0)),
+               "gpus": (("peak_bf16_flops", False, None), ("hbm_bytes_per_s", False, None),
+                        ("hbm_bytes", False, None))}
+    for kind, fields in numbers.items():
+        for key, entry in table(data.get(kind), kind).items():
+            entry = table(entry, f"{kind}.{key}")
+            for name, allow_zero, upper in fields:
+                positive_number(f"{where}: {kind}.{key}.{name}", entry.get(name), allow_zero=allow_zero, upper=upper)
+            if not isinstance(entry.get("description"), str):
+                raise ConfigError(f"{where}: {kind}.{key}.description: expected a string, got "
+                                  f"{entry.get('description')!r}")
+        aliases = f"{kind[:-1]}_aliases"
+        for alias, target in table(data.get(aliases, {}), aliases).items():
+            if not isinstance(target, str) or target not in data[kind]:
+                raise ConfigError(f"{where}: {aliases}.{alias}: expected one of {', '.join(data[kind])}; "
+                                  f"got {target!r}")
+    return data
 
 
 def link_names() -> list[str]:

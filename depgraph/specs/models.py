@@ -24,13 +24,13 @@ Examples
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any, Mapping
 
-from .._validate import positive_int
+from .._files import read_limited
+from .._validate import parse_json, positive_int
 from ..errors import ConfigError
 
 __all__ = [
@@ -41,7 +41,14 @@ __all__ = [
     "load_model",
     "model_from_config",
     "handoff_bytes",
+    "MAX_CONFIG_FILE_BYTES",
 ]
+
+#: Largest ``config.json`` read, in bytes (default 8 MiB). A Hugging Face
+#: config is a few kilobytes; one listing ``layer_types`` for 10,000 layers
+#: and a long quantization section stays well under 1 MB. A larger file (or
+#: a FIFO, a directory, ``/dev/zero``) is refused before it is parsed.
+MAX_CONFIG_FILE_BYTES = 8 * 1024 * 1024
 
 #: Handoff components, in the order they are sent within a layer. The conv
 #: tail goes before the recurrent state so that it can arrive first (the
@@ -222,27 +229,33 @@ def load_model(name_or_path: str | Path, *, kv_dtype: str | None = None) -> Mode
         if key in entries:
             path, name = Path(entries[key]), key
         else:
-            path = Path(name_or_path)
-            if path.is_dir():
-                path = path / "config.json"
-            if not path.is_file():
+            path = config_path(name_or_path)
+            if path is None:
                 raise ConfigError(
                     f"model: {str(name_or_path)!r} is neither a catalog model ({', '.join(entries)}) "
                     "nor a readable config.json path"
                 )
             name = path.parent.name if path.name == "config.json" else path.stem
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ConfigError(f"{path}: cannot read the file ({exc.__class__.__name__})") from None
-        try:
-            config = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
-        model = model_from_config(config, name=name, source=str(path))
+        raw = read_limited(path, what="model config", max_bytes=MAX_CONFIG_FILE_BYTES,
+                           cap="depgraph.specs.models.MAX_CONFIG_FILE_BYTES")
+        model = model_from_config(parse_json(raw, where=str(path)), name=name, source=str(path))
     if kv_dtype is not None:
         model = model.with_kv_dtype(kv_dtype)
     return model
+
+
+def config_path(path: str | Path) -> Path | None:
+    """The ``config.json`` that :func:`load_model` reads for ``path`` (a
+    folder means its ``config.json``), or ``None`` when nothing is there.
+    What is there may still be refused when read (not a regular file, too
+    large); a FIFO is not opened here."""
+    try:
+        path = Path(path)
+        if path.is_dir():
+            path = path / "config.json"
+        return path if path.exists() else None
+    except (OSError, ValueError):  # a name too long, an embedded NUL
+        return None
 
 
 # ---------------------------------------------------------------- parsing
@@ -280,6 +293,15 @@ class _Fields:
             raise ConfigError(f"{self._name(key)}: expected a string, got {value!r}")
         return value
 
+    def bool(self, key: str, default: bool) -> bool:
+        """A JSON boolean (``true``/``false``); a string such as ``"false"`` is refused, not read as true."""
+        value = self.config.get(key)
+        if value is None:
+            return default
+        if not isinstance(value, bool):
+            raise ConfigError(f"{self._name(key)}: expected true or false (a JSON boolean), got {value!r}")
+        return value
+
     def dtype_bytes(self, key: str, default: int) -> int:
         value = self.config.get(key)
         if value is None:
@@ -305,7 +327,7 @@ def model_from_config(config: Mapping[str, Any], *, name: str = "custom", source
     elif config.get("text_config") is not None:
         raise ConfigError(f"{where}: text_config: expected a JSON object, got {config.get('text_config')!r}")
     f = _Fields(cfg, where, prefix)
-    model_type = str(cfg.get("model_type") or config.get("model_type") or "")
+    model_type = f.str("model_type", "") or (_Fields(config, where).str("model_type", "") if prefix else "")
     dtype_field = "torch_dtype" if f.has("torch_dtype") else "dtype"
     if not f.has(dtype_field) and isinstance(config.get("torch_dtype"), str):
         dtype_bytes = _dtype_bytes(f"{where}: torch_dtype", config["torch_dtype"])
@@ -425,7 +447,7 @@ def _qwen3_next(f: _Fields, dtype_bytes: int) -> tuple[str, list[LayerSpec], int
         + value_heads * value_dim * hidden,
         "recurrent_state_elems": value_heads * key_dim * value_dim,
     }
-    gated_q = bool(f.config.get("attn_output_gate", True))
+    gated_q = f.bool("attn_output_gate", True)
     attn = _attention_parts(f, dtype_bytes, gated_q=gated_q)
     moe = f.has("num_experts") and f.int("num_experts") > 1
     ffn = _ffn_parts(f, moe=moe, gated=True)
@@ -455,7 +477,7 @@ def _nemotron_h(f: _Fields, dtype_bytes: int) -> tuple[str, list[LayerSpec], int
             ssm_bytes = f.dtype_bytes(key, 4)
             break
     hidden = f.int("hidden_size")
-    gated = str(f.config.get("mlp_hidden_act", "relu2")) not in ("relu2", "relu", "gelu")
+    gated = f.str("mlp_hidden_act", "relu2") not in ("relu2", "relu", "gelu")
     parts: dict[str, dict[str, int]] = {}
     if "M" in pattern:
         heads = f.int("mamba_num_heads")
@@ -500,7 +522,7 @@ def _dense(f: _Fields, dtype_bytes: int) -> tuple[str, list[LayerSpec], int]:
         )
     attn = _attention_parts(f, dtype_bytes)
     moe = any(f.has(k) and f.int(k) > 1 for k in ("num_experts", "num_local_experts", "n_routed_experts"))
-    ffn = _ffn_parts(f, moe=moe, gated=str(f.config.get("hidden_act", "silu")) not in ("relu2", "relu", "gelu"))
+    ffn = _ffn_parts(f, moe=moe, gated=f.str("hidden_act", "silu") not in ("relu2", "relu", "gelu"))
     layers = [LayerSpec(index=i, kind="attention", mixer="attention", ffn="moe" if moe else "dense", **attn, **ffn) for i in range(n)]
     return "dense", layers, 4
 

@@ -4,7 +4,7 @@ A scenario says which configurations a sweep runs; :func:`load_scenario`
 reads and validates one, :func:`expand_scenario` lists its points. The
 format::
 
-    name = "replay"                       # [a-z0-9_-]+, names the output files
+    name = "replay"                       # 1 to 100 of a-z 0-9 _ -, names the output files
     description = "what this grid is for" # optional
 
     [grid]                                # every key required
@@ -39,14 +39,18 @@ batch          ``batch`` 1..4096 (running requests c),                ``c=8``
                ``hook_scope`` batch|request [request]
 interleaved    ``interleave`` 1..4096 (K), ``rule`` fifo|             ``K=16``
                request-order|layer-round-robin [fifo]
-pipeline       ``stages`` 2..1024, ``shared_link`` true|false [false]  ``pp4-shared``
-loadtest       ``handoff`` push|pull|pull-thread, ``qps`` > 0,        ``pull,qps=8``
-               ``out_tokens`` [128], ``num_prompts`` [400],
-               ``max_num_seqs`` [8], ``tp`` [8], ``seed`` [0]
+pipeline       ``stages`` 2..1024 (at most the model's layers),       ``pp4-shared``
+               ``shared_link`` true|false [false]
+loadtest       ``handoff`` push|pull|pull-thread, ``qps`` > 0         ``pull,qps=8``
+               (arrivals within 1e7 s: ``num_prompts / qps``
+               at most that), ``out_tokens`` [128],
+               ``num_prompts`` [400], ``max_num_seqs`` [8], ``tp``
+               [8], ``seed`` [0]
 =============  =====================================================  =================
 
 For ``loadtest`` the grid's prompt tokens, link (per GPU) and MFU (of
-prefill) apply; timings do not (give ``["handoff"]``).
+prefill) apply; timings do not: a scenario with a ``loadtest`` workload
+must give ``timings = ["handoff"]`` exactly (anything else is refused).
 
 The first parameter always appears in the label; the second only when it
 differs from its default (``k=3,draft=2``, ``c=8,hook=batch``,
@@ -65,7 +69,12 @@ the scenario.
 
 Errors name the file, the key (``workloads[2].stagez``; list indices count
 from 0) and what is allowed; an unknown key comes with the closest allowed
-one. A grid of more than 1,000,000 points is refused.
+one. A grid of more than 1,000,000 points is refused; the count comes from
+the lists' lengths, before anything is expanded. A model given twice (by
+catalog name and by the path of its config file, or by two paths to one
+file) is refused as a repeat. A scenario file larger than
+:data:`MAX_SCENARIO_FILE_BYTES`, or that is not a regular file, is refused
+before it is parsed.
 
 >>> from depgraph.sweeps.scenario import parse_scenario, expand_scenario
 >>> sc = parse_scenario('''
@@ -91,30 +100,37 @@ from __future__ import annotations
 import difflib
 import itertools
 import math
+import os
 import re
+import sys
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .._files import read_limited
 from ..errors import ConfigError
+from ..serving.simulator import MAX_ARRIVAL_S
 from ..specs.hardware import load_link
-from ..specs.models import catalog, load_model
+from ..specs.models import catalog, config_path, load_model
 from ..workloads.registry import ALIASES, REQUIRED, WORKLOADS
 from ..workloads.single import MAX_PROMPT_TOKENS, TIMINGS
 
-__all__ = ["Scenario", "WorkloadSpec", "GRID_KEYS", "MAX_POINTS", "load_scenario", "parse_scenario",
-           "expand_scenario"]
+__all__ = ["Scenario", "WorkloadSpec", "GRID_KEYS", "MAX_POINTS", "MAX_SCENARIO_FILE_BYTES", "load_scenario",
+           "parse_scenario", "expand_scenario"]
 
 #: The grid's keys, outermost first (the order points come in).
 GRID_KEYS: tuple[str, ...] = ("models", "prompt_tokens", "links", "mfus", "timings")
 #: The largest scenario :func:`load_scenario` accepts, in points.
 MAX_POINTS = 1_000_000
+#: Largest scenario file read, in bytes (default 1 MiB; the shipped ones are about 1 KB, and a list of
+#: every prompt length from 1 to 100,000 fits).
+MAX_SCENARIO_FILE_BYTES = 1024 * 1024
 #: A point's identifying fields, in the order ``key`` joins them.
 POINT_FIELDS: tuple[str, ...] = ("model", "prompt_tokens", "link", "mfu", "timing", "workload", "variant")
 
 _TOP_KEYS = ("name", "description", "grid", "workloads")
-_NAME = re.compile(r"^[a-z0-9_-]{1,100}$")
+_NAME = re.compile(r"[a-z0-9_-]{1,100}")  # the whole name (fullmatch): "abc\n" is not a name
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +140,11 @@ class WorkloadSpec:
 
     workload: str
     params: tuple[tuple[str, tuple], ...] = ()
+
+    @property
+    def num_variants(self) -> int:
+        """How many variants :meth:`variants` gives, from the lists' lengths (nothing expanded)."""
+        return math.prod(len(vals) for _, vals in self.params)
 
     def variants(self) -> list[tuple[str, dict[str, Any]]]:
         """``(label, parameters)`` for every combination, in expansion order."""
@@ -149,7 +170,8 @@ class Scenario:
 
     @property
     def num_points(self) -> int:
-        return math.prod(len(v) for v in self.grid.values()) * sum(len(w.variants()) for w in self.workloads)
+        """The number of points, from the lists' lengths (nothing expanded)."""
+        return math.prod(len(v) for v in self.grid.values()) * sum(w.num_variants for w in self.workloads)
 
 
 def expand_scenario(scenario: Scenario) -> list[dict[str, Any]]:
@@ -176,23 +198,43 @@ def load_scenario(path: str | Path) -> Scenario:
     the line and column of a TOML syntax error).
     """
     path = Path(path)
+    raw = read_limited(path, what="scenario file", max_bytes=MAX_SCENARIO_FILE_BYTES,
+                       cap="depgraph.sweeps.scenario.MAX_SCENARIO_FILE_BYTES")
     try:
-        text = path.read_bytes().decode("utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: no such scenario file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot read the scenario file ({exc.__class__.__name__})") from None
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: cannot read the scenario file (not UTF-8 text at byte {exc.start:,})") from None
     return parse_scenario(text, source=str(path), base_dir=path.parent)
 
 
 def parse_scenario(text: str, *, source: str = "<string>", base_dir: str | Path | None = None) -> Scenario:
     """Validate scenario TOML ``text``; ``source`` names it in errors and
     ``base_dir`` anchors relative model paths (default: the working folder)."""
+    if not isinstance(text, str):
+        raise ConfigError(f"{source}: expected the scenario as text, got {type(text).__name__}")
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{source}: not valid TOML: {exc}") from None
+    except RecursionError:
+        raise ConfigError(f"{source}: not valid here: arrays or tables nested deeper than about "
+                          f"{sys.getrecursionlimit():,} levels") from None
+    except (ValueError, OverflowError) as exc:  # an integer of more than 4,300 digits
+        long = re.search(r"[0-9_]{4301,}", text)
+        where = ""
+        if long:
+            start = text.rfind("\n", 0, long.start()) + 1
+            where = f"line {text.count(chr(10), 0, long.start()) + 1} ({text[start:long.start() + 10].strip()}...): "
+        raise ConfigError(f"{source}: {where}not valid here: expected integers of at most 4,300 digits "
+                          f"({exc.__class__.__name__})") from None
     return _Checker(source, Path(base_dir) if base_dir is not None else None).scenario(data)
+
+
+def _shown(value: Any) -> str:
+    """``value`` for a message: an integer of more than 30 digits by its length."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10 ** 30:
+        return f"an integer of {len(str(abs(value))):,} digits"
+    return repr(value)
 
 
 def _type_name(value: Any) -> str:
@@ -244,8 +286,9 @@ class _Checker:
     def scenario(self, data: dict) -> Scenario:
         self.keys(data, "", _TOP_KEYS, ("name", "grid", "workloads"))
         name = data["name"]
-        if not isinstance(name, str) or not _NAME.match(name):
-            raise self.fail("name", f"expected 1 to 100 characters of a-z, 0-9, '_' and '-'; got {name!r}")
+        if not isinstance(name, str) or not _NAME.fullmatch(name):
+            got = repr(name[:100]) + "..." if isinstance(name, str) and len(name) > 100 else _shown(name)
+            raise self.fail("name", f"expected 1 to 100 characters of a-z, 0-9, '_' and '-'; got {got}")
         description = data.get("description", "")
         if not isinstance(description, str):
             raise self.fail("description", f"expected a string, got {_type_name(description)}")
@@ -265,20 +308,68 @@ class _Checker:
         if not isinstance(workloads, list) or not workloads or not all(isinstance(w, dict) for w in workloads):
             raise self.fail("workloads", "expected one or more [[workloads]] tables")
         specs = tuple(self.workload(w, f"workloads[{i}]") for i, w in enumerate(workloads))
-        self.unique_variants(specs)
+        # counted from the lists' lengths: nothing is expanded before the count is known to be allowed
         n = len(models) * math.prod(len(v) for k, v in checked.items() if k != "models") \
-            * sum(len(s.variants()) for s in specs)
+            * sum(s.num_variants for s in specs)
         if n > MAX_POINTS:
             raise self.fail("grid", f"the scenario has {n:,} points; at most {MAX_POINTS:,} are allowed")
+        self.unique_variants(specs)
+        self.loadtest_timings(specs, checked["timings"], grid["timings"])
+        self.loadtest_window(specs, workloads)
         checked["models"] = self.models(models)
+        self.pipeline_stages(specs, workloads, models, checked["models"])
         return Scenario(name=name, description=description, grid={k: checked[k] for k in GRID_KEYS},
                         workloads=specs, source=self.source)
+
+    def loadtest_timings(self, specs: tuple[WorkloadSpec, ...], timings: tuple[str, ...], raw: Any) -> None:
+        """The load test has no timing: with a loadtest workload, ``timings`` is exactly ``["handoff"]``."""
+        users = [i for i, s in enumerate(specs) if s.workload == "loadtest"]
+        if users and timings != ("handoff",):
+            raise self.fail("grid.timings", f'expected ["handoff"] with a loadtest workload (workloads[{users[0]}]): '
+                                            f"the load test has no timing; got {list(timings)!r}")
+
+    def loadtest_window(self, specs: tuple[WorkloadSpec, ...], tables: list[dict]) -> None:
+        """Every load test's arrivals fit in MAX_ARRIVAL_S: ``num_prompts / qps`` at most that."""
+        for i, spec in enumerate(specs):
+            if spec.workload != "loadtest":
+                continue
+            values = dict(spec.params)
+            prompts = max(values["num_prompts"])
+            for j, qps in enumerate(values["qps"]):
+                if prompts / qps > MAX_ARRIVAL_S:
+                    where = f"workloads[{i}].qps" + (f"[{j}]" if isinstance(tables[i].get("qps"), list) else "")
+                    raise self.fail(where, f"{prompts:,} prompts at {qps:g} req/s arrive over {prompts / qps:.3g} s; "
+                                           f"expected at least {prompts / MAX_ARRIVAL_S:.3g} req/s (arrivals within "
+                                           f"{MAX_ARRIVAL_S:.0e} s, where the simulation's clock still resolves "
+                                           "nanoseconds)")
+
+    def pipeline_stages(self, specs: tuple[WorkloadSpec, ...], tables: list[dict], items: list[tuple[str, Any]],
+                        models: tuple[str, ...]) -> None:
+        """A pipeline has at most one stage per layer: ``stages`` is checked against every model's layers."""
+        pipelines = [(i, spec) for i, spec in enumerate(specs) if spec.workload == "pipeline"]
+        if not pipelines:
+            return
+        layers = [(w, name, self.load(w, name).num_layers) for (w, _), name in zip(items, models)]
+        for i, spec in pipelines:
+            for j, stages in enumerate(dict(spec.params)["stages"]):
+                for w, name, n in layers:
+                    if stages > n:
+                        listed = isinstance(tables[i].get("stages"), list)
+                        where = f"workloads[{i}].stages" + (f"[{j}]" if listed else "")
+                        raise self.fail(where, f"{stages} stages for model {name!r} ({w}), which has {n} layers; "
+                                               "expected at most one stage per layer")
+
+    def load(self, where: str, model: str):
+        try:
+            return load_model(model)
+        except ConfigError as exc:
+            raise self.fail(where, str(exc).removeprefix("model: ")) from None
 
     def ints(self, value: Any, where: str, lower: int, upper: int) -> tuple[int, ...]:
         items = self.values(value, where)
         for w, v in items:
             if isinstance(v, bool) or not isinstance(v, int) or not lower <= v <= upper:
-                got = repr(v) if isinstance(v, (int, float, str)) else _type_name(v)
+                got = _shown(v) if isinstance(v, (int, float, str)) else _type_name(v)
                 raise self.fail(w, f"expected an integer in [{lower:,}, {upper:,}], got {got}")
         return self.distinct(items, [v for _, v in items], "value")
 
@@ -286,7 +377,7 @@ class _Checker:
         items = self.values(value, where)
         for w, v in items:
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not (lower < v <= upper):
-                got = repr(v) if isinstance(v, (int, float, str)) else _type_name(v)
+                got = _shown(v) if isinstance(v, (int, float, str)) else _type_name(v)
                 raise self.fail(w, f"expected a number in ({lower:g}, {upper:g}], got {got}")
         return self.distinct(items, [float(v) for _, v in items], "value")
 
@@ -294,7 +385,7 @@ class _Checker:
         items = self.values(value, where)
         for w, v in items:
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not (0 < v <= 1):
-                got = repr(v) if isinstance(v, (int, float, str)) else _type_name(v)
+                got = _shown(v) if isinstance(v, (int, float, str)) else _type_name(v)
                 raise self.fail(w, f"expected a number in (0, 1], got {got}")
         return self.distinct(items, [float(v) for _, v in items], "value")
 
@@ -308,7 +399,7 @@ class _Checker:
             return v
         close = difflib.get_close_matches(v, allowed, n=1, cutoff=0.6) if isinstance(v, str) else []
         hint = f" (did you mean {close[0]!r}?)" if close else ""
-        got = repr(v) if isinstance(v, (int, float, str)) else _type_name(v)
+        got = _shown(v) if isinstance(v, (int, float, str)) else _type_name(v)
         raise self.fail(where, f"expected one of {', '.join(allowed)}; got {got}{hint}")
 
     def links(self, value: Any, where: str) -> tuple[str, ...]:
@@ -322,8 +413,10 @@ class _Checker:
         return self.distinct(items, canon, "link")
 
     def models(self, items: list[tuple[str, Any]]) -> tuple[str, ...]:
+        """Canonical model names (catalog names, or the config path as given, anchored at the scenario's
+        folder); a model given twice, by name or by any path to the same config file, is refused."""
         names = catalog()
-        canon = []
+        canon, same = [], []
         for w, v in items:
             if not isinstance(v, str) or not v.strip():
                 raise self.fail(w, f"expected a catalog name ({', '.join(names)}) or a config.json path, "
@@ -332,22 +425,23 @@ class _Checker:
                 raise self.fail(w, f"'|' separates the fields of a point's key and cannot appear in a model; got {v!r}")
             if v.strip().lower() in names:
                 canon.append(v.strip().lower())
+                same.append(_file_identity(names[canon[-1]]) or canon[-1])
                 continue
             path = Path(v)
             if not path.is_absolute() and self.base_dir is not None:
                 path = self.base_dir / path
-            if not (path / "config.json" if path.is_dir() else path).is_file():
+            config = config_path(path)
+            if config is None:
                 close = difflib.get_close_matches(v.strip().lower(), list(names), n=1, cutoff=0.6)
                 hint = f"; did you mean {close[0]!r}?" if close else ""
                 where_looked = f" (looked for {path})" if str(path) != v else ""
                 raise self.fail(w, f"{v!r} is neither a catalog model ({', '.join(names)}) nor a readable "
                                    f"config.json path{where_looked}{hint}")
-            try:
-                load_model(path)
-            except ConfigError as exc:
-                raise self.fail(w, str(exc).removeprefix("model: ")) from None
+            self.load(w, str(path))
             canon.append(str(path))
-        return self.distinct(items, canon, "model")
+            same.append(_file_identity(config) or str(path))
+        self.distinct(items, same, "model")
+        return tuple(canon)
 
     # ---- workloads
 
@@ -386,6 +480,7 @@ class _Checker:
         return self.choice(value, where, tuple(WORKLOADS))
 
     def unique_variants(self, specs: tuple[WorkloadSpec, ...]) -> None:
+        """Two tables give the same variant: refused (called once the count is known to be allowed)."""
         seen: dict[tuple[str, str], int] = {}
         for i, spec in enumerate(specs):
             for label, _ in spec.variants():
@@ -393,3 +488,12 @@ class _Checker:
                     raise self.fail(f"workloads[{i}]", f"{spec.workload} variant {label!r} repeats "
                                                        f"workloads[{seen[(spec.workload, label)]}]")
                 seen[(spec.workload, label)] = i
+
+
+def _file_identity(path: str | Path) -> tuple[int, int] | None:
+    """The file behind ``path`` (device and inode, through symlinks and hard links), or ``None``."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return (st.st_dev, st.st_ino)
