@@ -29,7 +29,17 @@ import gc, json, sys
 import depgraph as dg
 from depgraph.workloads.trace import batching_trace, trace_ttft_s
 
-def run(kind, n):
+def run(kind, n, out=128, qps=8.0):
+    if kind == "loadtest":  # what `depgraph loadtest` does; returns its own estimate
+        from depgraph.serving import simulator as sm
+        from depgraph.specs.cost import CostModel
+        p = sm.LoadModel()
+        table = sm.arrivals(qps=qps, num_prompts=n, prompt_tokens=2000, out_tokens=out)
+        its = sm.estimated_iterations(table, model=dg.load_model("qwen3-32b"), cost=CostModel(gpu=p.gpu,
+                                      mfu=p.prefill_mfu), params=p, max_num_seqs=8, handoff="pull")
+        dg.loadtest("qwen3-32b", handoff="pull", qps=qps, prompt_tokens=2000, out_tokens=out, num_prompts=n,
+                    max_num_seqs=8).summary
+        return n * sm.BYTES_PER_REQUEST + its * sm.BYTES_PER_ITERATION
     if kind == "interleaved":  # what `depgraph ttft --workload interleaved` does
         G = dg.interleaved("qwen3.6-35b-a3b", prompt_tokens=16, link="25g", requests=n)
         S = dg.schedule(G, policy="layer")
@@ -40,7 +50,7 @@ def run(kind, n):
     trace_ttft_s(S); S.frontier(kinds=("decode",))
     return T.num_nodes
 
-kind, n = sys.argv[1], int(sys.argv[2])
+kind, n, *rest = sys.argv[1], int(sys.argv[2]), *map(float, sys.argv[3:])
 def status(field):
     with open("/proc/self/status") as f:
         return next(int(line.split()[1]) * 1024 for line in f if line.startswith(field + ":"))
@@ -50,13 +60,14 @@ gc.collect()
 with open("/proc/self/clear_refs", "w") as f:  # the peak (VmHWM) starts again from what is resident now
     f.write("5")
 base = status("VmRSS")
-events = run(kind, n)
+events = run(kind, n, *([int(rest[0]), rest[1]] if rest else []))
 print(json.dumps({"events": events, "bytes": status("VmHWM") - base}))
 """
 
 
-def measured(kind: str, n: int) -> dict:
-    out = subprocess.run([sys.executable, "-c", _MEASURE, kind, str(n)], capture_output=True, text=True, check=True)
+def measured(kind: str, n: int, *more: float) -> dict:
+    out = subprocess.run([sys.executable, "-c", _MEASURE, kind, str(n), *map(str, more)], capture_output=True,
+                         text=True, check=True)
     return json.loads(out.stdout)
 
 
@@ -69,6 +80,14 @@ def test_estimates_are_within_2x_of_the_measured_peak(kind, n, per_event):
     assert m["bytes"] > 0, m
     ratio = m["events"] * per_event / m["bytes"]
     assert 1 / WITHIN <= ratio <= WITHIN, f"{kind} x {n}: estimate / measured peak = {ratio:.2f}"
+
+
+@pytest.mark.parametrize("requests, out_tokens, qps", [(4000, 128, 8.0), (300, 3000, 8.0), (100, 6000, 0.5)])
+def test_the_load_test_estimate_is_within_2x_of_the_measured_peak(requests, out_tokens, qps):
+    """Many short requests, few long ones, and a light load (small batches, many iterations)."""
+    m = measured("loadtest", requests, out_tokens, qps)  # "events" is the load test's own estimate in bytes
+    ratio = m["events"] / m["bytes"]
+    assert 1 / WITHIN <= ratio <= WITHIN, f"{requests} x {out_tokens} at {qps}/s: estimate / peak = {ratio:.2f}"
 
 
 def test_the_budget_defaults_to_half_the_machine(monkeypatch):
@@ -88,6 +107,9 @@ def test_work_above_the_budget_is_refused_before_it_starts(monkeypatch):
         dg.interleaved("qwen3.6-35b-a3b", prompt_tokens=16, link="25g", requests=400)
     with pytest.raises(dg.ConfigError, match=r"^requests: a trace of 1,000 requests"):
         trace.batching_trace("qwen3.6-35b-a3b", prompt_tokens=16, link="25g", requests=1000)
+    with pytest.raises(dg.ConfigError, match=r"^num_prompts: a load test of 400 requests and about 50,000,000 "
+                                             r"decode-loop iterations would need about 27.5 GB"):
+        dg.loadtest("qwen3-32b", handoff="push", qps=8, prompt_tokens=1000, out_tokens=1_000_000, num_prompts=400)
     dg.interleaved("qwen3.6-35b-a3b", prompt_tokens=16, link="25g", requests=2)  # small work still runs
 
 
