@@ -136,3 +136,26 @@ def test_the_flag_sets_the_budget_for_one_command(capsys, monkeypatch, where):
         main(command + ["--memory-budget", "0"])
     assert stop.value.code == 2 and ENV not in os.environ
     assert "--memory-budget: expected a number of GB > 0, got '0'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("suffix", [".json", ".graphml"])
+def test_the_graph_file_estimate_is_within_2x_of_the_measured_peak(tmp_path, suffix):
+    """`depgraph schedule FILE`: the peak of the command over the peak of the same command on a tiny file."""
+    from depgraph.io import graphfile
+
+    def peak_bytes(path) -> tuple[int, int]:
+        # VmHWM: this process's own peak (ru_maxrss would carry the parent's across fork and exec)
+        code = ("import sys; from depgraph.cli import main; main(['schedule', sys.argv[1], '--json']); "
+                "print(next(int(l.split()[1]) * 1024 for l in open('/proc/self/status') if l.startswith('VmHWM')), "
+                "file=sys.stderr)")
+        out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True)
+        return int(out.stderr.split()[-1]), path.stat().st_size
+
+    tiny, big = tmp_path / f"tiny{suffix}", tmp_path / f"big{suffix}"
+    dg.write_graph(dg.single_request("qwen3-32b", prompt_tokens=16, link="25g"), tiny)
+    dg.write_graph(dg.interleaved("qwen3.6-35b-a3b", prompt_tokens=16, link="25g", requests=150), big)
+    (base, _), (peak, size) = peak_bytes(tiny), peak_bytes(big)
+    assert peak > base, (base, peak, size)
+    per_byte = graphfile.GRAPHML_PEAK_PER_BYTE if suffix == ".graphml" else graphfile.JSON_PEAK_PER_BYTE
+    ratio = size * per_byte / (peak - base)
+    assert 1 / WITHIN <= ratio <= WITHIN, f"{suffix}: estimate / measured peak = {ratio:.2f}"
