@@ -91,7 +91,20 @@ def _raise(text: str):
     raise _BadNumber(text)
 
 
-_STRICT = _number_hooks(_raise)
+class _RepeatedKey(Exception):
+    """A key given twice in one JSON object (json would keep the last silently)."""
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _RepeatedKey(key)
+        out[key] = value
+    return out
+
+
+_STRICT = {**_number_hooks(_raise), "object_pairs_hook": _unique_keys}
 _MARKING = _number_hooks(_Marked)
 
 
@@ -142,6 +155,10 @@ def parse_json(data: bytes | str, *, where: str, error: type[DepgraphError] = Co
     Traceback (most recent call last):
       ...
     depgraph.errors.ConfigError: f.json: a.b: expected a finite number of magnitude at most 1.8e+308, got 1e999
+    >>> parse_json('{"hidden_size": 1, "hidden_size": 2}', where="f.json")
+    Traceback (most recent call last):
+      ...
+    depgraph.errors.ConfigError: f.json: key 'hidden_size' appears twice in one object; give each key once
     >>> parse_json('{"n": NaN}', where="f.json")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
       ...
@@ -158,6 +175,8 @@ def parse_json(data: bytes | str, *, where: str, error: type[DepgraphError] = Co
         field = _locate(data)
         raise error(f"{where}: {field + ': ' if field else ''}expected a finite number of magnitude at most "
                     f"{MAX_NUMBER:.2g}, got {_shown_number(exc.text)}") from None
+    except _RepeatedKey as exc:
+        raise error(f"{where}: key {exc.args[0]!r} appears twice in one object; give each key once") from None
     except json.JSONDecodeError as exc:
         raise error(f"{where}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
     except RecursionError:

@@ -562,3 +562,11 @@ def test_a_scenario_refuses_a_loadtest_rate_the_simulator_would_refuse():
     assert math.isclose(params["qps"].upper, 1e6)
     arrivals(qps=params["qps"].upper, num_prompts=params["num_prompts"].upper, prompt_tokens=16,
              out_tokens=params["out_tokens"].upper)
+
+
+def test_a_key_given_twice_in_a_config_is_refused_not_last_wins(tmp_path):
+    text = Path(dg.catalog()["qwen3-32b"]).read_text()
+    path = tmp_path / "config.json"
+    path.write_text(text.replace('"hidden_size"', '"hidden_size": 1, "hidden_size"', 1))
+    with pytest.raises(dg.ConfigError, match=r"config.json: key 'hidden_size' appears twice in one object"):
+        dg.load_model(path)
