@@ -329,12 +329,16 @@ def test_another_points_part_and_hostile_files_are_not_used(scenario, tmp_path, 
     files[2].write_text("[" * 100_000 + "]" * 100_000)  # deeply nested JSON
     files[3].write_bytes(b" " * (2 << 20))  # larger than any part
     files[4].write_text('{"id": 1e999999}')
+    files[5].unlink()
+    os.mkfifo(files[5])  # would block a plain open() forever
+    files[6].unlink()
+    files[6].symlink_to("/dev/zero")  # would never end
     CALLS.clear()
     capsys.readouterr()
     again = sweep(scenario, out_dir=tmp_path, workers=1, runner=fake_runner, progress=False)
-    assert len(CALLS) == 4
+    assert len(CALLS) == 6
     pd.testing.assert_frame_equal(again, clean, check_exact=True)
-    assert "4 saved points" in capsys.readouterr().err
+    assert "6 saved points" in capsys.readouterr().err
 
 
 def test_parts_are_keyed_on_code_and_data(scenario, tmp_path, monkeypatch):

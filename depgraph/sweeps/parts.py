@@ -22,9 +22,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from functools import lru_cache
 from pathlib import Path
 
+from .._files import read_limited
 from .._version import __version__
 from ..errors import DepgraphError
 from .tables import check_rows
@@ -94,15 +96,13 @@ def load_part(path: Path, part_id: str, point: dict) -> tuple[list[dict] | None,
     """``(rows, None)`` for a part that verifies, ``(None, None)`` where
     there is none, ``(None, reason)`` for one that is there but cannot be
     trusted (it is then computed again)."""
-    try:
-        with open(path, "rb") as f:
-            data = f.read(MAX_PART_BYTES + 1)
-    except (FileNotFoundError, NotADirectoryError):  # no part (or no parts folder) yet
+    if not os.path.lexists(path):  # no part (or no parts folder) yet
         return None, None
-    except OSError:
-        return None, "unreadable"
-    if len(data) > MAX_PART_BYTES:
-        return None, "too large"
+    try:  # a regular file only, bounded: a FIFO or a link to /dev/zero cannot block or exhaust the sweep
+        data = read_limited(path, what="saved point", max_bytes=MAX_PART_BYTES,
+                            cap="depgraph.sweeps.parts.MAX_PART_BYTES")
+    except DepgraphError as exc:
+        return None, "too large" if "bytes are read" in str(exc) else "unreadable"
     try:
         part = json.loads(data)
     except (ValueError, RecursionError):
