@@ -61,15 +61,17 @@ _NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?(?![\w.])")
 
 
 def _valid_texts(tmp: Path) -> dict[str, tuple[str, str]]:
-    G = dg.single_request("qwen3-32b", prompt_tokens=16, link="100g")
+    from depgraph.studies.gallery import small_model
+
+    G = dg.schedule(dg.single_request(small_model(2), prompt_tokens=16, link="100g"), policy="layer").graph
     write_graph(G, tmp / "g.json")
     write_graph(G, tmp / "g.graphml")
     return {
         "config": (".json", Path(dg.catalog()["nemotron-3-nano-30b-a3b"]).read_text()),
         "scenario": (".toml", (ROOT / "workloads" / "replay.toml").read_text()),
         "trace": (".csv", "arrival_s,prompt_tokens,output_tokens\n0,100,4\n0.5,200,3\n1.25,64,9\n"),
-        "graph-json": (".json", (tmp / "g.json").read_text()[:20000]),
-        "graph-graphml": (".graphml", (tmp / "g.graphml").read_text()[:20000]),
+        "graph-json": (".json", (tmp / "g.json").read_text()),
+        "graph-graphml": (".graphml", (tmp / "g.graphml").read_text()),
     }
 
 
