@@ -45,7 +45,7 @@ from typing import Any
 
 from .errors import ConfigError, DepgraphError
 
-__all__ = ["read_limited", "file_kind"]
+__all__ = ["read_limited", "read_text_limited", "file_kind"]
 
 # a read(2) never returns more than this on Linux; the loop asks again
 _MAX_READ = 0x7FFFF000
@@ -131,3 +131,13 @@ def _check_size(path: Path, size: Any, what: str, max_bytes: int, cap: str, erro
         named = f" ({cap})" if cap else ""
         size_words = f"more than {max_bytes:,} bytes" if more else f"{size:,} bytes"
         raise error(f"{path}: the {what} is {size_words}; at most {max_bytes:,} bytes are read{named}")
+
+
+def read_text_limited(path: str | os.PathLike, *, what: str, max_bytes: int, cap: str = "",
+                      error: type[DepgraphError] = ConfigError) -> str:
+    """:func:`read_limited`, decoded as UTF-8 (``error`` names the byte that is not)."""
+    raw = read_limited(path, what=what, max_bytes=max_bytes, cap=cap, error=error)
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise error(f"{path}: cannot read the {what} (not UTF-8 text at byte {exc.start:,})") from None

@@ -52,7 +52,7 @@ import networkx as nx
 import numpy as np
 import pandas as pd
 
-from .._files import read_limited
+from .._files import read_text_limited
 from .._memory import check_memory
 from .._validate import one_of, positive_int, positive_number
 from ..specs.cost import CostModel
@@ -160,13 +160,8 @@ def read_trace(path: str | Path) -> pd.DataFrame:
     rows: they are counted while reading, and one more is refused before
     anything is built."""
     path = Path(path)
-    raw = read_limited(path, what="load-test trace", max_bytes=MAX_TRACE_FILE_BYTES,
-                       cap="depgraph.serving.simulator.MAX_TRACE_FILE_BYTES")
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{path}: cannot read the trace (not UTF-8 text at byte {exc.start:,})") from None
-    del raw
+    text = read_text_limited(path, what="load-test trace", max_bytes=MAX_TRACE_FILE_BYTES,
+                             cap="depgraph.serving.simulator.MAX_TRACE_FILE_BYTES")
     want = _TRACE_COLUMNS
     reader = csv.reader(io.StringIO(text, newline=None))  # \n, \r\n and \r all end a line
     times: list[float] = []

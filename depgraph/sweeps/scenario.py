@@ -108,7 +108,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .._files import read_limited
+from .._files import read_text_limited
 from ..errors import ConfigError
 from ..serving.simulator import MAX_ARRIVAL_S
 from ..specs.hardware import load_link
@@ -198,12 +198,8 @@ def load_scenario(path: str | Path) -> Scenario:
     the line and column of a TOML syntax error).
     """
     path = Path(path)
-    raw = read_limited(path, what="scenario file", max_bytes=MAX_SCENARIO_FILE_BYTES,
-                       cap="depgraph.sweeps.scenario.MAX_SCENARIO_FILE_BYTES")
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{path}: cannot read the scenario file (not UTF-8 text at byte {exc.start:,})") from None
+    text = read_text_limited(path, what="scenario file", max_bytes=MAX_SCENARIO_FILE_BYTES,
+                             cap="depgraph.sweeps.scenario.MAX_SCENARIO_FILE_BYTES")
     return parse_scenario(text, source=str(path), base_dir=path.parent)
 
 
