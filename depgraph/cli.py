@@ -462,6 +462,9 @@ def _cmd_models(args) -> int:
         kinds = ", ".join(f"{v} {k}" for k, v in r["kinds"].items())
         print(f"{r['name']:<26} {r['family']:<11} {r['layers']:>6}  {r['kv_bytes_per_token']:>10,} "
               f"{r['ssm_bytes'] / 1e6:>7.2f} {r['conv_bytes'] / 1e6:>7.3f}  {kinds}")
+    from .specs.models import SUPPORTED_FAMILIES
+
+    print(f"any config.json of these families: {'; '.join(SUPPORTED_FAMILIES)}")
     return 0
 
 

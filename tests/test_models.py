@@ -133,3 +133,68 @@ def test_unknown_model_and_bad_json(tmp_path):
     bad.write_text('{"hidden_size": 8}')
     with pytest.raises(dg.ConfigError, match="num_hidden_layers: missing"):
         dg.load_model(bad)
+
+
+# ------------------------------------------------------------ config families as transformers saves them (issue 14)
+
+import copy  # noqa: E402
+import re  # noqa: E402
+from pathlib import Path  # noqa: E402
+import json as _json  # noqa: E402
+
+
+def _catalog_config(name: str) -> dict:
+    return _json.loads(Path(dg.catalog()[name]).read_text())
+
+
+def test_an_architecture_depgraph_does_not_read_is_refused_by_name():
+    cfg = _catalog_config("qwen3.6-35b-a3b")["text_config"]
+    for model_type, named in (("jamba", "Jamba (Mamba-1)"), ("falcon_h1", "Falcon-H1"), ("somebody_new", "")):
+        with pytest.raises(dg.ConfigError, match=rf"model_type: '{model_type}'{re.escape(f' ({named})') if named else ''} "
+                                                  r"is not a supported architecture yet; supported: Qwen3-Next"):
+            dg.model_from_config({**cfg, "model_type": model_type})
+
+
+def test_nemotron_h_from_layers_block_type_is_the_same_model():
+    cfg = _catalog_config("nemotron-3-nano-30b-a3b")
+    words = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe"}
+    saved = {k: v for k, v in cfg.items() if k != "hybrid_override_pattern"}
+    saved["layers_block_type"] = [words[c] for c in cfg["hybrid_override_pattern"]]
+    a, b = dg.model_from_config(cfg), dg.model_from_config(saved)
+    assert a.layers == b.layers and dg.handoff_bytes(a, prompt_tokens=1024) == dg.handoff_bytes(b, prompt_tokens=1024)
+    saved["layers_block_type"][3] = "conv"
+    with pytest.raises(dg.ConfigError, match=r"layers_block_type\[3\]: expected one of mamba, attention, mlp, moe"):
+        dg.model_from_config(saved)
+
+
+def test_defaults_as_transformers_applies_them():
+    nemotron = _catalog_config("nemotron-3-nano-30b-a3b")
+    assert nemotron["n_groups"] == 8
+    without = {k: v for k, v in nemotron.items() if k != "n_groups"}  # transformers' default is 8, not 1
+    assert dg.handoff_bytes(dg.model_from_config(without), prompt_tokens=1024)["conv"] == \
+        dg.handoff_bytes(dg.load_model("nemotron-3-nano-30b-a3b"), prompt_tokens=1024)["conv"]
+    qwen = _catalog_config("qwen3.6-35b-a3b")
+    assert qwen["text_config"]["full_attention_interval"] == 4
+    no_interval = copy.deepcopy(qwen)
+    del no_interval["text_config"]["full_attention_interval"]  # transformers and vLLM default to 4
+    assert dg.model_from_config(no_interval).layers == dg.load_model("qwen3.6-35b-a3b").layers
+
+
+def test_attention_head_dim_and_an_outer_dtype_are_read():
+    cfg = {k: v for k, v in _catalog_config("nemotron-3-nano-30b-a3b").items() if k != "head_dim"}
+    cfg["attention_head_dim"] = 128  # Nemotron-H's name; hidden_size / heads would give another width
+    assert dg.model_from_config(cfg).layers == dg.load_model("nemotron-3-nano-30b-a3b").layers
+    qwen = _catalog_config("qwen3.6-35b-a3b")
+    del qwen["text_config"]["dtype"]
+    qwen["dtype"] = "float32"
+    assert dg.model_from_config(qwen).dtype_bytes == 4
+
+
+def test_a_dense_config_with_layer_types_reads_as_dense():
+    cfg = _catalog_config("qwen3-32b")
+    cfg["layer_types"] = ["full_attention"] * cfg["num_hidden_layers"]
+    m = dg.model_from_config(cfg)
+    assert m.family == "dense" and m.layers == dg.load_model("qwen3-32b").layers
+    cfg["layer_types"][1] = "sliding_attention"
+    with pytest.raises(dg.ConfigError, match=r"layer_types\[1\]: 'sliding_attention' layers are not supported yet"):
+        dg.model_from_config(cfg)

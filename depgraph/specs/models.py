@@ -329,17 +329,14 @@ def model_from_config(config: Mapping[str, Any], *, name: str = "custom", source
     f = _Fields(cfg, where, prefix)
     model_type = f.str("model_type", "") or (_Fields(config, where).str("model_type", "") if prefix else "")
     dtype_field = "torch_dtype" if f.has("torch_dtype") else "dtype"
-    if not f.has(dtype_field) and isinstance(config.get("torch_dtype"), str):
-        dtype_bytes = _dtype_bytes(f"{where}: torch_dtype", config["torch_dtype"])
+    top_dtype = next((k for k in ("torch_dtype", "dtype") if isinstance(config.get(k), str)), None)
+    if not f.has(dtype_field) and prefix and top_dtype is not None:  # the outer config's, as transformers reads it
+        dtype_bytes = _dtype_bytes(f"{where}: {top_dtype}", config[top_dtype])
     else:
         dtype_bytes = f.dtype_bytes(dtype_field, 2)
 
-    if f.has("hybrid_override_pattern") or model_type.startswith("nemotron_h"):
-        family, layers, ssm_bytes = _nemotron_h(f, dtype_bytes)
-    elif f.has("layer_types") or f.has("full_attention_interval") or f.has("linear_num_value_heads"):
-        family, layers, ssm_bytes = _qwen3_next(f, dtype_bytes)
-    else:
-        family, layers, ssm_bytes = _dense(f, dtype_bytes)
+    build = _FAMILY_BUILDERS[_family_of(f, model_type)]
+    family, layers, ssm_bytes = build(f, dtype_bytes)
 
     hidden = f.int("hidden_size")
     vocab = f.int("vocab_size", upper=100_000_000)
@@ -369,6 +366,8 @@ def _attention_parts(f: _Fields, dtype_bytes: int, *, gated_q: bool = False) -> 
         )
     if f.has("head_dim"):
         head_dim = f.int("head_dim")
+    elif f.has("attention_head_dim"):  # Nemotron-H's name for it
+        head_dim = f.int("attention_head_dim")
     else:
         if hidden % heads:
             raise ConfigError(
@@ -421,8 +420,8 @@ def _qwen3_next(f: _Fields, dtype_bytes: int) -> tuple[str, list[LayerSpec], int
             if t not in allowed:
                 raise ConfigError(f"{f.where}: {f.prefix}layer_types[{i}]: expected one of {', '.join(allowed)}; got {t!r}")
         is_full = [t == "full_attention" for t in types]
-    else:
-        interval = f.int("full_attention_interval", upper=_MAX_LAYERS)
+    else:  # every fourth layer full attention unless the config says otherwise (transformers' and vLLM's default)
+        interval = f.int("full_attention_interval", 4, upper=_MAX_LAYERS)
         is_full = [(i + 1) % interval == 0 for i in range(n)]
     ssm_bytes = 4
     for key in ("mamba_ssm_dtype", "mamba_ssm_cache_dtype"):
@@ -458,9 +457,28 @@ def _qwen3_next(f: _Fields, dtype_bytes: int) -> tuple[str, list[LayerSpec], int
     return "qwen3-next", layers, ssm_bytes
 
 
+#: layers_block_type words (as current transformers saves Nemotron-H) and their pattern characters.
+_NEMOTRON_BLOCKS = {"mamba": "M", "attention": "*", "mlp": "-", "moe": "E"}
+
+
+def _nemotron_pattern(f: _Fields) -> str:
+    """``hybrid_override_pattern``, or the same read from ``layers_block_type``."""
+    if f.has("hybrid_override_pattern") or not f.has("layers_block_type"):
+        return f.str("hybrid_override_pattern")
+    blocks = f.config["layers_block_type"]
+    if not isinstance(blocks, list):
+        raise ConfigError(f"{f.where}: {f.prefix}layers_block_type: expected a list of "
+                          f"{', '.join(_NEMOTRON_BLOCKS)}, got {type(blocks).__name__}")
+    for i, b in enumerate(blocks):
+        if b not in _NEMOTRON_BLOCKS:
+            raise ConfigError(f"{f.where}: {f.prefix}layers_block_type[{i}]: expected one of "
+                              f"{', '.join(_NEMOTRON_BLOCKS)}; got {b!r}")
+    return "".join(_NEMOTRON_BLOCKS[b] for b in blocks)
+
+
 def _nemotron_h(f: _Fields, dtype_bytes: int) -> tuple[str, list[LayerSpec], int]:
     n = f.int("num_hidden_layers", upper=_MAX_LAYERS)
-    pattern = f.str("hybrid_override_pattern")
+    pattern = _nemotron_pattern(f)
     if len(pattern) != n:
         raise ConfigError(
             f"{f.where}: {f.prefix}hybrid_override_pattern: expected {n} characters (num_hidden_layers), got {len(pattern)}"
@@ -483,7 +501,7 @@ def _nemotron_h(f: _Fields, dtype_bytes: int) -> tuple[str, list[LayerSpec], int
         heads = f.int("mamba_num_heads")
         head_dim = f.int("mamba_head_dim")
         state = f.int("ssm_state_size")
-        groups = f.int("n_groups", 1)
+        groups = f.int("n_groups", 8)  # transformers' NemotronHConfig default
         kernel = f.int("conv_kernel", 4)
         if kernel < 2:
             raise ConfigError(f"{f.where}: {f.prefix}conv_kernel: expected an integer >= 2, got {kernel}")
@@ -514,6 +532,15 @@ def _nemotron_h(f: _Fields, dtype_bytes: int) -> tuple[str, list[LayerSpec], int
 
 def _dense(f: _Fields, dtype_bytes: int) -> tuple[str, list[LayerSpec], int]:
     n = f.int("num_hidden_layers", upper=_MAX_LAYERS)
+    if f.has("layer_types"):  # transformers writes it into re-saved dense configs too
+        types = f.config["layer_types"]
+        if not isinstance(types, list) or len(types) != n:
+            raise ConfigError(f"{f.where}: {f.prefix}layer_types: expected a list of {n} entries (num_hidden_layers)")
+        for i, t in enumerate(types):
+            if t != "full_attention":
+                raise ConfigError(
+                    f"{f.where}: {f.prefix}layer_types[{i}]: {t!r} layers are not supported yet (a dense model's "
+                    "layers must all be full_attention; sliding-window attention is not modelled)")
     if not f.has("num_attention_heads"):
         raise ConfigError(
             f"{f.where}: {f.prefix}num_attention_heads: missing; the config matches no supported family "
@@ -526,3 +553,36 @@ def _dense(f: _Fields, dtype_bytes: int) -> tuple[str, list[LayerSpec], int]:
     layers = [LayerSpec(index=i, kind="attention", mixer="attention", ffn="moe" if moe else "dense", **attn, **ffn) for i in range(n)]
     return "dense", layers, 4
 
+
+#: The architectures depgraph reads, by model_type (Qwen3.5 and Qwen3.6 write qwen3_5*).
+_DENSE_TYPES = ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe")
+#: Hybrid architectures vLLM serves that depgraph does not read yet, named in the refusal.
+_NOT_YET = {"jamba": "Jamba (Mamba-1)", "falcon_h1": "Falcon-H1", "granitemoehybrid": "Granite-4.0-H",
+            "bamba": "Bamba", "zamba2": "Zamba2", "plamo2": "PLaMo2", "lfm2": "LFM2", "minimax_m1": "MiniMax-M1"}
+SUPPORTED_FAMILIES = ("Qwen3-Next / Qwen3.5 / Qwen3.6 (qwen3_next, qwen3_5*)", "Nemotron-H (nemotron_h)",
+                      f"dense attention ({', '.join(_DENSE_TYPES)})")
+
+
+def _family_of(f: _Fields, model_type: str) -> str:
+    """The family a config is read as: by its ``model_type``, never another
+    family's; by its fields only where it names none."""
+    if model_type.startswith("nemotron_h"):
+        return "nemotron-h"
+    if model_type.startswith(("qwen3_next", "qwen3_5")):
+        return "qwen3-next"
+    if model_type in _DENSE_TYPES:
+        return "dense"
+    if model_type:
+        known = f" ({_NOT_YET[model_type]})" if model_type in _NOT_YET else ""
+        raise ConfigError(f"{f.where}: model_type: {model_type!r}{known} is not a supported architecture yet; "
+                          f"supported: {'; '.join(SUPPORTED_FAMILIES)}")
+    if f.has("hybrid_override_pattern") or f.has("layers_block_type"):
+        return "nemotron-h"
+    if f.has("full_attention_interval") or f.has("linear_num_value_heads") or (
+            f.has("layer_types") and isinstance(f.config.get("layer_types"), list)
+            and "linear_attention" in f.config["layer_types"]):
+        return "qwen3-next"
+    return "dense"
+
+
+_FAMILY_BUILDERS = {"nemotron-h": _nemotron_h, "qwen3-next": _qwen3_next, "dense": _dense}
