@@ -87,9 +87,9 @@ def test_dense_head_dim_default_and_ssm_dtype(tmp_path):
 
     q = json.loads(open(dg.catalog()["qwen3.6-35b-a3b"]).read())
     q["text_config"].pop("mamba_ssm_dtype")
-    assert dg.model_from_config(q).layers[0].ssm_bytes == 2_097_152  # float32 when absent
-    q["text_config"]["mamba_ssm_dtype"] = "bfloat16"
-    assert dg.model_from_config(q).layers[0].ssm_bytes == 1_048_576
+    assert dg.model_from_config(q).layers[0].ssm_bytes == 1_048_576  # the model dtype (bf16) when absent, as vLLM
+    q["text_config"]["mamba_ssm_dtype"] = "float32"
+    assert dg.model_from_config(q).layers[0].ssm_bytes == 2_097_152
 
 
 def test_kv_dtype_override_changes_only_kv():
@@ -198,3 +198,16 @@ def test_a_dense_config_with_layer_types_reads_as_dense():
     cfg["layer_types"][1] = "sliding_attention"
     with pytest.raises(dg.ConfigError, match=r"layer_types\[1\]: 'sliding_attention' layers are not supported yet"):
         dg.model_from_config(cfg)
+
+
+def test_qwen3_next_state_in_the_model_dtype_unless_the_config_says_otherwise():
+    """Qwen3-Next-80B-A3B's public shape: 48 layers, every fourth full attention, 32 value heads of 128 x 128.
+    vLLM's gated_delta_net_state_dtype keeps the state in the model dtype (bf16) unless mamba_ssm_dtype says."""
+    cfg = {"model_type": "qwen3_next", "num_hidden_layers": 48, "full_attention_interval": 4, "hidden_size": 2048,
+           "vocab_size": 151936, "num_attention_heads": 16, "num_key_value_heads": 2, "head_dim": 256,
+           "linear_num_key_heads": 16, "linear_num_value_heads": 32, "linear_key_head_dim": 128,
+           "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4, "intermediate_size": 5120,
+           "torch_dtype": "bfloat16"}
+    assert dg.handoff_bytes(dg.model_from_config(cfg), prompt_tokens=1024)["ssm"] == 37_748_736  # 36 x 32 x 128^2 x 2 B
+    assert dg.handoff_bytes(dg.model_from_config({**cfg, "mamba_ssm_dtype": "float32"}), prompt_tokens=1024)["ssm"] \
+        == 75_497_472

@@ -423,7 +423,8 @@ def _qwen3_next(f: _Fields, dtype_bytes: int) -> tuple[str, list[LayerSpec], int
     else:  # every fourth layer full attention unless the config says otherwise (transformers' and vLLM's default)
         interval = f.int("full_attention_interval", 4, upper=_MAX_LAYERS)
         is_full = [(i + 1) % interval == 0 for i in range(n)]
-    ssm_bytes = 4
+    # vLLM keeps the recurrent state in the model dtype unless told otherwise (docs/calibration.md)
+    ssm_bytes = dtype_bytes
     for key in ("mamba_ssm_dtype", "mamba_ssm_cache_dtype"):
         if f.has(key):
             ssm_bytes = f.dtype_bytes(key, 4)
