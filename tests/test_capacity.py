@@ -2,6 +2,7 @@
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -137,8 +138,12 @@ def test_decode_memory_per_slot_and_for_the_extra_slots():
 
 
 def test_memory_that_does_not_fit_says_so():
-    # 100k-token prompts with 2,000-token answers need 208 slots of 3.3 GB each.
-    p = plan("qwen3-32b", tpot_s=PULL_TPOT_S, **{**STUDY, "prompt_tokens": 100_000, "out_tokens": 2_000})
+    # 100k-token prompts with 2,000-token answers need 208 slots of 3.3 GB each (a long-context Qwen3-32B:
+    # the catalog's stops at 40,960 tokens)
+    config = json.loads(Path(dg.catalog()["qwen3-32b"]).read_text())
+    del config["max_position_embeddings"]
+    long_context = dg.model_from_config(config, name="qwen3-32b")
+    p = plan(long_context, tpot_s=PULL_TPOT_S, **{**STUDY, "prompt_tokens": 100_000, "out_tokens": 2_000})
     assert p.slots_needed == 208 and not p.memory_fits
     assert p.max_slots_in_memory == 35 and "does NOT fit (memory holds 35 slots)" in p.advice
 

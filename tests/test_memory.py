@@ -109,7 +109,8 @@ def test_work_above_the_budget_is_refused_before_it_starts(monkeypatch):
         trace.batching_trace("qwen3.6-35b-a3b", prompt_tokens=16, link="25g", requests=1000)
     with pytest.raises(dg.ConfigError, match=r"^num_prompts: a load test of 400 requests and about 50,000,000 "
                                              r"decode-loop iterations would need about 27.5 GB"):
-        dg.loadtest("qwen3-32b", handoff="push", qps=8, prompt_tokens=1000, out_tokens=1_000_000, num_prompts=400)
+        dg.loadtest("nemotron-3-nano-30b-a3b", handoff="push", qps=8, prompt_tokens=1000, out_tokens=1_000_000,
+                    num_prompts=400)
     dg.interleaved("qwen3.6-35b-a3b", prompt_tokens=16, link="25g", requests=2)  # small work still runs
 
 

@@ -211,3 +211,21 @@ def test_qwen3_next_state_in_the_model_dtype_unless_the_config_says_otherwise():
     assert dg.handoff_bytes(dg.model_from_config(cfg), prompt_tokens=1024)["ssm"] == 37_748_736  # 36 x 32 x 128^2 x 2 B
     assert dg.handoff_bytes(dg.model_from_config({**cfg, "mamba_ssm_dtype": "float32"}), prompt_tokens=1024)["ssm"] \
         == 75_497_472
+
+
+def test_a_prompt_longer_than_the_context_is_refused_with_the_limit():
+    cfg = {**_catalog_config("qwen3-32b"), "max_position_embeddings": 40_960}
+    m = dg.model_from_config(cfg, name="qwen3-32b-ctx")
+    assert m.max_position_embeddings == 40_960 and dg.handoff_bytes(m, prompt_tokens=40_960)["kv"] > 0
+    limit = r"longer than qwen3-32b-ctx's context of 40,960 tokens \(max_position_embeddings\)"
+    with pytest.raises(dg.ConfigError, match=rf"^prompt_tokens: a prompt of 40,961 tokens is {limit}"):
+        dg.single_request(m, prompt_tokens=40_961, link="25g")
+    with pytest.raises(dg.ConfigError, match=rf"^prompt_tokens: a prompt plus its output of 41,000 tokens is {limit}"):
+        dg.loadtest(m, handoff="push", qps=1, prompt_tokens=40_000, out_tokens=1_000, num_prompts=2)
+    from depgraph.serving.capacity import plan
+    with pytest.raises(dg.ConfigError, match=rf"^out_tokens: a prompt plus its output of 41,000 tokens is {limit}"):
+        plan(m, qps=1, prompt_tokens=40_000, out_tokens=1_000, tpot_s=0.01, max_num_seqs=8)
+    assert dg.load_model("nemotron-3-nano-30b-a3b").max_position_embeddings is None  # its catalog file does not say
+    with pytest.raises(dg.ConfigError, match=r"a prompt of 10,000,000 tokens is longer than qwen3.6-35b-a3b's context "
+                                             r"of 262,144 tokens"):
+        dg.single_request("qwen3.6-35b-a3b", prompt_tokens=10_000_000, link="25g")

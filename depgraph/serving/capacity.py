@@ -329,6 +329,7 @@ def plan(model: str | ModelSpec, *, qps: float, prompt_tokens: int, out_tokens: 
     if prompt_tokens + out_tokens > MAX_TOKENS:
         raise ConfigError(f"out_tokens: expected prompt_tokens + out_tokens <= {MAX_TOKENS:,}, "
                           f"got {prompt_tokens:,} + {out_tokens:,}")
+    spec.check_context(prompt_tokens + out_tokens, field="out_tokens", what="a prompt plus its output")
 
     parts = handoff_bytes(spec, prompt_tokens=prompt_tokens)
     total = sum(parts.values())

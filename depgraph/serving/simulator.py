@@ -366,6 +366,9 @@ def loadtest(model: ModelSpec | str, *, handoff: str, qps: float | None = None, 
                          process=arrival, seed=seed)
     cost = CostModel(gpu=params.gpu, mfu=params.prefill_mfu)
     link = load_link(params.link)
+    if len(table):  # every request's prompt and output within the model's context
+        model.check_context(int((table["prompt_tokens"] + table["output_tokens"]).max()),
+                            field="prompt_tokens" if trace is None else "trace", what="a prompt plus its output")
     iterations = estimated_iterations(table, model=model, cost=cost, params=params, max_num_seqs=max_num_seqs,
                                       handoff=handoff)
     check_memory("num_prompts" if trace is None else "trace",

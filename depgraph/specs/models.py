@@ -136,7 +136,16 @@ class ModelSpec:
     layers: tuple[LayerSpec, ...]
     embedding_params: int
     lm_head_params: int
+    #: The longest context the model takes (its ``max_position_embeddings``), if the config says.
+    max_position_embeddings: int | None = None
     source: str = field(default="", compare=False)
+
+    def check_context(self, tokens: int, *, field: str = "prompt_tokens", what: str = "a prompt") -> int:
+        """``tokens``, or a ConfigError where they exceed the model's context."""
+        if self.max_position_embeddings is not None and tokens > self.max_position_embeddings:
+            raise ConfigError(f"{field}: {what} of {tokens:,} tokens is longer than {self.name}'s context of "
+                              f"{self.max_position_embeddings:,} tokens (max_position_embeddings)")
+        return tokens
 
     @property
     def num_layers(self) -> int:
@@ -184,7 +193,7 @@ def handoff_bytes(model: ModelSpec, *, prompt_tokens: int) -> dict[str, int]:
     >>> dg.handoff_bytes(dg.load_model("qwen3-32b"), prompt_tokens=1)["kv"]
     262144
     """
-    prompt_tokens = positive_int("prompt_tokens", prompt_tokens, upper=100_000_000)
+    prompt_tokens = model.check_context(positive_int("prompt_tokens", prompt_tokens, upper=100_000_000))
     return {
         "kv": sum(layer.kv_bytes_per_token for layer in model.layers) * prompt_tokens,
         "ssm": sum(layer.ssm_bytes for layer in model.layers),
@@ -352,6 +361,8 @@ def model_from_config(config: Mapping[str, Any], *, name: str = "custom", source
         embedding_params=vocab * hidden,
         # A tied head is the embedding matrix, but decode still reads it once per step.
         lm_head_params=vocab * hidden,
+        max_position_embeddings=f.int("max_position_embeddings", upper=1 << 40) if f.has("max_position_embeddings")
+        else None,
         source=source,
     )
 

@@ -270,7 +270,7 @@ def new_graph(workload: str, model, *, prompt_tokens, link, mfu, timing, cost, a
     Returns ``(G, model, prompt_tokens, link, timing, cost)``.
     """
     model = load_model(model)
-    prompt_tokens = positive_int("prompt_tokens", prompt_tokens, upper=MAX_PROMPT_TOKENS)
+    prompt_tokens = model.check_context(positive_int("prompt_tokens", prompt_tokens, upper=MAX_PROMPT_TOKENS))
     link = load_link(link)
     timing = one_of("timing", timing, TIMINGS)
     cost = cost or CostModel()
