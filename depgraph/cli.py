@@ -115,6 +115,8 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("model")
     p.add_argument("--prompt-tokens", type=_number(int, "--prompt-tokens"), required=True, metavar="N")
     p.add_argument("--kv-dtype", default=None)
+    p.add_argument("--tp", type=_number(int, "--tp"), default=1, metavar="T",
+                   help="tensor-parallel size of the decode side: bytes over all its ranks, and one rank's (default 1)")
     p.add_argument("--json", action="store_true")
 
     p = sub.add_parser("ttft", help="time to first token of one request under a policy")
@@ -469,19 +471,24 @@ def _cmd_models(args) -> int:
 
 
 def _cmd_bytes(args) -> int:
-    from .specs.models import handoff_bytes, load_model
+    from .specs.models import handoff_bytes, handoff_bytes_per_rank, load_model
 
     m = load_model(args.model, kv_dtype=args.kv_dtype)
-    b = handoff_bytes(m, prompt_tokens=args.prompt_tokens)
+    b = handoff_bytes(m, prompt_tokens=args.prompt_tokens, tp=args.tp)
     out = {"model": m.name, "prompt_tokens": args.prompt_tokens, "kv_bytes": b["kv"], "ssm_bytes": b["ssm"],
            "conv_bytes": b["conv"], "total_bytes": sum(b.values())}
+    rank = handoff_bytes_per_rank(m, prompt_tokens=args.prompt_tokens, tp=args.tp) if args.tp != 1 else None
+    if rank is not None:
+        out.update(tp=args.tp, per_rank={f"{c}_bytes": v for c, v in rank.items()} | {"total_bytes": sum(rank.values())})
     if args.json:
         print(_dumps(out))
         return 0
     total = out["total_bytes"]
-    print(f"{m.name}, {args.prompt_tokens:,} prompt tokens: {total / 1e6:.2f} MB in all")
+    ranks = f" over {args.tp} decode ranks" if rank is not None else ""
+    print(f"{m.name}, {args.prompt_tokens:,} prompt tokens: {total / 1e6:.2f} MB in all{ranks}")
     for c in ("kv", "ssm", "conv"):
-        print(f"  {c:<5}{b[c]:>16,} B  {b[c] / 1e6:>9.2f} MB  {100 * b[c] / total if total else 0:5.1f}%")
+        line = f"  {c:<5}{b[c]:>16,} B  {b[c] / 1e6:>9.2f} MB  {100 * b[c] / total if total else 0:5.1f}%"
+        print(line + (f"   {rank[c]:>14,} B per rank" if rank is not None else ""))
     return 0
 
 

@@ -229,3 +229,51 @@ def test_a_prompt_longer_than_the_context_is_refused_with_the_limit():
     with pytest.raises(dg.ConfigError, match=r"a prompt of 10,000,000 tokens is longer than qwen3.6-35b-a3b's context "
                                              r"of 262,144 tokens"):
         dg.single_request("qwen3.6-35b-a3b", prompt_tokens=10_000_000, link="25g")
+
+
+# ------------------------------------------------------------ tensor parallelism (vLLM's sharding rules)
+
+from depgraph.specs.models import handoff_bytes_per_rank  # noqa: E402
+
+
+@pytest.mark.parametrize("name", ["qwen3.6-35b-a3b", "nemotron-3-nano-30b-a3b", "qwen3-32b"])
+@pytest.mark.parametrize("tp", [1, 2, 4, 8])
+def test_bytes_over_the_decode_ranks(name, tp):
+    m = dg.load_model(name)
+    one = dg.handoff_bytes(m, prompt_tokens=1024)
+    total, rank = dg.handoff_bytes(m, prompt_tokens=1024, tp=tp), handoff_bytes_per_rank(m, prompt_tokens=1024, tp=tp)
+    assert list(total) == list(one) == ["kv", "ssm", "conv"]
+    assert total["ssm"] == one["ssm"] and total["conv"] == one["conv"]  # split by heads / channels, none repeated
+    assert all(rank[c] * tp == total[c] for c in total)
+    kv_heads = max(layer.kv_heads for layer in m.layers)  # 2 (both hybrids) or 8 (Qwen3-32B)
+    assert total["kv"] == one["kv"] * max(1, tp // kv_heads)  # KV heads replicated once ranks outnumber them
+    assert all(total[c] >= one[c] for c in one)  # TP never reduces the bytes held
+
+
+def test_a_single_mamba2_group_is_padded_to_one_per_rank():
+    cfg = {**_catalog_config("nemotron-3-nano-30b-a3b"), "n_groups": 1}
+    m = dg.model_from_config(cfg)
+    state, kernel = cfg["ssm_state_size"], cfg["conv_kernel"]
+    mamba = sum(layer.mixer == "mamba2" for layer in m.layers)
+    one, four = dg.handoff_bytes(m, prompt_tokens=16), dg.handoff_bytes(m, prompt_tokens=16, tp=4)
+    assert four["conv"] - one["conv"] == mamba * 3 * 2 * state * (kernel - 1) * 2  # 3 extra groups, bf16
+
+
+@pytest.mark.parametrize("changes, tp, message", [
+    ({}, 3, r"does not divide num_attention_heads \(64\)"),
+    ({"num_attention_heads": 48}, 12, r"neither divides nor is a multiple of num_key_value_heads \(8\)"),
+])
+def test_a_tp_vllm_cannot_shard_is_refused(changes, tp, message):
+    m = dg.model_from_config({**_catalog_config("qwen3-32b"), **changes})
+    with pytest.raises(dg.ConfigError, match=rf"^tp: {tp} {message} of layer 0; vLLM"):
+        dg.handoff_bytes(m, prompt_tokens=16, tp=tp)
+
+
+def test_bytes_command_with_tp(capsys):
+    from depgraph.cli import main
+
+    assert main(["bytes", "qwen3.6-35b-a3b", "--prompt-tokens", "1024", "--tp", "8", "--json"]) == 0
+    out = _json.loads(capsys.readouterr().out)
+    assert out["kv_bytes"] == 4 * 20_971_520 and out["tp"] == 8 and out["per_rank"]["kv_bytes"] == 10_485_760
+    assert main(["bytes", "qwen3.6-35b-a3b", "--prompt-tokens", "1024", "--tp", "3"]) == 2
+    assert capsys.readouterr().err.startswith("depgraph: error: tp: 3 does not divide")

@@ -41,6 +41,7 @@ __all__ = [
     "load_model",
     "model_from_config",
     "handoff_bytes",
+    "handoff_bytes_per_rank",
     "MAX_CONFIG_FILE_BYTES",
 ]
 
@@ -89,6 +90,13 @@ class LayerSpec:
     experts_per_token: int = 0
     attention_width: int = 0  # query heads x head_dim, for the quadratic term
     recurrent_state_elems: int = 0
+    # how tensor parallelism shards the state (vLLM's rules: docs/calibration.md, "tensor parallelism")
+    query_heads: int = 0  # attention: query heads (each rank needs a whole number)
+    kv_heads: int = 0  # attention: KV heads (split across ranks, replicated when fewer than ranks)
+    state_heads: int = 0  # recurrent: the heads the temporal state is split along
+    conv_channels: int = 0  # recurrent: channels of the convolution tail
+    conv_groups: int = 0  # Mamba-2: B/C groups (padded to the TP size when one group is shared)
+    group_channels: int = 0  # Mamba-2: conv channels per group (2 x state size)
 
     @property
     def components(self) -> tuple[str, ...]:
@@ -110,6 +118,42 @@ class LayerSpec:
     @property
     def total_params(self) -> int:
         return self.mixer_params + self.ffn_dense_params + self.num_experts * self.expert_params
+
+    def sharded_bytes(self, component: str, prompt_tokens: int, tp: int) -> tuple[int, int]:
+        """``(bytes on one rank, bytes on all tp ranks)`` of one component at
+        tensor-parallel size ``tp``, as vLLM shards it: KV heads split and
+        replicated when fewer than the ranks (``max(1, kv_heads // tp)`` per
+        rank), the recurrent state split by heads, the conv tail by channels
+        (a single shared Mamba-2 group padded to one per rank). A ``tp`` vLLM
+        could not shard is refused naming the field."""
+        if component == "kv":
+            if not self.kv_bytes_per_token:
+                return 0, 0
+            _divides(tp, self.query_heads, "num_attention_heads", self.index)
+            if self.kv_heads % tp and tp % self.kv_heads:
+                raise ConfigError(f"tp: {tp} neither divides nor is a multiple of num_key_value_heads "
+                                  f"({self.kv_heads}) of layer {self.index}; vLLM cannot shard it")
+            rank = max(1, self.kv_heads // tp) * (self.kv_bytes_per_token // self.kv_heads) * prompt_tokens
+            return rank, rank * tp
+        if component == "ssm":
+            if not self.ssm_bytes:
+                return 0, 0
+            _divides(tp, self.state_heads, "the recurrent heads", self.index)
+            return self.ssm_bytes // tp, self.ssm_bytes
+        if component == "conv":
+            if not self.conv_bytes:
+                return 0, 0
+            pad = 0
+            if self.conv_groups and self.conv_groups % tp:
+                if self.conv_groups != 1:
+                    raise ConfigError(f"tp: {tp} does not divide n_groups ({self.conv_groups}) of layer {self.index}; "
+                                      "vLLM shards groups whole (or pads a single group)")
+                pad = tp - 1
+            channels = self.conv_channels + pad * self.group_channels
+            _divides(tp, channels, "the convolution channels", self.index)
+            total = self.conv_bytes // self.conv_channels * channels
+            return total // tp, total
+        raise ConfigError(f"component: expected one of {', '.join(COMPONENTS)}; got {component!r}")
 
     def component_bytes(self, component: str, prompt_tokens: int) -> int:
         """Bytes of one component of this layer for a prompt of ``prompt_tokens``."""
@@ -186,19 +230,48 @@ class ModelSpec:
         return replace(self, layers=layers, kv_dtype_bytes=new_bytes)
 
 
-def handoff_bytes(model: ModelSpec, *, prompt_tokens: int) -> dict[str, int]:
-    """Bytes of each handoff component for one request of ``prompt_tokens``.
+def _divides(tp: int, count: int, what: str, index: int) -> None:
+    if count % tp:
+        raise ConfigError(f"tp: {tp} does not divide {what} ({count}) of layer {index}; vLLM cannot shard it")
+
+
+def handoff_bytes(model: ModelSpec, *, prompt_tokens: int, tp: int = 1) -> dict[str, int]:
+    """Bytes of each handoff component for one request of ``prompt_tokens``,
+    summed over the ``tp`` decode ranks (KV-head replication and group
+    padding included; :func:`handoff_bytes_per_rank` gives one rank's).
 
     >>> import depgraph as dg
     >>> dg.handoff_bytes(dg.load_model("qwen3-32b"), prompt_tokens=1)["kv"]
     262144
+    >>> dg.handoff_bytes(dg.load_model("qwen3.6-35b-a3b"), prompt_tokens=1024, tp=8)["kv"]  # 2 KV heads, 8 ranks
+    83886080
     """
+    if tp != 1:
+        return _sharded(model, prompt_tokens, tp)[1]
     prompt_tokens = model.check_context(positive_int("prompt_tokens", prompt_tokens, upper=100_000_000))
     return {
         "kv": sum(layer.kv_bytes_per_token for layer in model.layers) * prompt_tokens,
         "ssm": sum(layer.ssm_bytes for layer in model.layers),
         "conv": sum(layer.conv_bytes for layer in model.layers),
     }
+
+
+def handoff_bytes_per_rank(model: ModelSpec, *, prompt_tokens: int, tp: int = 1) -> dict[str, int]:
+    """One decode rank's share of :func:`handoff_bytes` at tensor-parallel size ``tp``."""
+    return _sharded(model, prompt_tokens, tp)[0]
+
+
+def _sharded(model: ModelSpec, prompt_tokens: int, tp: int) -> tuple[dict[str, int], dict[str, int]]:
+    prompt_tokens = model.check_context(positive_int("prompt_tokens", prompt_tokens, upper=100_000_000))
+    tp = positive_int("tp", tp, upper=1024)
+    rank = dict.fromkeys(("kv", "ssm", "conv"), 0)  # the order handoff_bytes gives
+    total = dict(rank)
+    for layer in model.layers:
+        for c in rank:
+            r, t = layer.sharded_bytes(c, prompt_tokens, tp)
+            rank[c] += r
+            total[c] += t
+    return rank, total
 
 
 # ---------------------------------------------------------------- catalog
@@ -390,6 +463,8 @@ def _attention_parts(f: _Fields, dtype_bytes: int, *, gated_q: bool = False) -> 
     params = hidden * q_out + 2 * hidden * kv_heads * head_dim + heads * head_dim * hidden
     return {
         "kv_bytes_per_token": 2 * kv_heads * head_dim * dtype_bytes,
+        "query_heads": heads,
+        "kv_heads": kv_heads,
         "mixer_params": params,
         "attention_width": heads * head_dim,
     }
@@ -457,6 +532,8 @@ def _qwen3_next(f: _Fields, dtype_bytes: int) -> tuple[str, list[LayerSpec], int
         + conv_dim * kernel
         + value_heads * value_dim * hidden,
         "recurrent_state_elems": value_heads * key_dim * value_dim,
+        "state_heads": value_heads,
+        "conv_channels": conv_dim,
     }
     gated_q = f.bool("attn_output_gate", True)
     attn = _attention_parts(f, dtype_bytes, gated_q=gated_q)
@@ -526,6 +603,10 @@ def _nemotron_h(f: _Fields, dtype_bytes: int) -> tuple[str, list[LayerSpec], int
             "conv_bytes": (kernel - 1) * conv_dim * dtype_bytes,
             "mixer_params": hidden * (2 * inner + 2 * groups * state + heads) + conv_dim * kernel + inner * hidden,
             "recurrent_state_elems": heads * head_dim * state,
+            "state_heads": heads,
+            "conv_channels": conv_dim,
+            "conv_groups": groups,
+            "group_channels": 2 * state,
         }
     if "*" in pattern:
         parts["*"] = _attention_parts(f, dtype_bytes)
