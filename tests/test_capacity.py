@@ -169,7 +169,8 @@ def test_hybrid_model_includes_recurrent_and_conv_state():
 def test_state_splits_over_tp_and_fp8_halves_kv():
     one = decode_memory_per_slot_bytes("qwen3.6-35b-a3b", 4096)
     four = decode_memory_per_slot_bytes("qwen3.6-35b-a3b", 4096, tp=4)
-    assert all(four[k] == one[k] / 4 for k in one)
+    assert four["ssm"] == one["ssm"] / 4 and four["conv"] == one["conv"] / 4
+    assert four["kv"] == one["kv"] / 2  # 2 KV heads over 4 GPUs: one head on each, replicated (vLLM's rule)
     fp8 = plan("qwen3-32b", tpot_s=PULL_TPOT_S, kv_dtype="fp8", **STUDY)
     assert fp8.kv_bytes == 4_194_304_000 // 2 and fp8.transfer_s == pytest.approx(10.48576e-3 / 2, rel=1e-12)
 

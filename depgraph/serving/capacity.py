@@ -43,7 +43,7 @@ from dataclasses import asdict, dataclass
 from .._validate import positive_int, positive_number
 from ..errors import ConfigError
 from ..specs.hardware import GPU, Link, load_gpu, load_link
-from ..specs.models import ModelSpec, handoff_bytes, load_model
+from ..specs.models import ModelSpec, handoff_bytes, handoff_bytes_per_rank, load_model
 
 __all__ = [
     "CapacityPlan",
@@ -205,12 +205,9 @@ def slots_held(qps: float, out_tokens: int, tpot_s: float) -> float:
 def decode_memory_per_slot_bytes(model: str | ModelSpec, context_tokens: int, *, tp: int = 1,
                                  kv_dtype: str | None = None) -> dict[str, float]:
     """Decode memory one slot occupies per GPU: KV for ``context_tokens`` plus
-    the per-request recurrent (``ssm``) and ``conv`` state, split evenly over
-    ``tp`` GPUs.
-
-    The split is even, as if every KV head lived on one GPU; when ``tp``
-    exceeds a model's KV heads, serving engines replicate heads and the true
-    figure is larger.
+    the per-request recurrent (``ssm``) and ``conv`` state, as one of ``tp``
+    GPUs holds it (:func:`depgraph.specs.models.handoff_bytes_per_rank`: KV
+    heads replicated once the GPUs outnumber them, as vLLM does).
 
     Returns
     -------
@@ -229,8 +226,9 @@ def decode_memory_per_slot_bytes(model: str | ModelSpec, context_tokens: int, *,
     """
     model = load_model(model, kv_dtype=kv_dtype)
     tp = positive_int("tp", tp, upper=MAX_TP)
-    parts = handoff_bytes(model, prompt_tokens=positive_int("context_tokens", context_tokens, upper=MAX_TOKENS))
-    out = {k: v / tp for k, v in parts.items()}
+    parts = handoff_bytes_per_rank(model, prompt_tokens=positive_int("context_tokens", context_tokens,
+                                                                       upper=MAX_TOKENS), tp=tp)
+    out = {k: float(v) for k, v in parts.items()}
     out["total"] = sum(out.values())
     return out
 
@@ -331,7 +329,7 @@ def plan(model: str | ModelSpec, *, qps: float, prompt_tokens: int, out_tokens: 
                           f"got {prompt_tokens:,} + {out_tokens:,}")
     spec.check_context(prompt_tokens + out_tokens, field="out_tokens", what="a prompt plus its output")
 
-    parts = handoff_bytes(spec, prompt_tokens=prompt_tokens)
+    parts = handoff_bytes(spec, prompt_tokens=prompt_tokens, tp=tp)  # over the decode ranks, replication included
     total = sum(parts.values())
     held = slots_held(qps, out_tokens, tpot_s)
     headroom_slots = headroom * max_num_seqs

@@ -454,7 +454,8 @@ class _Simulation:
 
     def transfer_s(self, prompt: int) -> float:
         if prompt not in self._transfer_s:
-            nbytes = sum(handoff_bytes(self.model, prompt_tokens=prompt).values())
+            # one rank's share of the bytes over all ranks (KV heads replicated past their count)
+            nbytes = sum(handoff_bytes(self.model, prompt_tokens=prompt, tp=self.p.tp).values())
             self._transfer_s[prompt] = self.link.transfer_s(nbytes / self.p.tp)
         return self._transfer_s[prompt]
 
