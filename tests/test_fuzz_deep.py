@@ -21,13 +21,11 @@ counts for ``docs/property-testing.md``::
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import math
 import os
 import re
-import signal
 from collections import Counter
 from pathlib import Path
 
@@ -41,6 +39,7 @@ from depgraph.io import read_graph, write_graph
 from depgraph.serving.simulator import read_trace
 from depgraph.sweeps.scenario import MAX_POINTS, expand_scenario, load_scenario
 from depgraph.workloads.registry import WORKLOADS
+from test_hostile_inputs import deadline  # one deadline helper for the loader tests
 
 ROOT = Path(__file__).resolve().parents[1]
 DEEP = os.environ.get("DEPGRAPH_FUZZ") == "deep"
@@ -137,27 +136,13 @@ LOADERS = {
 }
 
 
-@contextlib.contextmanager
-def _deadline(seconds: float):
-    def expired(signum, frame):
-        raise TimeoutError(f"no answer within {seconds:g} s")
-
-    old = signal.signal(signal.SIGALRM, expired)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
-
-
 def _check(which: str, path: Path) -> None:
     """Load ``path``; count the outcome; fail on a defect or a silent acceptance."""
     loader, oracle = LOADERS[which]
     counts = OUTCOMES.setdefault(which, Counter())
     counts["tried"] += 1
     try:
-        with _deadline(DEADLINE_S):
+        with deadline(DEADLINE_S):
             value = loader(path)
     except dg.DepgraphError:
         counts["refused"] += 1
