@@ -233,6 +233,11 @@ def _shown(value: Any) -> str:
     return repr(value)
 
 
+def _got(value: Any) -> str:
+    """A refused value for a message: a scalar as :func:`_shown` writes it, anything else by its type."""
+    return _shown(value) if isinstance(value, (int, float, str)) else _type_name(value)
+
+
 def _type_name(value: Any) -> str:
     return {bool: "a boolean", int: "an integer", float: "a number", str: "a string", list: "a list",
             dict: "a table"}.get(type(value), type(value).__name__)
@@ -365,7 +370,7 @@ class _Checker:
         items = self.values(value, where)
         for w, v in items:
             if isinstance(v, bool) or not isinstance(v, int) or not lower <= v <= upper:
-                got = _shown(v) if isinstance(v, (int, float, str)) else _type_name(v)
+                got = _got(v)
                 raise self.fail(w, f"expected an integer in [{lower:,}, {upper:,}], got {got}")
         return self.distinct(items, [v for _, v in items], "value")
 
@@ -373,7 +378,7 @@ class _Checker:
         items = self.values(value, where)
         for w, v in items:
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not (lower < v <= upper):
-                got = _shown(v) if isinstance(v, (int, float, str)) else _type_name(v)
+                got = _got(v)
                 raise self.fail(w, f"expected a number in ({lower:g}, {upper:g}], got {got}")
         return self.distinct(items, [float(v) for _, v in items], "value")
 
@@ -381,7 +386,7 @@ class _Checker:
         items = self.values(value, where)
         for w, v in items:
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not (0 < v <= 1):
-                got = _shown(v) if isinstance(v, (int, float, str)) else _type_name(v)
+                got = _got(v)
                 raise self.fail(w, f"expected a number in (0, 1], got {got}")
         return self.distinct(items, [float(v) for _, v in items], "value")
 
@@ -395,7 +400,7 @@ class _Checker:
             return v
         close = difflib.get_close_matches(v, allowed, n=1, cutoff=0.6) if isinstance(v, str) else []
         hint = f" (did you mean {close[0]!r}?)" if close else ""
-        got = _shown(v) if isinstance(v, (int, float, str)) else _type_name(v)
+        got = _got(v)
         raise self.fail(where, f"expected one of {', '.join(allowed)}; got {got}{hint}")
 
     def links(self, value: Any, where: str) -> tuple[str, ...]:
