@@ -437,6 +437,7 @@ class _Simulation:
         self.held = 0
         self._prefill_s: dict[int, float] = {}
         self._transfer_s: dict[int, float] = {}
+        self._bytes_1: dict[str, int] | None = None  # handoff bytes of a one-token prompt at this TP
         bw = cost.gpu.hbm_bytes_per_s * cost.hbm_efficiency
         self._weights_s: dict[int, float] = {}
         self._kv_token_s = model.kv_bytes_per_token / bw
@@ -454,8 +455,12 @@ class _Simulation:
 
     def transfer_s(self, prompt: int) -> float:
         if prompt not in self._transfer_s:
-            # one rank's share of the bytes over all ranks (KV heads replicated past their count)
-            nbytes = sum(handoff_bytes(self.model, prompt_tokens=prompt, tp=self.p.tp).values())
+            # one rank's share of the bytes over all ranks (KV heads replicated past their count); the KV is
+            # linear in the prompt and the rest fixed, so the sharding is worked out once, for one token
+            if self._bytes_1 is None:
+                self._bytes_1 = handoff_bytes(self.model, prompt_tokens=1, tp=self.p.tp)
+            b = self._bytes_1
+            nbytes = b["kv"] * prompt + b["ssm"] + b["conv"]
             self._transfer_s[prompt] = self.link.transfer_s(nbytes / self.p.tp)
         return self._transfer_s[prompt]
 
