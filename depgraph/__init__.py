@@ -30,8 +30,8 @@ _EXPORTS: dict[str, str] = {
     # specs: models, hardware, costs
     **dict.fromkeys(("CostModel",), "specs.cost"),
     **dict.fromkeys(("GPU", "Link", "load_gpu", "load_link"), "specs.hardware"),
-    **dict.fromkeys(("COMPONENTS", "LayerSpec", "ModelSpec", "catalog", "handoff_bytes", "load_model",
-                     "model_from_config"), "specs.models"),
+    **dict.fromkeys(("COMPONENTS", "LayerSpec", "ModelSpec", "SUPPORTED_FAMILIES", "catalog", "handoff_bytes",
+                     "handoff_bytes_per_rank", "load_model", "model_from_config"), "specs.models"),
     # workloads, the serving engine, sweeps
     **dict.fromkeys(("ADMISSIONS", "HOOK_SCOPES", "LINK_RULES", "TIMINGS", "continuous_batching",
                      "expected_step_admission", "interleaved", "pipeline", "single_request", "speculative",

@@ -82,6 +82,7 @@ def _add_request_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--policy", default="layer", help="compute-then-move, global, layer or component (default layer)")
     p.add_argument("--gpu", default=None, help="GPU from the catalog (default: the calibration device)")
     p.add_argument("--kv-dtype", default=None, help="store KV in this dtype, e.g. fp8")
+    p.add_argument("--ssm-dtype", default=None, help="store the recurrent state in this dtype, e.g. float32 (vLLM --mamba-ssm-cache-dtype)")
     _add_workload_args(p.add_argument_group("workload"))
 
 
@@ -114,9 +115,12 @@ def _build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("bytes", help="handoff bytes of one request")
     p.add_argument("model")
     p.add_argument("--prompt-tokens", type=_number(int, "--prompt-tokens"), required=True, metavar="N")
-    p.add_argument("--kv-dtype", default=None)
+    p.add_argument("--kv-dtype", default=None, help="store KV in this dtype, e.g. fp8 (vLLM --kv-cache-dtype)")
+    p.add_argument("--ssm-dtype", default=None, help="store the recurrent state in this dtype, e.g. float32 (vLLM --mamba-ssm-cache-dtype)")
     p.add_argument("--tp", type=_number(int, "--tp"), default=1, metavar="T",
                    help="tensor-parallel size of the decode side: bytes over all its ranks, and one rank's (default 1)")
+    p.add_argument("--spec-tokens", type=_number(int, "--spec-tokens"), default=0, metavar="K",
+                   help="speculative tokens per step: K more rows in every conv tail, as vLLM sizes it (default 0)")
     p.add_argument("--json", action="store_true")
 
     p = sub.add_parser("ttft", help="time to first token of one request under a policy")
@@ -309,6 +313,7 @@ def add_capacity_command(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--headroom", type=_number(float, "--headroom"), default=0.8, metavar="H",
                    help="share of --max-num-seqs to stay under, in (0, 1] (default 0.8)")
     p.add_argument("--kv-dtype", default=None, help="store KV in this dtype, e.g. fp8")
+    p.add_argument("--ssm-dtype", default=None, help="store the recurrent state in this dtype, e.g. float32 (vLLM --mamba-ssm-cache-dtype)")
     p.add_argument("--gpu", default=None, help="decode GPU for the memory check (default h200, the study's)")
     p.add_argument("--gpu-memory-utilization", type=_number(float, "--gpu-memory-utilization"), default=0.9,
                    metavar="U", help="share of HBM for weights and KV, in (0, 1] (default 0.9, as vLLM)")
@@ -332,7 +337,7 @@ def run_capacity_command(args: argparse.Namespace) -> int:
     positive_number("--gpu-memory-utilization", args.gpu_memory_utilization, upper=1.0)
     p = plan(args.model, qps=args.qps, prompt_tokens=args.prompt_tokens, out_tokens=args.out_tokens,
              tpot_s=args.tpot_ms / 1e3, max_num_seqs=args.max_num_seqs, link=args.link, tp=args.tp,
-             headroom=args.headroom, kv_dtype=args.kv_dtype, gpu=args.gpu,
+             headroom=args.headroom, kv_dtype=args.kv_dtype, ssm_dtype=args.ssm_dtype, gpu=args.gpu,
              gpu_memory_utilization=args.gpu_memory_utilization)
     if args.json:
         print(_dumps(p.to_dict()))
@@ -430,7 +435,7 @@ def _point(args) -> dict:
     workload = get_workload(args.workload, field="--workload", among=GRAPH_WORKLOADS).name
     params = {p.name: p.default if getattr(args, p.name) is None else getattr(args, p.name)
               for name in GRAPH_WORKLOADS for p in WORKLOADS[name].params}
-    return {"model": load_model(args.model, kv_dtype=args.kv_dtype), "prompt_tokens": args.prompt_tokens,
+    return {"model": load_model(args.model, kv_dtype=args.kv_dtype, ssm_dtype=args.ssm_dtype), "prompt_tokens": args.prompt_tokens,
             "link": args.link, "mfu": args.mfu, "timing": args.timing, "workload": workload, **params}
 
 
@@ -447,37 +452,49 @@ def _scheduled(args):
     G = build(point, cost=_cost(args), **kw)
     return schedule(G, policy=None if applies else args.policy), point
 def _cmd_models(args) -> int:
-    from .specs.models import catalog, handoff_bytes, load_model
+    from .specs.models import SUPPORTED_FAMILIES, catalog, handoff_bytes, load_model
 
     rows = []
     for name in catalog():
         m = load_model(name)
         b = handoff_bytes(m, prompt_tokens=1)
+        windowed = [layer.kv_window_tokens for layer in m.layers if layer.kv_window_tokens]
         rows.append({"name": name, "family": m.family, "layers": m.num_layers, "kinds": m.count_kinds(),
                      "kv_bytes_per_token": b["kv"], "ssm_bytes": b["ssm"], "conv_bytes": b["conv"],
+                     "sliding_window_layers": len(windowed), "kv_window_tokens": max(windowed, default=None),
+                     "max_context_tokens": m.max_position_embeddings,
                      "active_params": m.active_params, "total_params": m.total_params})
     if args.json:
         print(_dumps(rows, indent=2))
         return 0
-    print(f"{'model':<26} {'family':<11} {'layers':>6}  {'KV B/token':>10} {'ssm MB':>7} {'conv MB':>7}  layer kinds")
+    print(f"{'model':<24} {'family':<11} {'layers':>6} {'context':>8}  {'KV B/token':>10} {'ssm MB':>7} {'conv MB':>7}"
+          "  layer kinds")
     for r in rows:
         kinds = ", ".join(f"{v} {k}" for k, v in r["kinds"].items())
-        print(f"{r['name']:<26} {r['family']:<11} {r['layers']:>6}  {r['kv_bytes_per_token']:>10,} "
+        if r["sliding_window_layers"]:
+            kinds += f" ({r['sliding_window_layers']} with a {r['kv_window_tokens']:,}-token sliding window)"
+        context = f"{r['max_context_tokens']:,}" if r["max_context_tokens"] else "-"
+        print(f"{r['name']:<24} {r['family']:<11} {r['layers']:>6} {context:>8}  {r['kv_bytes_per_token']:>10,} "
               f"{r['ssm_bytes'] / 1e6:>7.2f} {r['conv_bytes'] / 1e6:>7.3f}  {kinds}")
-    from .specs.models import SUPPORTED_FAMILIES
-
-    print(f"any config.json of these families: {'; '.join(SUPPORTED_FAMILIES)}")
+    print("KV B/token: every layer's KV for one token of context (a sliding-window layer stops at window - 1 tokens);"
+          " ssm and conv: per request.")
+    print("Any config.json of these families:")
+    for family in SUPPORTED_FAMILIES:
+        print(f"  {family}")
     return 0
 
 
 def _cmd_bytes(args) -> int:
     from .specs.models import handoff_bytes, handoff_bytes_per_rank, load_model
 
-    m = load_model(args.model, kv_dtype=args.kv_dtype)
-    b = handoff_bytes(m, prompt_tokens=args.prompt_tokens, tp=args.tp)
+    m = load_model(args.model, kv_dtype=args.kv_dtype, ssm_dtype=args.ssm_dtype)
+    kw = {"prompt_tokens": args.prompt_tokens, "tp": args.tp, "spec_tokens": args.spec_tokens}
+    b = handoff_bytes(m, **kw)
     out = {"model": m.name, "prompt_tokens": args.prompt_tokens, "kv_bytes": b["kv"], "ssm_bytes": b["ssm"],
            "conv_bytes": b["conv"], "total_bytes": sum(b.values())}
-    rank = handoff_bytes_per_rank(m, prompt_tokens=args.prompt_tokens, tp=args.tp) if args.tp != 1 else None
+    if args.spec_tokens:
+        out["spec_tokens"] = args.spec_tokens
+    rank = handoff_bytes_per_rank(m, **kw) if args.tp != 1 else None
     if rank is not None:
         out.update(tp=args.tp, per_rank={f"{c}_bytes": v for c, v in rank.items()} | {"total_bytes": sum(rank.values())})
     if args.json:
@@ -485,10 +502,16 @@ def _cmd_bytes(args) -> int:
         return 0
     total = out["total_bytes"]
     ranks = f" over {args.tp} decode ranks" if rank is not None else ""
-    print(f"{m.name}, {args.prompt_tokens:,} prompt tokens: {total / 1e6:.2f} MB in all{ranks}")
+    spec = f", {args.spec_tokens} speculative tokens" if args.spec_tokens else ""
+    print(f"{m.name}, {args.prompt_tokens:,} prompt tokens{spec}: {total / 1e6:.2f} MB in all{ranks}")
     for c in ("kv", "ssm", "conv"):
         line = f"  {c:<5}{b[c]:>16,} B  {b[c] / 1e6:>9.2f} MB  {100 * b[c] / total if total else 0:5.1f}%"
         print(line + (f"   {rank[c]:>14,} B per rank" if rank is not None else ""))
+    windows = sorted({layer.kv_window_tokens for layer in m.layers if layer.kv_window_tokens})
+    if windows:
+        n = sum(1 for layer in m.layers if layer.kv_window_tokens)
+        print(f"  ({n} sliding-window layers, window {', '.join(f'{w:,}' for w in windows)}: each holds the last "
+              "window - 1 tokens of KV)")
     return 0
 
 

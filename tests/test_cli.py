@@ -6,6 +6,8 @@ import sys
 
 import pytest
 
+import depgraph as dg
+
 from depgraph.cli import main
 
 
@@ -20,8 +22,15 @@ def test_models_lists_the_catalog(capsys):
     assert code == 0
     for name in ("qwen3.6-35b-a3b", "nemotron-3-nano-30b-a3b", "qwen3-32b"):
         assert name in out
+    for family in ("Jamba", "Falcon-H1", "Granite-4.0-H", "Bamba", "gpt_oss", "mistral"):
+        assert family in out
     code, out, _ = run(capsys, "models", "--json")
-    assert {r["name"] for r in json.loads(out)} == {"qwen3.6-35b-a3b", "nemotron-3-nano-30b-a3b", "qwen3-32b"}
+    rows = {r["name"]: r for r in json.loads(out)}
+    assert set(rows) == set(dg.catalog()) >= {"qwen3.6-35b-a3b", "nemotron-3-nano-30b-a3b", "qwen3-32b", "gpt-oss-20b",
+                                              "jamba-mini-1.5", "falcon-h1-7b-instruct", "granite-4.0-h-tiny"}
+    assert rows["gpt-oss-20b"]["sliding_window_layers"] == 12 and rows["gpt-oss-20b"]["kv_window_tokens"] == 128
+    assert rows["gpt-oss-20b"]["max_context_tokens"] == 131_072  # 4,096 x YaRN factor 32
+    assert rows["qwen3-32b"]["sliding_window_layers"] == 0 and rows["qwen3-32b"]["kv_window_tokens"] is None
 
 
 def test_bytes_json_contract(capsys):

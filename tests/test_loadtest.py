@@ -183,7 +183,8 @@ def test_loadtest_cli_json_contract(capsys):
         assert key in data
 
 
-@pytest.mark.parametrize("model", ["qwen3-32b", "qwen3.6-35b-a3b", "nemotron-3-nano-30b-a3b"])
+@pytest.mark.parametrize("model", ["qwen3-32b", "qwen3.6-35b-a3b", "nemotron-3-nano-30b-a3b", "gpt-oss-20b",
+                                   "mistral-7b-v0.1", "jamba-mini-1.5", "falcon-h1-7b-instruct"])
 def test_simulated_step_is_the_cost_models_step(model):
     import importlib
 
@@ -192,7 +193,30 @@ def test_simulated_step_is_the_cost_models_step(model):
     cost = dg.CostModel(gpu=p.gpu, mfu=p.prefill_mfu)
     sim = lt._Simulation(m, cost, dg.load_link(p.link), p, "push", 8, arrivals(qps=1, num_prompts=1, prompt_tokens=8,
                                                                               out_tokens=1))
-    for contexts in ([100], [100, 2000, 5], [7] * 9, [16384] * 8):
+    for contexts in ([100], [100, 2000, 5], [7] * 9, [16384] * 8, [126, 127, 128, 129, 4095, 4096, 4097]):
         want = p.decode_step_overhead_s + cost.decode_step_s(m, contexts) / p.tp
         # the simulation splits the same sum (batch-size part cached): equal up to float reassociation
         assert sim.step_s(contexts) == pytest.approx(want, rel=1e-12)
+
+
+def test_a_sliding_window_run_steps_at_each_iterations_own_contexts():
+    """gpt-oss-20b's windowed layers stop reading KV at 127 tokens: every simulated step equals the cost
+    model's step over the contexts of the requests running in it (each prompt plus the tokens made so far)."""
+    m, p = dg.load_model("gpt-oss-20b"), LoadModel()
+    cost = dg.CostModel(gpu=p.gpu, mfu=p.prefill_mfu)
+    r = dg.loadtest(m, handoff="push", qps=20, prompt_tokens=100, out_tokens=60, num_prompts=12, max_num_seqs=4, seed=1)
+    joined_at = {}
+    for it in r._trace["iterations"]:
+        for i in it["joined"]:
+            joined_at[i] = it["iteration"]
+    prompt = dict(zip(r.requests.request, r.requests.prompt_tokens))
+    out = dict(zip(r.requests.request, r.requests.output_tokens))
+    crossed = False
+    for it in r._trace["iterations"]:
+        k = it["iteration"]
+        contexts = [prompt[i] + k - j for i, j in joined_at.items() if j <= k < j + out[i]]
+        assert len(contexts) == it["running"]
+        crossed |= any(c > 127 for c in contexts)
+        want = p.decode_step_overhead_s + cost.decode_step_s(m, contexts) / p.tp
+        assert it["step_s"] == pytest.approx(want, rel=1e-12)
+    assert crossed

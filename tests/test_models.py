@@ -149,9 +149,10 @@ def _catalog_config(name: str) -> dict:
 
 def test_an_architecture_depgraph_does_not_read_is_refused_by_name():
     cfg = _catalog_config("qwen3.6-35b-a3b")["text_config"]
-    for model_type, named in (("jamba", "Jamba (Mamba-1)"), ("falcon_h1", "Falcon-H1"), ("somebody_new", "")):
+    for model_type, named in (("zamba2", "Zamba2"), ("lfm2", "LFM2"), ("somebody_new", "")):
         with pytest.raises(dg.ConfigError, match=rf"model_type: '{model_type}'{re.escape(f' ({named})') if named else ''} "
-                                                  r"is not a supported architecture yet; supported: Qwen3-Next"):
+                                                  r"is not a supported architecture; supported: Qwen3-Next.*; Jamba.*"
+                                                  r"Falcon-H1.*Granite-4.0-H.*Bamba.*gpt_oss"):
             dg.model_from_config({**cfg, "model_type": model_type})
 
 
@@ -196,13 +197,21 @@ def test_a_dense_config_with_layer_types_reads_as_dense():
     m = dg.model_from_config(cfg)
     assert m.family == "dense" and m.layers == dg.load_model("qwen3-32b").layers
     cfg["layer_types"][1] = "sliding_attention"
-    with pytest.raises(dg.ConfigError, match=r"layer_types\[1\]: 'sliding_attention' layers are not supported yet"):
+    with pytest.raises(dg.ConfigError, match=r"sliding_window: missing \(a required integer\)"):
+        dg.model_from_config(cfg)
+    cfg["sliding_window"] = 4096
+    m = dg.model_from_config(cfg)
+    assert [layer.kv_window_tokens for layer in m.layers[:3]] == [0, 4096, 0]
+    cfg["layer_types"][2] = "chunked_attention"
+    with pytest.raises(dg.ConfigError, match=r"layer_types\[2\]: expected one of full_attention, sliding_attention; "
+                                              r"got 'chunked_attention'"):
         dg.model_from_config(cfg)
 
 
 def test_qwen3_next_state_in_the_model_dtype_unless_the_config_says_otherwise():
     """Qwen3-Next-80B-A3B's public shape: 48 layers, every fourth full attention, 32 value heads of 128 x 128.
-    vLLM's gated_delta_net_state_dtype keeps the state in the model dtype (bf16) unless mamba_ssm_dtype says."""
+    vLLM's gated_delta_net_state_dtype keeps the state in the model dtype (bf16) under --mamba-ssm-cache-dtype auto;
+    Qwen3-Next has no config hook (a mamba_ssm_dtype field is not read), Qwen3.5/3.6 do (mamba_ssm_dtype)."""
     cfg = {"model_type": "qwen3_next", "num_hidden_layers": 48, "full_attention_interval": 4, "hidden_size": 2048,
            "vocab_size": 151936, "num_attention_heads": 16, "num_key_value_heads": 2, "head_dim": 256,
            "linear_num_key_heads": 16, "linear_num_value_heads": 32, "linear_key_head_dim": 128,
@@ -210,7 +219,11 @@ def test_qwen3_next_state_in_the_model_dtype_unless_the_config_says_otherwise():
            "torch_dtype": "bfloat16"}
     assert dg.handoff_bytes(dg.model_from_config(cfg), prompt_tokens=1024)["ssm"] == 37_748_736  # 36 x 32 x 128^2 x 2 B
     assert dg.handoff_bytes(dg.model_from_config({**cfg, "mamba_ssm_dtype": "float32"}), prompt_tokens=1024)["ssm"] \
-        == 75_497_472
+        == 37_748_736
+    qwen35 = {**cfg, "model_type": "qwen3_5_moe_text", "mamba_ssm_dtype": "float32"}
+    assert dg.handoff_bytes(dg.model_from_config(qwen35), prompt_tokens=1024)["ssm"] == 75_497_472
+    flag = dg.model_from_config(cfg).with_ssm_dtype("float32")  # the engine flag, --ssm-dtype
+    assert dg.handoff_bytes(flag, prompt_tokens=1024)["ssm"] == 75_497_472
 
 
 def test_a_prompt_longer_than_the_context_is_refused_with_the_limit():

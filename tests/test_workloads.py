@@ -85,7 +85,13 @@ def test_speculative_adds_draft_and_verify_after_the_target():
     head = "r0:decode:head"
     assert S.start_s[drafts[0]] == S.finish_s[head]  # hangs off the end of the target chain
     extra = sum(G.nodes[n]["duration_s"] for n in drafts) + G.nodes["r0:decode:verify"]["duration_s"]
-    assert S.ttft_s == pytest.approx(single + extra, rel=1e-12)
+    assert S.ttft_s == pytest.approx(S.finish_s[head] + extra, rel=1e-12)
+    # vLLM sizes each conv tail kernel - 1 + k rows under speculative decoding (3 + 3 here): the handoff sends them
+    plain = dg.single_request(Q, **kw)
+    conv = sorted(n for n in G if n.startswith("r0:send:") and n.endswith(":conv"))
+    assert conv and all(G.nodes[n]["bytes"] == 2 * plain.nodes[n]["bytes"] for n in conv)
+    assert all(G.nodes[n]["bytes"] == plain.nodes[n]["bytes"] for n in G if n.startswith("r0:send:") and n not in conv)
+    assert S.finish_s[head] > single  # the longer conv tails arrive later
 
 
 def test_interleaved_requests_share_the_link_and_queue():

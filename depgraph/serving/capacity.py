@@ -203,7 +203,7 @@ def slots_held(qps: float, out_tokens: int, tpot_s: float) -> float:
 
 
 def decode_memory_per_slot_bytes(model: str | ModelSpec, context_tokens: int, *, tp: int = 1,
-                                 kv_dtype: str | None = None) -> dict[str, float]:
+                                 kv_dtype: str | None = None, ssm_dtype: str | None = None) -> dict[str, float]:
     """Decode memory one slot occupies per GPU: KV for ``context_tokens`` plus
     the per-request recurrent (``ssm``) and ``conv`` state, as one of ``tp``
     GPUs holds it (:func:`depgraph.specs.models.handoff_bytes_per_rank`: KV
@@ -224,7 +224,7 @@ def decode_memory_per_slot_bytes(model: str | ModelSpec, context_tokens: int, *,
     >>> hybrid["ssm"] > hybrid["kv"] > hybrid["conv"] > 0
     True
     """
-    model = load_model(model, kv_dtype=kv_dtype)
+    model = load_model(model, kv_dtype=kv_dtype, ssm_dtype=ssm_dtype)
     tp = positive_int("tp", tp, upper=MAX_TP)
     parts = handoff_bytes_per_rank(model, prompt_tokens=positive_int("context_tokens", context_tokens,
                                                                        upper=MAX_TOKENS), tp=tp)
@@ -259,7 +259,7 @@ def _verdict(status: str, held: float, max_num_seqs: int, headroom: float, headr
 
 def plan(model: str | ModelSpec, *, qps: float, prompt_tokens: int, out_tokens: int, tpot_s: float,
          max_num_seqs: int, link: str | Link = DEFAULT_LINK, tp: int = 1, headroom: float = 0.8,
-         kv_dtype: str | None = None, gpu: str | GPU | None = None,
+         kv_dtype: str | None = None, ssm_dtype: str | None = None, gpu: str | GPU | None = None,
          gpu_memory_utilization: float = 0.9) -> CapacityPlan:
     """Size the decode pool for ``qps`` requests per second of one shape.
 
@@ -285,6 +285,8 @@ def plan(model: str | ModelSpec, *, qps: float, prompt_tokens: int, out_tokens: 
         (default 0.8, the study's advice).
     kv_dtype
         Store the KV cache in this dtype (e.g. ``"fp8"``).
+    ssm_dtype
+        Store the recurrent state in this dtype (vLLM's ``--mamba-ssm-cache-dtype``).
     gpu
         Decode GPU, for the memory check (default ``"h200"``, 141 GB: the
         push vs pull study's servers, as in :class:`~depgraph.serving.simulator.LoadModel`).
@@ -323,7 +325,7 @@ def plan(model: str | ModelSpec, *, qps: float, prompt_tokens: int, out_tokens: 
     gpu_memory_utilization = positive_number("gpu_memory_utilization", gpu_memory_utilization, upper=1.0)
     link = load_link(link)
     gpu = load_gpu(DEFAULT_GPU if gpu is None else gpu)
-    spec = load_model(model, kv_dtype=kv_dtype)
+    spec = load_model(model, kv_dtype=kv_dtype, ssm_dtype=ssm_dtype)
     if prompt_tokens + out_tokens > MAX_TOKENS:
         raise ConfigError(f"out_tokens: expected prompt_tokens + out_tokens <= {MAX_TOKENS:,}, "
                           f"got {prompt_tokens:,} + {out_tokens:,}")

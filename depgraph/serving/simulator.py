@@ -46,7 +46,7 @@ import io
 import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 import networkx as nx
 import numpy as np
@@ -427,7 +427,7 @@ class _Simulation:
         self.thread_last = -1
         self.pending_posting: list[int] = []
         self.ready_queue: list[int] = []
-        self.running: dict[int, None] = {}  # the requests in the batch, in the order they joined
+        self.running: dict[int, int] = {}  # the requests in the batch, in the order they joined: context - iteration
         self.context_sum = 0  # their prompt and generated tokens, all together
         self.finishing_at: dict[int, list[int]] = {}  # loop iteration -> requests whose last token it makes
         self.loop_busy = False
@@ -440,7 +440,14 @@ class _Simulation:
         self._bytes_1: dict[str, int] | None = None  # handoff bytes of a one-token prompt at this TP
         bw = cost.gpu.hbm_bytes_per_s * cost.hbm_efficiency
         self._weights_s: dict[int, float] = {}
-        self._kv_token_s = model.kv_bytes_per_token / bw
+        # KV read per token of context: whole-context layers linearly, sliding-window layers up to their window
+        self._kv_token_s = sum(layer.kv_bytes_per_token for layer in model.layers if not layer.kv_window_tokens) / bw
+        windows: dict[int, int] = {}
+        for layer in model.layers:
+            if layer.kv_window_tokens:  # holds min(context, W - 1) tokens (LayerSpec.kv_tokens)
+                held = layer.kv_window_tokens - 1
+                windows[held] = windows.get(held, 0) + layer.kv_bytes_per_token
+        self._window_token_s = [(w, b / bw) for w, b in sorted(windows.items())]
         self._state_s = sum(layer.ssm_bytes + layer.conv_bytes for layer in model.layers) / bw
 
     # -- helpers
@@ -457,23 +464,30 @@ class _Simulation:
         if prompt not in self._transfer_s:
             # one rank's share of the bytes over all ranks (KV heads replicated past their count); the KV is
             # linear in the prompt and the rest fixed, so the sharding is worked out once, for one token
-            if self._bytes_1 is None:
-                self._bytes_1 = handoff_bytes(self.model, prompt_tokens=1, tp=self.p.tp)
-            b = self._bytes_1
-            nbytes = b["kv"] * prompt + b["ssm"] + b["conv"]
+            if self.model.has_sliding_window:  # KV capped per layer: not linear in the prompt
+                nbytes = sum(handoff_bytes(self.model, prompt_tokens=prompt, tp=self.p.tp).values())
+            else:
+                if self._bytes_1 is None:
+                    self._bytes_1 = handoff_bytes(self.model, prompt_tokens=1, tp=self.p.tp)
+                b = self._bytes_1
+                nbytes = b["kv"] * prompt + b["ssm"] + b["conv"]
             self._transfer_s[prompt] = self.link.transfer_s(nbytes / self.p.tp)
         return self._transfer_s[prompt]
 
     def step_s(self, contexts: list[int]) -> float:
         """The cost model's memory-bound step (CostModel.decode_step_s), split into what depends on the
         batch size only (weights, per-layer overhead, head: cached) and what every request reads."""
-        return self._step_s(len(contexts), sum(contexts))
+        return self._step_s(len(contexts), sum(contexts), contexts)
 
-    def _step_s(self, batch: int, context_tokens: int) -> float:
-        """:meth:`step_s` of ``batch`` requests holding ``context_tokens`` tokens in all."""
+    def _step_s(self, batch: int, context_tokens: int, contexts: Iterable[int] = ()) -> float:
+        """:meth:`step_s` of ``batch`` requests holding ``context_tokens`` tokens in all
+        (``contexts``, each request's, only needed by a model with sliding windows)."""
         if batch not in self._weights_s:
             self._weights_s[batch] = self.cost.decode_step_s(self.model, [0] * batch) - batch * self._state_s
         per_request = self._kv_token_s * context_tokens + batch * self._state_s
+        if self._window_token_s:
+            contexts = list(contexts)
+            per_request += sum(s * sum(min(c, w) for c in contexts) for w, s in self._window_token_s)
         return self.p.decode_step_overhead_s + (self._weights_s[batch] + per_request) / self.p.tp
 
     def log_waiting(self, t: float) -> None:
@@ -576,11 +590,12 @@ class _Simulation:
         k = len(self.iterations)
         for i in joining:
             r = self.reqs[i]
-            self.running[i] = None
+            self.running[i] = r.prompt + r.generated - k  # its context at iteration j is this plus j
             self.context_sum += r.prompt + r.generated
             self.finishing_at.setdefault(k + r.out - r.generated - 1, []).append(i)
         batch = len(self.running)
-        step = self._step_s(batch, self.context_sum) if batch else 0.0
+        windowed = [base + k for base in self.running.values()] if self._window_token_s else ()
+        step = self._step_s(batch, self.context_sum, windowed) if batch else 0.0
         end = t + step
         self.iterations.append({"iteration": k, "start_s": start, "posting_s": t - start, "step_s": step,
                                 "end_s": end, "running": batch, "joined": joining, "posted": posting})

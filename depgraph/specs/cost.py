@@ -26,7 +26,8 @@ documented once, here (``docs/calibration.md`` explains the choices):
 
 Prefill time of a layer is FLOPs / (MFU x peak): ``2 x active params x S``
 for the projections, ``2 x S^2 x (query heads x head_dim)`` for causal
-attention. Decode time of a layer is memory-bound: the weights the step
+attention (each query attends to at most ``W`` keys in a sliding-window
+layer: ``4 x width x (W x S - W^2 / 2)``). Decode time of a layer is memory-bound: the weights the step
 touches (for MoE, the distinct experts the batch's tokens route to, in
 expectation) plus the KV and recurrent state of every request in the batch,
 over HBM bandwidth.
@@ -82,8 +83,10 @@ class CostModel:
     def prefill_layer_flops(self, layer: LayerSpec, prompt_tokens: int) -> float:
         s = float(prompt_tokens)
         flops = 2.0 * layer.active_params * s
-        if layer.mixer == "attention":
-            flops += 2.0 * s * s * layer.attention_width
+        if layer.attention_width:
+            # causal attention: query i attends to i keys (at most the window), 4 x width FLOPs per key
+            w = float(layer.kv_window_tokens) if layer.kv_window_tokens and layer.kv_window_tokens < s else s
+            flops += 4.0 * layer.attention_width * (w * s - w * w / 2.0)
         flops += self.recurrent_flops_per_state_elem * layer.recurrent_state_elems * s
         return flops
 
@@ -110,7 +113,11 @@ class CostModel:
         of ``context_tokens`` (each entry is that request's context length)."""
         batch = len(context_tokens)
         weights = layer.mixer_params + layer.ffn_dense_params + self.distinct_experts(layer, batch) * layer.expert_params
-        state = sum(layer.kv_bytes_per_token * int(c) for c in context_tokens) + batch * (layer.ssm_bytes + layer.conv_bytes)
+        kv = 0
+        if layer.kv_bytes_per_token:
+            held = layer.kv_tokens  # the whole context, or a sliding window's last W - 1 tokens
+            kv = layer.kv_bytes_per_token * sum(held(int(c)) for c in context_tokens)
+        state = kv + batch * (layer.ssm_bytes + layer.conv_bytes)
         return weights * model.dtype_bytes + state
 
     def decode_layer_s(self, model: ModelSpec, layer: LayerSpec, context_tokens: Sequence[int] | int) -> float:
@@ -140,12 +147,21 @@ class CostModel:
         layer splits into its convolution operator (``conv_share`` of the
         layer, reads the conv tail) and the rest (reads the recurrent state);
         an attention layer is one operator reading KV; a layer without
-        handoff state is one ``ffn`` operator.
+        handoff state is one ``ffn`` operator. A layer with attention and a
+        recurrent mixer side by side (Falcon-H1) adds an ``attn`` operator
+        taking the attention's share of the bytes the step reads.
         """
         total = self.decode_layer_s(model, layer, context_tokens)
         if layer.ssm_bytes:
-            conv = total * self.conv_share
-            return [("conv", ("conv",) if layer.conv_bytes else (), conv), ("ssm", ("ssm",), total - conv)]
+            attn = 0.0
+            if layer.kv_bytes_per_token:
+                contexts = (context_tokens,) if isinstance(context_tokens, int) else context_tokens
+                attn_bytes = layer.attention_params * model.dtype_bytes + sum(
+                    layer.kv_bytes_per_token * layer.kv_tokens(int(c)) for c in contexts)
+                attn = total * attn_bytes / self.decode_layer_bytes(model, layer, contexts)
+            conv = (total - attn) * self.conv_share
+            ops = [("conv", ("conv",) if layer.conv_bytes else (), conv), ("ssm", ("ssm",), total - attn - conv)]
+            return ops + [("attn", ("kv",), attn)] if attn else ops
         if layer.kv_bytes_per_token:
             return [("attn", ("kv",), total)]
         return [("ffn", (), total)]

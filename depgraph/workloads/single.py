@@ -133,6 +133,7 @@ def request_parts(
     link_device: str | Sequence[str] = "link",
     decode: bool = True,
     token: bool = True,
+    spec_tokens: int = 0,
 ) -> RequestParts:
     """One request's prefill, transfer and (optionally) decode events, not
     yet added to a graph (:func:`add_request` adds them).
@@ -142,7 +143,8 @@ def request_parts(
     consecutive layers sit on different stages, a ``hop`` event of
     ``cost.activation_hop_s`` carries the activation, on both sides. Sends
     use their stage's link device as a shared resource; their ``priority``
-    is ``(request, send index)``.
+    is ``(request, send index)``. ``spec_tokens`` speculative tokens per step
+    make every conv tail that many rows longer (as vLLM sizes it).
     """
     r = request
     stages = list(placement) if placement is not None else [0] * model.num_layers
@@ -162,7 +164,8 @@ def request_parts(
         tag = layer_tag(layer.index)
         dec_dev = _per_stage(decode_device, stage)
         arrivals = _transfer_events(rec, nodes, layer, tag, p, done, request=r, prompt_tokens=prompt_tokens,
-                                    link=link, link_device=_per_stage(link_device, stage), decode_device=dec_dev)
+                                    link=link, link_device=_per_stage(link_device, stage), decode_device=dec_dev,
+                                    spec_tokens=spec_tokens)
         if not decode:
             continue
         if decode_chain and stages[layer.index - 1] != stage:
@@ -237,7 +240,7 @@ def _prefill_events(rec: _Recorder, model: ModelSpec, stages: list[int], *, requ
 
 def _transfer_events(rec: _Recorder, nodes: dict[str, list[Hashable]], layer: LayerSpec, tag: str, p: Hashable,
                      done: Hashable | None, *, request: int, prompt_tokens: int, link: Link, link_device: str,
-                     decode_device: str) -> dict[str, Hashable]:
+                     decode_device: str, spec_tokens: int = 0) -> dict[str, Hashable]:
     """Each component of ``layer`` (tagged ``tag`` in node ids) sent on
     ``link_device`` once its prefill node ``p`` (and, under migration, the
     ``prefill_done`` barrier ``done``) has finished, and its arrival on
@@ -246,7 +249,7 @@ def _transfer_events(rec: _Recorder, nodes: dict[str, list[Hashable]], layer: La
     r = request
     arrivals = {}
     for c in layer.components:
-        nbytes = layer.component_bytes(c, prompt_tokens)
+        nbytes = layer.component_bytes(c, prompt_tokens, spec_tokens=spec_tokens)
         s = rec.event(f"r{r}:send:{tag}:{c}", kind="send", request=r, layer=layer.index, component=c,
                       device=link_device, duration_s=link.transfer_s(nbytes), bytes=nbytes,
                       resource=link_device, priority=(r, len(nodes["send"])))

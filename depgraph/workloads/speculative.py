@@ -40,8 +40,9 @@ def speculative(model, *, prompt_tokens: int, link, mfu: float | None = None, ti
     G, model, prompt_tokens, link, timing, cost = new_graph(
         "speculative", model, prompt_tokens=prompt_tokens, link=link, mfu=mfu, timing=timing, cost=cost,
         spec_k=spec_k, draft_layers=draft_layers, as_table=as_table)
+    # vLLM sizes every conv tail kernel - 1 + spec_k rows under speculative decoding: the handoff carries them
     nodes = add_request(G, model, prompt_tokens=prompt_tokens, link=link, cost=cost, timing=timing, request=0,
-                        token=False)
+                        token=False, spec_tokens=spec_k)
     shape = next((layer for layer in model.layers if layer.kv_bytes_per_token), model.layers[0])
     draft_s = draft_layers * cost.decode_layer_s(model, shape, prompt_tokens) + cost.decode_head_s(model)
     prev = nodes["decode"][-1]
@@ -53,7 +54,7 @@ def speculative(model, *, prompt_tokens: int, link, mfu: float | None = None, ti
         prev, seq = d, seq + 1
     verify_s = sum(cost.decode_layer_s(model, layer, [prompt_tokens] * (spec_k + 1)) for layer in model.layers)
     # k + 1 positions of one request: the weights and experts those tokens touch, the state read once
-    verify_s -= spec_k * sum(layer.kv_bytes_per_token * prompt_tokens + layer.ssm_bytes + layer.conv_bytes
+    verify_s -= spec_k * sum(layer.component_bytes("kv", prompt_tokens) + layer.ssm_bytes + layer.conv_bytes
                              for layer in model.layers) / (cost.gpu.hbm_bytes_per_s * cost.hbm_efficiency)
     verify_s += cost.decode_head_s(model)
     v = add_event(G, "r0:decode:verify", kind="decode", request=0, operator="verify", device="decode",
