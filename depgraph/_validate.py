@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import sys
+import tomllib
 from typing import Any
 
 from .errors import ConfigError, DepgraphError
@@ -184,3 +186,24 @@ def parse_json(data: bytes | str, *, where: str, error: type[DepgraphError] = Co
                     "of arrays and objects") from None
     except (ValueError, OverflowError, TypeError) as exc:
         raise error(f"{where}: not valid JSON ({exc.__class__.__name__}: {str(exc)[:100]})") from None
+
+
+def parse_toml(text: str, *, where: str) -> dict[str, Any]:
+    """Parse TOML ``text`` as a data file: a syntax error, nesting too deep to
+    read, or an integer of more than 4,300 digits is a ConfigError naming
+    ``where`` (and the line, for the long integer)."""
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{where}: not valid TOML: {exc}") from None
+    except RecursionError:
+        raise ConfigError(f"{where}: not valid here: arrays or tables nested deeper than about "
+                          f"{sys.getrecursionlimit():,} levels") from None
+    except (ValueError, OverflowError) as exc:  # an integer of more than 4,300 digits
+        long = re.search(r"[0-9_]{4301,}", text)
+        line = ""
+        if long:
+            start = text.rfind("\n", 0, long.start()) + 1
+            line = f"line {text.count(chr(10), 0, long.start()) + 1} ({text[start:long.start() + 10].strip()}...): "
+        raise ConfigError(f"{where}: {line}not valid here: expected integers of at most 4,300 digits "
+                          f"({exc.__class__.__name__})") from None

@@ -112,6 +112,12 @@ def _build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("models", help="list the model catalog")
     p.add_argument("--json", action="store_true")
 
+    p = sub.add_parser("gpus", help="list the GPU catalog (datasheet figures and their sources)")
+    p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("links", help="list the link catalog (bandwidth, per-message latency, sources)")
+    p.add_argument("--json", action="store_true")
+
     p = sub.add_parser("bytes", help="handoff bytes of one request")
     p.add_argument("model")
     p.add_argument("--prompt-tokens", type=_number(int, "--prompt-tokens"), required=True, metavar="N")
@@ -180,8 +186,13 @@ def _build_parser() -> argparse.ArgumentParser:
                   help="memory one command may plan to use, in GB (default: half of this machine's memory; "
                        "or set DEPGRAPH_MEMORY_BUDGET)")
     parser.add_argument("--memory-budget", **budget)
+    hardware = dict(default=argparse.SUPPRESS, metavar="FILE",
+                    help="a TOML or JSON file of GPUs and links that add to or replace the catalog's "
+                         "(see 'depgraph gpus', 'depgraph links')")
+    parser.add_argument("--hardware", **hardware)
     for command in sub.choices.values():
         command.add_argument("--memory-budget", **budget)
+        command.add_argument("--hardware", **hardware)
     return parser
 
 
@@ -195,13 +206,14 @@ def _budget_arg(text: str) -> float:
     return value
 
 
-def _budget_from(argv: Sequence[str]) -> str | None:
-    """The value of ``--memory-budget`` in ``argv``, read before the parser runs so
-    that the worker processes started first see it too (the parser checks it)."""
+def _budget_from(argv: Sequence[str], flag: str = "--memory-budget") -> str | None:
+    """The value of ``flag`` (``--memory-budget``, ``--hardware``) in ``argv``,
+    read before the parser runs so that the worker processes started first see
+    it too (the parser, or the reader of the value, checks it)."""
     for i, arg in enumerate(argv):
-        if arg.startswith("--memory-budget="):
+        if arg.startswith(f"{flag}="):
             return arg.split("=", 1)[1]
-        if arg == "--memory-budget" and i + 1 < len(argv):
+        if arg == flag and i + 1 < len(argv):
             return argv[i + 1]
     return None
 
@@ -484,6 +496,44 @@ def _cmd_models(args) -> int:
     return 0
 
 
+def _cmd_gpus(args) -> int:
+    from .specs.hardware import gpus
+
+    rows = [{"name": g.name, "peak_bf16_flops": g.peak_bf16_flops, "peak_fp8_flops": g.peak_fp8_flops,
+             "hbm_bytes_per_s": g.hbm_bytes_per_s, "hbm_bytes": g.hbm_bytes, "interconnect": g.interconnect,
+             "interconnect_bytes_per_s": g.interconnect_bytes_per_s, "hbm_efficiency": g.hbm_efficiency,
+             "description": g.description, "source": g.source} for g in gpus()]
+    if args.json:
+        print(_dumps(rows, indent=2))
+        return 0
+    print(f"{'gpu':<16} {'bf16 TFLOP/s':>12} {'fp8 TFLOP/s':>11} {'HBM TB/s':>8} {'HBM GB':>6}  {'interconnect':<26}")
+    for r in rows:
+        fp8 = f"{r['peak_fp8_flops'] / 1e12:,.0f}" if r["peak_fp8_flops"] else "-"
+        link = f"{r['interconnect']} {r['interconnect_bytes_per_s'] / 1e9:,.0f} GB/s" \
+            if r["interconnect_bytes_per_s"] else (r["interconnect"] or "-")
+        print(f"{r['name']:<16} {r['peak_bf16_flops'] / 1e12:>12,.0f} {fp8:>11} {r['hbm_bytes_per_s'] / 1e12:>8.2f} "
+              f"{r['hbm_bytes'] / 1e9:>6,.0f}  {link:<26}")
+    print("dense peaks (no sparsity); interconnect per GPU, per direction; sources: depgraph gpus --json")
+    return 0
+
+
+def _cmd_links(args) -> int:
+    from .specs.hardware import links
+
+    rows = [{"name": k.name, "bandwidth_gbps": k.bandwidth_gbps, "bytes_per_s": k.bytes_per_s,
+             "latency_s": k.latency_s, "description": k.description, "source": k.source} for k in links()]
+    if args.json:
+        print(_dumps(rows, indent=2))
+        return 0
+    print(f"{'link':<12} {'Gbit/s':>7} {'GB/s':>7} {'latency':>9}  description")
+    for r in rows:
+        print(f"{r['name']:<12} {r['bandwidth_gbps']:>7,.0f} {r['bytes_per_s'] / 1e9:>7.2f} "
+              f"{r['latency_s'] * 1e6:>7.1f} us  {r['description']}")
+    print("a transfer of B bytes takes latency + B / bandwidth; any '<n>gbps' or '<n>GBps' is a link too; "
+          "sources: depgraph links --json")
+    return 0
+
+
 def _cmd_bytes(args) -> int:
     from .specs.models import handoff_bytes, handoff_bytes_per_rank, load_model
 
@@ -671,7 +721,7 @@ def _cmd_schedule(args) -> int:
     return 0
 
 
-_COMMANDS = {"models": _cmd_models, "bytes": _cmd_bytes, "ttft": _cmd_ttft, "draw": _cmd_draw,
+_COMMANDS = {"models": _cmd_models, "gpus": _cmd_gpus, "links": _cmd_links, "bytes": _cmd_bytes, "ttft": _cmd_ttft, "draw": _cmd_draw,
              "trace": _cmd_trace, "sweep": run_sweep_command, "loadtest": _cmd_loadtest,
              "schedule": _cmd_schedule, "reproduce": _cmd_reproduce,
              "capacity": run_capacity_command, "anomalies": run_anomalies_command}
@@ -726,12 +776,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _main(argv: Sequence[str] | None) -> int:
     from ._memory import ENV
+    from .specs.hardware import HARDWARE_ENV, use_hardware
 
     argv = list(sys.argv[1:] if argv is None else argv)
     budget, before = _budget_from(argv), os.environ.get(ENV)
+    hardware, hardware_before = _budget_from(argv, "--hardware"), os.environ.get(HARDWARE_ENV)
     try:
         if budget is not None:
             os.environ[ENV] = budget
+        if hardware is not None:
+            use_hardware(hardware)  # checked before any worker starts, and seen by every worker
         _warm_up(argv)
         args = _build_parser().parse_args(argv)
         code = _COMMANDS[args.command](args)
@@ -766,11 +820,13 @@ def _main(argv: Sequence[str] | None) -> int:
               file=sys.stderr)
         return 70
     finally:
-        if budget is not None:  # main() called again in this process starts from the same environment
-            if before is None:
-                os.environ.pop(ENV, None)
-            else:
-                os.environ[ENV] = before
+        # main() called again in this process starts from the same environment
+        for given, name, value in ((budget, ENV, before), (hardware, HARDWARE_ENV, hardware_before)):
+            if given is not None:
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
 
 
 def _raised_here(exc: BaseException) -> bool:

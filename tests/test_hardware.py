@@ -7,8 +7,9 @@ from hypothesis import strategies as st
 import depgraph as dg
 from depgraph.specs.hardware import gpu_names, link_names
 
-LINKS = ("pcie4", "pcie5", "nvlink4", "400g", "200g", "100g", "25g")
-GPUS = ("study-effective", "h100-sxm", "h200", "a100-80g", "l40s", "b200")
+LINKS = ("pcie4", "pcie5", "nvlink4", "nvlink5", "ib-hdr", "ib-ndr", "ib-xdr", "roce-25g", "roce-100g", "roce-200g",
+         "roce-400g", "roce-800g", "400g", "200g", "100g", "25g")
+GPUS = ("study-effective", "a100-80g", "h100-sxm", "h100-pcie", "h200", "b200", "l40s", "mi300x", "mi325x")
 
 
 def test_catalog_names():
@@ -128,14 +129,33 @@ def test_link_object_passes_through_and_latency_adds():
 def test_h100():
     gpu = dg.load_gpu("h100")
     assert gpu == dg.load_gpu("H100-SXM") and gpu.name == "h100-sxm"
-    assert gpu.peak_bf16_flops == 989e12 and gpu.hbm_bytes_per_s == 3.35e12
+    # the datasheet's 1,979 TFLOP/s with sparsity, halved; fp8 likewise; NVLink 4's 900 GB/s both ways, halved
+    assert gpu.peak_bf16_flops == 989.5e12 and gpu.hbm_bytes_per_s == 3.35e12 and gpu.peak_fp8_flops == 1979e12
+    assert gpu.interconnect == "NVLink 4" and gpu.interconnect_bytes_per_s == 450e9 and gpu.hbm_efficiency is None
 
 
 def test_calibration_device_is_a_quarter_h100():
-    # Defined in docs/calibration.md as an H100 SXM with FLOP/s and HBM bandwidth each divided by 4.
+    # Defined in docs/calibration.md: 989 TFLOP/s and an H100 SXM's HBM bandwidth, each divided by 4, used whole.
     eff, h100 = dg.load_gpu("study-effective"), dg.load_gpu("h100-sxm")
-    assert eff.peak_bf16_flops == h100.peak_bf16_flops / 4
+    assert eff.peak_bf16_flops == 989e12 / 4
     assert eff.hbm_bytes_per_s == h100.hbm_bytes_per_s / 4
+    assert eff.hbm_efficiency == 1.0
+
+
+@pytest.mark.parametrize("name", GPUS)
+def test_every_gpu_names_its_source(name):
+    gpu = dg.load_gpu(name)
+    assert gpu.source and gpu.description
+    if name != "study-effective":
+        assert gpu.interconnect and gpu.interconnect_bytes_per_s and "http" in gpu.source
+
+
+@pytest.mark.parametrize("name", LINKS)
+def test_every_link_names_its_source(name):
+    link = dg.load_link(name)
+    assert link.source and link.description
+    # an RDMA network pays a per-message latency; the study's line-rate links and on-node fabrics do not
+    assert (link.latency_s > 0) == name.startswith(("ib-", "roce-"))
 
 
 @pytest.mark.parametrize("name", GPUS)
@@ -152,3 +172,80 @@ def test_unknown_gpu_lists_the_allowed_names(bad):
     message = str(err.value)
     assert message.startswith("gpu: expected one of ") and message.endswith(f"got {bad!r}")
     assert all(name in message for name in GPUS)
+
+
+# ---------------------------------------------------------------------- a user's hardware file
+
+
+def test_a_hardware_file_adds_and_replaces_entries(tmp_path, monkeypatch):
+    from depgraph.specs import hardware
+
+    monkeypatch.delenv(hardware.HARDWARE_ENV, raising=False)
+    toml = tmp_path / "lab.toml"
+    toml.write_text('[gpus.lab-gpu]\npeak_bf16_flops = 5e14\nhbm_bytes_per_s = 2e12\nhbm_bytes = 9.6e10\n'
+                    'description = "our card"\nsource = "vendor sheet"\n\n[links.lab-net]\nbandwidth_gbps = 200\n'
+                    'latency_s = 3e-6\ndescription = "our fabric"\n\n[links.25g]\nbandwidth_gbps = 20\nlatency_s = 0\n'
+                    'description = "derated"\n')
+    try:
+        hardware.use_hardware(toml)
+        assert dg.load_gpu("lab-gpu").peak_bf16_flops == 5e14 and dg.load_gpu("lab-gpu").source == "vendor sheet"
+        assert dg.load_link("lab-net").transfer_s(25e9) == 3e-6 + 1.0
+        assert dg.load_link("25g").bandwidth_gbps == 20.0  # replaced
+        assert "lab-gpu" in gpu_names() and "h100-sxm" in gpu_names()
+    finally:
+        hardware.use_hardware(None)
+    assert "lab-gpu" not in gpu_names() and dg.load_link("25g").bandwidth_gbps == 25.0
+    js = tmp_path / "lab.json"
+    js.write_text('{"links": {"lab-net": {"bandwidth_gbps": 100, "latency_s": 0, "description": "x"}}}')
+    try:
+        hardware.use_hardware(js)
+        assert dg.load_link("lab-net").bandwidth_gbps == 100.0
+    finally:
+        hardware.use_hardware(None)
+
+
+@pytest.mark.parametrize("text, message", [
+    ('[gpus.x]\npeak_bf16_flops = -1\nhbm_bytes_per_s = 1e12\nhbm_bytes = 1e10\ndescription = "x"\n',
+     r"gpus.x.peak_bf16_flops: expected a finite number > 0"),
+    ('[gpus.x]\npeak_bf16_flops = 1e14\nhbm_bytes_per_s = 1e12\ndescription = "x"\n',
+     r"gpus.x.hbm_bytes: expected a finite number > 0 .*got None"),
+    ('[gpus.x]\npeak_bf16_flops = 1e14\nhbm_bytes_per_s = 1e12\nhbm_bytes = 1e10\ndescription = "x"\nflops = 1\n',
+     r"gpus.x.flops: not a field; expected one of"),
+    ('[links.y]\nbandwidth_gbps = 100\nlatency_s = 11\ndescription = "y"\n', r"links.y.latency_s: .*<= 10"),
+    ('[links.y]\nbandwidth_gbps = 100\nlatency_s = 0\n', r"links.y.description: expected a string, got None"),
+    ('[linkz.y]\nbandwidth_gbps = 100\n', r"linkz: not a hardware section; expected one of gpus, links"),
+    ('[gpu_aliases]\nfast = "nowhere"\n', r"gpu_aliases.fast: expected one of .*got 'nowhere'"),
+    ('[links."Big Net"]\nbandwidth_gbps = 1\nlatency_s = 0\ndescription = "z"\n', r"links.Big Net: expected a name"),
+    ("[gpus\n", r"not valid TOML"),
+])
+def test_a_bad_hardware_file_is_one_line(tmp_path, text, message):
+    from depgraph.specs import hardware
+
+    path = tmp_path / "bad.toml"
+    path.write_text(text)
+    with pytest.raises(dg.ConfigError, match=message) as err:
+        hardware.use_hardware(path)
+    assert str(err.value).startswith(str(path)) and "\n" not in str(err.value)
+    assert hardware.HARDWARE_ENV not in __import__("os").environ
+
+
+def test_gpus_and_links_commands(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    for command in ("gpus", "links"):
+        out = subprocess.run([sys.executable, "-m", "depgraph.cli", command, "--json"], capture_output=True,
+                             text=True, check=True).stdout
+        rows = json.loads(out)
+        assert [r["name"] for r in rows] == list(GPUS if command == "gpus" else LINKS)
+        assert all(r["source"] for r in rows)
+    path = tmp_path / "lab.toml"
+    path.write_text('[gpus.lab-gpu]\npeak_bf16_flops = 5e14\nhbm_bytes_per_s = 2e12\nhbm_bytes = 9.6e10\n'
+                    'description = "our card"\n')
+    out = subprocess.run([sys.executable, "-m", "depgraph.cli", "gpus", "--hardware", str(path)], capture_output=True,
+                         text=True, check=True).stdout
+    assert "lab-gpu" in out
+    bad = subprocess.run([sys.executable, "-m", "depgraph.cli", "ttft", "qwen3-32b", "--prompt-tokens", "10",
+                          "--hardware", str(tmp_path / "missing.toml")], capture_output=True, text=True)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "missing.toml" in bad.stderr

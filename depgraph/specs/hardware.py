@@ -7,12 +7,13 @@
 40.0
 >>> dg.load_link("50GBps") == dg.load_link("400gbps")   # gigabytes vs gigabits per second
 True
->>> dg.load_gpu("h100").peak_bf16_flops
-989000000000000.0
+>>> dg.load_gpu("h100").peak_bf16_flops   # dense: the datasheet's 1,979 TFLOP/s with sparsity, halved
+989500000000000.0
 """
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -20,10 +21,11 @@ from importlib import resources
 from typing import Any
 
 from .._files import read_limited
-from .._validate import parse_json, positive_number
+from .._validate import parse_json, parse_toml, positive_number
 from ..errors import ConfigError
 
-__all__ = ["Link", "GPU", "load_link", "load_gpu", "link_names", "gpu_names", "gbps_text", "MAX_HARDWARE_FILE_BYTES"]
+__all__ = ["Link", "GPU", "load_link", "load_gpu", "link_names", "gpu_names", "gpus", "links", "use_hardware",
+           "gbps_text", "HARDWARE_ENV", "MAX_HARDWARE_FILE_BYTES"]
 
 #: Largest hardware data file read, in bytes (default 1 MiB; the shipped
 #: ``data/hardware.json`` is a few kilobytes). It is read as a regular file
@@ -33,12 +35,15 @@ MAX_HARDWARE_FILE_BYTES = 1024 * 1024
 
 @dataclass(frozen=True, slots=True)
 class Link:
-    """A point-to-point link between a prefill and a decode GPU."""
+    """A point-to-point link between a prefill and a decode GPU (one NIC, or one
+    GPU's share of a fabric): effective bandwidth and a per-message latency
+    (an RDMA transfer's setup, paid once per message)."""
 
     name: str
     bandwidth_gbps: float  # gigabits per second, effective
     latency_s: float = 0.0
     description: str = ""
+    source: str = ""
 
     @property
     def bytes_per_s(self) -> float:
@@ -51,48 +56,148 @@ class Link:
 
 @dataclass(frozen=True, slots=True)
 class GPU:
-    """A GPU's peak dense bf16 FLOP/s and HBM bandwidth."""
+    """A GPU from its datasheet: dense peaks, HBM, and its intra-node interconnect.
+
+    ``hbm_efficiency`` is set only for a calibration device whose speeds are
+    already effective (``study-effective``: 1.0); otherwise the cost model's
+    default applies (:class:`~depgraph.specs.cost.CostModel`)."""
 
     name: str
     peak_bf16_flops: float
     hbm_bytes_per_s: float
     hbm_bytes: float
     description: str = ""
+    peak_fp8_flops: float | None = None
+    interconnect: str = ""
+    interconnect_bytes_per_s: float | None = None  # per GPU, per direction
+    hbm_efficiency: float | None = None
+    source: str = ""
+
+
+#: An environment variable naming a hardware file (TOML or JSON) whose entries
+#: add to or replace the shipped ones; ``--hardware FILE`` sets it, so worker
+#: processes read the same file.
+HARDWARE_ENV = "DEPGRAPH_HARDWARE"
+
+_GPU_NUMBERS = (("peak_bf16_flops", False, 1e18, True), ("hbm_bytes_per_s", False, 1e15, True),
+                ("hbm_bytes", False, 1e14, True), ("peak_fp8_flops", False, 1e18, False),
+                ("interconnect_bytes_per_s", False, 1e14, False), ("hbm_efficiency", False, 1.0, False))
+_LINK_NUMBERS = (("bandwidth_gbps", False, 1e6, True), ("latency_s", True, 10.0, True))
+
+
+def _shipped_path():
+    return resources.files("depgraph.specs") / "data" / "hardware.json"
 
 
 @lru_cache(maxsize=1)
-def _data() -> dict[str, Any]:
-    with resources.as_file(resources.files("depgraph.specs") / "data" / "hardware.json") as path:
+def _shipped() -> dict[str, Any]:
+    with resources.as_file(_shipped_path()) as path:
         raw = read_limited(path, what="hardware file", max_bytes=MAX_HARDWARE_FILE_BYTES,
                            cap="depgraph.specs.hardware.MAX_HARDWARE_FILE_BYTES")
-        return _checked(parse_json(raw, where=str(path)), str(path))
+        return _checked(parse_json(raw, where=str(path)), str(path), full=True)
 
 
-def _checked(data: Any, where: str) -> dict[str, Any]:
+@lru_cache(maxsize=8)
+def _overlay(path: str) -> dict[str, Any]:
+    """A user's hardware file, checked: the same shape as the shipped one, any part optional."""
+    raw = read_limited(path, what="hardware file", max_bytes=MAX_HARDWARE_FILE_BYTES,
+                       cap="depgraph.specs.hardware.MAX_HARDWARE_FILE_BYTES")
+    if str(path).lower().endswith(".toml"):
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+        data = parse_toml(text, where=str(path))
+    else:
+        data = parse_json(raw, where=str(path))
+    return _checked(data, str(path), full=False)
+
+
+def _data() -> dict[str, Any]:
+    """The shipped catalog, with the entries of the file in ``$DEPGRAPH_HARDWARE`` added or replacing."""
+    path = os.environ.get(HARDWARE_ENV)
+    return _merged(path) if path else _shipped()
+
+
+@lru_cache(maxsize=8)
+def _merged(path: str) -> dict[str, Any]:
+    extra = _overlay(path)
+    merged = {k: dict(v) for k, v in _shipped().items()}
+    for kind in ("gpus", "links", "gpu_aliases", "link_aliases"):
+        merged[kind].update(extra.get(kind, {}))
+    _check_aliases(merged, path)
+    return merged
+
+
+def use_hardware(path: str | os.PathLike | None) -> None:
+    """Add (or replace) GPUs and links from a TOML or JSON file for this
+    process and the workers it starts; ``None`` goes back to the shipped
+    catalog. The file has the shipped file's shape (``[gpus.<name>]`` with
+    ``peak_bf16_flops``, ``hbm_bytes_per_s``, ``hbm_bytes``, ``description``
+    and optionally ``peak_fp8_flops``, ``interconnect``,
+    ``interconnect_bytes_per_s``, ``source``; ``[links.<name>]`` with
+    ``bandwidth_gbps``, ``latency_s``, ``description``, optionally
+    ``source``) and is checked entry by entry before anything is used."""
+    if path is None:
+        os.environ.pop(HARDWARE_ENV, None)
+        return
+    path = str(path)
+    _overlay.cache_clear()  # read afresh: the file may have changed since it was last used
+    _merged.cache_clear()
+    _merged(path)  # checked now, with the catalog it joins: a bad file is refused before anything runs
+    os.environ[HARDWARE_ENV] = path
+
+
+def _checked(data: Any, where: str, *, full: bool) -> dict[str, Any]:
     """The hardware data, every entry checked; a ConfigError naming the file and the field otherwise."""
     def table(value: Any, field: str) -> dict:
         if not isinstance(value, dict):
-            raise ConfigError(f"{where}: {field}: expected an object, got {type(value).__name__}")
+            raise ConfigError(f"{where}: {field}: expected a table (an object), got {type(value).__name__}")
         return value
 
     data = table(data, "(the top level)")
-    numbers = {"links": (("bandwidth_gbps", False, 1e6), ("latency_s", True, 10.0)),
-               "gpus": (("peak_bf16_flops", False, None), ("hbm_bytes_per_s", False, None),
-                        ("hbm_bytes", False, None))}
-    for kind, fields in numbers.items():
-        for key, entry in table(data.get(kind), kind).items():
+    allowed = ("gpus", "links", "gpu_aliases", "link_aliases")
+    for key in data:
+        if key not in allowed:
+            raise ConfigError(f"{where}: {key}: not a hardware section; expected one of {', '.join(allowed)}")
+    out: dict[str, Any] = {}
+    for kind, fields in (("gpus", _GPU_NUMBERS), ("links", _LINK_NUMBERS)):
+        out[kind] = {}
+        for key, entry in table(data.get(kind, {} if not full else None), kind).items():
+            if not isinstance(key, str) or not _ENTRY_NAME.fullmatch(key):
+                raise ConfigError(f"{where}: {kind}.{key}: expected a name of lower-case letters, digits, '.', '_' "
+                                  "or '-' (at most 64)")
             entry = table(entry, f"{kind}.{key}")
-            for name, allow_zero, upper in fields:
+            known = {name for name, *_ in fields} | {"description", "source", "interconnect"}
+            for name in entry:
+                if name not in known:
+                    raise ConfigError(f"{where}: {kind}.{key}.{name}: not a field; expected one of "
+                                      f"{', '.join(sorted(known))}")
+            for name, allow_zero, upper, required in fields:
+                if entry.get(name) is None and not required:
+                    continue
                 positive_number(f"{where}: {kind}.{key}.{name}", entry.get(name), allow_zero=allow_zero, upper=upper)
-            if not isinstance(entry.get("description"), str):
-                raise ConfigError(f"{where}: {kind}.{key}.description: expected a string, got "
-                                  f"{entry.get('description')!r}")
+            for name in ("description", "source", "interconnect"):
+                if (name in entry or name == "description") and not isinstance(entry.get(name), str):
+                    raise ConfigError(f"{where}: {kind}.{key}.{name}: expected a string, got {entry.get(name)!r}")
+            out[kind][key] = entry
         aliases = f"{kind[:-1]}_aliases"
-        for alias, target in table(data.get(aliases, {}), aliases).items():
+        out[aliases] = dict(table(data.get(aliases, {}), aliases))
+    if full:
+        _check_aliases(out, where)
+    return out
+
+
+def _check_aliases(data: dict[str, Any], where: str) -> None:
+    for kind in ("gpus", "links"):
+        aliases = f"{kind[:-1]}_aliases"
+        for alias, target in data[aliases].items():
             if not isinstance(target, str) or target not in data[kind]:
                 raise ConfigError(f"{where}: {aliases}.{alias}: expected one of {', '.join(data[kind])}; "
                                   f"got {target!r}")
-    return data
+
+
+_ENTRY_NAME = re.compile(r"[a-z0-9._-]{1,64}")
 
 
 def link_names() -> list[str]:
@@ -101,6 +206,16 @@ def link_names() -> list[str]:
 
 def gpu_names() -> list[str]:
     return list(_data()["gpus"])
+
+
+def gpus() -> list[GPU]:
+    """Every GPU of the catalog (the shipped one plus a ``--hardware`` file's)."""
+    return [load_gpu(name) for name in gpu_names()]
+
+
+def links() -> list[Link]:
+    """Every named link of the catalog (the shipped one plus a ``--hardware`` file's)."""
+    return [load_link(name) for name in link_names()]
 
 
 def gbps_text(tenths: int) -> str:
@@ -141,7 +256,7 @@ def load_link(link: str | Link) -> Link:
     if key in data["links"]:
         entry = data["links"][key]
         return Link(name=key, bandwidth_gbps=float(entry["bandwidth_gbps"]), latency_s=float(entry["latency_s"]),
-                    description=entry["description"])
+                    description=entry["description"], source=entry.get("source", ""))
     allowed = f"link: expected one of {', '.join(link_names())} or {_FORMS}; got {link!r}"
     if match := _GBYTES_PER_S.match(link):
         gbps = float(match.group(1)) * 8  # exact: scaling by a power of two rounds like the decimal would
@@ -156,7 +271,7 @@ def load_link(link: str | Link) -> Link:
 
 
 def load_gpu(gpu: str | GPU) -> GPU:
-    """A GPU by catalog name (``h100-sxm``, ``h200``, ``a100-80g``, ``l40s``, ``b200``)."""
+    """A GPU by catalog name (``h100-sxm``, ``h200``, ``a100-80g``, ``mi300x``, ...; ``depgraph gpus`` lists them)."""
     if isinstance(gpu, GPU):
         return gpu
     data = _data()
@@ -165,5 +280,8 @@ def load_gpu(gpu: str | GPU) -> GPU:
     if key not in data["gpus"]:
         raise ConfigError(f"gpu: expected one of {', '.join(gpu_names())}; got {gpu!r}")
     e = data["gpus"][key]
+    optional = {k: float(e[k]) for k in ("peak_fp8_flops", "interconnect_bytes_per_s", "hbm_efficiency")
+                if e.get(k) is not None}
     return GPU(name=key, peak_bf16_flops=float(e["peak_bf16_flops"]), hbm_bytes_per_s=float(e["hbm_bytes_per_s"]),
-               hbm_bytes=float(e["hbm_bytes"]), description=e["description"])
+               hbm_bytes=float(e["hbm_bytes"]), description=e["description"], interconnect=e.get("interconnect", ""),
+               source=e.get("source", ""), **optional)

@@ -102,13 +102,12 @@ import itertools
 import math
 import os
 import re
-import sys
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .._files import read_text_limited
+from .._validate import parse_toml
 from ..errors import ConfigError
 from ..serving.simulator import MAX_ARRIVAL_S
 from ..specs.hardware import load_link
@@ -208,21 +207,7 @@ def parse_scenario(text: str, *, source: str = "<string>", base_dir: str | Path 
     ``base_dir`` anchors relative model paths (default: the working folder)."""
     if not isinstance(text, str):
         raise ConfigError(f"{source}: expected the scenario as text, got {type(text).__name__}")
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{source}: not valid TOML: {exc}") from None
-    except RecursionError:
-        raise ConfigError(f"{source}: not valid here: arrays or tables nested deeper than about "
-                          f"{sys.getrecursionlimit():,} levels") from None
-    except (ValueError, OverflowError) as exc:  # an integer of more than 4,300 digits
-        long = re.search(r"[0-9_]{4301,}", text)
-        where = ""
-        if long:
-            start = text.rfind("\n", 0, long.start()) + 1
-            where = f"line {text.count(chr(10), 0, long.start()) + 1} ({text[start:long.start() + 10].strip()}...): "
-        raise ConfigError(f"{source}: {where}not valid here: expected integers of at most 4,300 digits "
-                          f"({exc.__class__.__name__})") from None
+    data = parse_toml(text, where=source)
     return _Checker(source, Path(base_dir) if base_dir is not None else None).scenario(data)
 
 
