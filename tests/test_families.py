@@ -33,7 +33,7 @@ def _text(cfg: dict) -> dict:
 def _dtype(cfg: dict) -> int:
     t = _text(cfg)
     name = t.get("torch_dtype") or t.get("dtype") or cfg.get("torch_dtype") or cfg.get("dtype") or "bfloat16"
-    return DTYPE[name]
+    return min(DTYPE[name], 2)  # _resolve_auto_dtype: a float32 checkpoint is served in 16 bits
 
 
 def _kinds(cfg: dict) -> list[tuple[str, int]]:
@@ -64,7 +64,11 @@ def _kv_rank(cfg: dict, prompt: int, tp: int, window: int) -> int:
     t = _text(cfg)
     heads = t["num_attention_heads"]
     kv_heads = t.get("num_key_value_heads", heads)
-    head_dim = t.get("head_dim") or t.get("attention_head_dim") or t["hidden_size"] // heads
+    mt = t.get("model_type") or cfg.get("model_type")
+    if mt == "granitemoehybrid":  # GraniteMoeHybridAttention: hidden_size // num_attention_heads, whatever head_dim says
+        head_dim = t["hidden_size"] // heads
+    else:
+        head_dim = t.get("head_dim") or t.get("attention_head_dim") or t["hidden_size"] // heads
     tokens = min(prompt, window - 1) if window else prompt  # SlidingWindowManager keeps window - 1
     return 2 * max(1, kv_heads // tp) * head_dim * tokens * _dtype(cfg)  # get_num_kv_heads
 
@@ -100,7 +104,7 @@ def _state_rank(cfg: dict, kind: str, tp: int, spec: int) -> tuple[int, int]:
     if mt == "nemotron_h":
         h, d = t["mamba_num_heads"], t["mamba_head_dim"]
         return _mamba2_shape(tp, h * d, t.get("n_groups", 8), h, d, t["ssm_state_size"], t.get("conv_kernel", 4), spec)
-    inner = t.get("mamba_d_ssm") or t.get("mamba_expand", 2) * t["hidden_size"]
+    inner = (t.get("mamba_d_ssm") if mt == "falcon_h1" else None) or t.get("mamba_expand", 2) * t["hidden_size"]
     heads = t.get("mamba_n_heads", 128)
     d_head = t.get("mamba_d_head", "auto")
     d_head = inner // heads if d_head == "auto" else d_head
@@ -203,24 +207,24 @@ hybrid_names = sorted(FAMILIES)
        prompt=st.integers(1, 1_000_000), extra=st.integers(1, 100_000))
 def test_properties(name, tp, prompt, extra):
     model = dg.model_from_config(FAMILIES[name], name=name)
-    if model.max_position_embeddings and prompt + extra > model.max_position_embeddings:
+    if model.max_position_embeddings and prompt + extra + 1 > model.max_position_embeddings:
         return
     if _text(FAMILIES[name])["num_attention_heads"] % tp:
         return
     a = dg.handoff_bytes(model, prompt_tokens=prompt, tp=tp)
     b = dg.handoff_bytes(model, prompt_tokens=prompt + extra, tp=tp)
     assert a["ssm"] == b["ssm"] and a["conv"] == b["conv"]  # recurrent state: constant in the prompt
-    full = sum(layer.kv_bytes_per_token for layer in model.layers if not layer.kv_window_tokens)
-    windows = [layer for layer in model.layers if layer.kv_window_tokens]
+    windows = [layer.kv_window_tokens - 1 for layer in model.layers if layer.kv_window_tokens]
     one = dg.handoff_bytes(model, prompt_tokens=1, tp=tp)["kv"]
+    kv = lambda p: dg.handoff_bytes(model, prompt_tokens=p, tp=tp)["kv"]  # noqa: E731
     if not windows:  # full attention: KV linear in the prompt
         assert a["kv"] == one * prompt and b["kv"] - a["kv"] == one * extra
-    else:  # sliding windows: capped, so KV grows no faster than the full layers' share beyond every window
-        assert b["kv"] >= a["kv"]
-        cap = max(layer.kv_window_tokens for layer in windows) - 1
-        if prompt >= cap:
-            per_token_full = full * (tp if tp > 1 else 1) // max(1, tp)
-            assert b["kv"] - a["kv"] <= per_token_full * extra * max(1, tp)
+    else:  # sliding windows: each token adds no more KV than the one before (concave), affine past every window
+        assert kv(prompt + 1) - a["kv"] >= kv(prompt + extra + 1) - b["kv"] >= 0
+        if prompt >= max(windows):
+            assert b["kv"] - a["kv"] == extra * (kv(prompt + 1) - a["kv"])
+        if prompt + extra <= min(windows):
+            assert b["kv"] - a["kv"] == extra * one
     # TP never reduces the total (replication and padding only add)
     t1 = dg.handoff_bytes(model, prompt_tokens=prompt)
     assert all(a[c] >= t1[c] for c in a)
@@ -236,16 +240,41 @@ def test_sliding_window_caps_and_the_full_layers_grow():
     assert m.kv_bytes(1) == dg.handoff_bytes(m, prompt_tokens=1)["kv"]
 
 
-def test_mistral_windows_every_layer_and_qwen2_from_max_window_layers():
-    m = dg.load_model("mistral-7b-v0.1")
+def test_sliding_windows_as_vllm_applies_them():
+    m = dg.load_model("mistral-7b-v0.1")  # no layer_types: the engine's window on every layer
     assert {layer.kv_window_tokens for layer in m.layers} == {4096}
     assert dg.handoff_bytes(m, prompt_tokens=32_768)["kv"] == 32 * 2 * 8 * 128 * 2 * 4095
+    gpt = _catalog("gpt-oss-20b")  # vLLM's gpt-oss windows every even layer, with or without layer_types
+    bare = {k: v for k, v in gpt.items() if k != "layer_types"}
+    assert dg.model_from_config(bare).layers == dg.load_model("gpt-oss-20b").layers
     qwen2 = {"model_type": "qwen2", "num_hidden_layers": 28, "hidden_size": 3584, "num_attention_heads": 28,
              "num_key_value_heads": 4, "intermediate_size": 18944, "vocab_size": 152064, "sliding_window": 32768,
              "max_window_layers": 28, "use_sliding_window": False, "torch_dtype": "bfloat16"}
     assert not dg.model_from_config(qwen2).has_sliding_window  # Qwen2.5-7B: use_sliding_window false
-    windowed = dg.model_from_config({**qwen2, "use_sliding_window": True, "max_window_layers": 20})
-    assert [layer.kv_window_tokens for layer in windowed.layers] == [0] * 20 + [32768] * 8
+    on = {**qwen2, "use_sliding_window": True}
+    assert not dg.model_from_config(on).has_sliding_window  # max_window_layers = every layer: none windowed
+    every = dg.model_from_config({**on, "max_window_layers": 0})
+    assert {layer.kv_window_tokens for layer in every.layers} == {32768}
+    with pytest.raises(dg.ConfigError, match=r"max_window_layers: 20 windows some but not all of the 28 layers"):
+        dg.model_from_config({**on, "max_window_layers": 20})
+    mixed = {**qwen2, "layer_types": ["sliding_attention"] * 14 + ["full_attention"] * 14}
+    assert not dg.model_from_config(mixed).has_sliding_window  # Qwen2 passes no per-layer window
+    llama = {**qwen2, "model_type": "llama", "layer_types": mixed["layer_types"]}
+    assert [layer.kv_window_tokens for layer in dg.model_from_config(llama).layers] == [32768] * 14 + [0] * 14
+
+
+def test_a_float32_checkpoint_is_served_in_16_bits():
+    cfg = {**_catalog("qwen3-32b"), "torch_dtype": "float32"}
+    assert dg.handoff_bytes(dg.model_from_config(cfg), prompt_tokens=10) == \
+        dg.handoff_bytes(dg.load_model("qwen3-32b"), prompt_tokens=10)
+
+
+def test_granite_and_bamba_read_only_what_vllm_reads():
+    granite = _catalog("granite-4.0-h-tiny")
+    base = dg.model_from_config(granite)
+    assert dg.model_from_config({**granite, "mamba_d_ssm": 999, "head_dim": 64}).layers == base.layers
+    falcon = _catalog("falcon-h1-7b-instruct")
+    assert dg.model_from_config({**falcon, "mamba_d_ssm": 4608}).layers != dg.load_model("falcon-h1-7b-instruct").layers
 
 
 def test_state_dtypes_follow_vllms_hooks_and_the_override():
@@ -282,19 +311,33 @@ def test_speculative_rows_only_where_vllm_adds_them():
         dg.handoff_bytes(dg.load_model("jamba-mini-1.5"), prompt_tokens=10, spec_tokens=65)
 
 
-def test_context_with_rope_scaling():
-    assert dg.load_model("gpt-oss-20b").max_position_embeddings == 131_072  # YaRN: 4,096 x 32
+def test_context_as_vllm_derives_max_model_len():
+    """_get_and_verify_max_len: max_position_embeddings times the RoPE factor, except for the types whose
+    max_position_embeddings already states the scaled length (YaRN, LongRoPE, Llama 3, ...)."""
+    assert dg.load_model("gpt-oss-20b").max_position_embeddings == 131_072  # YaRN: no factor on top
     cfg = _catalog("qwen3-32b")
-    scaled = {**cfg, "rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}}
-    assert dg.model_from_config(scaled).max_position_embeddings == 131_072
+    yarn = {**cfg, "rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}}
+    assert dg.model_from_config(yarn).max_position_embeddings == 40_960
     dyn = {**cfg, "rope_scaling": {"type": "dynamic", "factor": 2.0}}
     assert dg.model_from_config(dyn).max_position_embeddings == 81_920
     llama3 = {**cfg, "rope_scaling": {"rope_type": "llama3", "factor": 8.0}}
-    assert dg.model_from_config(llama3).max_position_embeddings == 40_960  # already the extended length
-    with pytest.raises(dg.ConfigError, match=r"rope_scaling.factor: expected a positive number, got 'x'"):
-        dg.model_from_config({**cfg, "rope_scaling": {"rope_type": "yarn", "factor": "x"}})
-    with pytest.raises(dg.ConfigError, match=r"prompt_tokens: a prompt of 131,073 tokens is longer than"):
-        dg.handoff_bytes(dg.model_from_config(scaled), prompt_tokens=131_073)
+    assert dg.model_from_config(llama3).max_position_embeddings == 40_960
+    params = {**cfg, "rope_parameters": {"rope_type": "linear", "factor": 4.0}}  # transformers 5's name wins
+    assert dg.model_from_config({**params, "rope_scaling": {"type": "linear", "factor": 2.0}}).max_position_embeddings \
+        == 163_840
+    nested = {**cfg, "rope_parameters": {"full_attention": {"rope_type": "linear", "factor": 2.0},
+                                         "sliding_attention": {"rope_type": "default"}}}
+    assert dg.model_from_config(nested).max_position_embeddings == 81_920
+    assert dg.model_from_config({**cfg, "rope_scaling": {"rope_type": "linear", "factor": None}}) \
+        .max_position_embeddings == 40_960  # a null factor counts as 1, as vLLM falls back
+    for bad, message in ((("rope_scaling", {"rope_type": "linear", "factor": "x"}), r"rope_scaling.factor: expected a number > 0"),
+                         (("rope_scaling", {"rope_type": "linear", "factor": 1e308}), r"rope_scaling.factor: .*<= 1e\+06"),
+                         (("rope_scaling", "yarn"), r"rope_scaling: expected an object \(or null\), got 'yarn'"),
+                         (("rope_scaling", {"rope_type": ["yarn"]}), r"rope_scaling.rope_type: expected a string")):
+        with pytest.raises(dg.ConfigError, match=message):
+            dg.model_from_config({**cfg, bad[0]: bad[1]})
+    with pytest.raises(dg.ConfigError, match=r"prompt_tokens: a prompt of 81,921 tokens is longer than"):
+        dg.handoff_bytes(dg.model_from_config(dyn), prompt_tokens=81_921)
 
 
 # ------------------------------------------------------------ malformed variants: one line each
@@ -325,11 +368,12 @@ def _broken(name: str, path: tuple, value) -> dict:
     ("granite-4.0-h-tiny", ("mamba_n_heads",), 7, r"mamba_n_heads: expected a divisor of the Mamba inner width"),
     ("bamba-9b", ("attn_layer_indices",), [9, 40], r"attn_layer_indices\[1\]: expected an integer >= 0 and <= 31"),
     ("bamba-9b", ("attn_layer_indices",), "9", r"attn_layer_indices: expected a list of layer indices"),
-    ("gpt-oss-20b", ("sliding_window",), KeyError, r"sliding_window: missing \(a required integer\)"),
+    ("gpt-oss-20b", ("sliding_window",), KeyError, r"sliding_window: missing \(a required integer: gpt-oss"),
     ("gpt-oss-20b", ("layer_types", 0), "global", r"layer_types\[0\]: expected one of full_attention, sliding_attention"),
-    ("gpt-oss-20b", ("rope_scaling", "original_max_position_embeddings"), 0,
-     r"rope_scaling.original_max_position_embeddings: expected an integer >= 1"),
     ("mistral-7b-v0.1", ("sliding_window",), 0.5, r"sliding_window: expected an integer >= 1"),
+    ("nemotron-3-nano-30b-a3b", ("hybrid_override_pattern",), KeyError, r"hybrid_override_pattern: missing"),
+    ("nemotron-3-nano-30b-a3b", ("mamba_head_dim",), 1_000_000, r"layer 0: ssm bytes would be 3.28e\+10, beyond 1e\+10; check"),
+    ("qwen3-32b", ("rope_scaling",), {"rope_type": "dynamic", "factor": 1e308}, r"rope_scaling.factor: expected"),
 ])
 def test_malformed_variants_give_one_line(name, path, value, message):
     with pytest.raises(dg.ConfigError, match=message) as e:
@@ -355,3 +399,13 @@ def test_the_docs_table_is_what_depgraph_computes():
         model = dg.model_from_config(BAMBA_9B) if name.startswith("bamba") else dg.load_model(name)
         got = dg.handoff_bytes(model, prompt_tokens=int(prompt.replace(",", "")), tp=int(tp.split()[0]))
         assert [got["kv"], got["ssm"], got["conv"]] == [int(v.replace(",", "")) for v in (kv, ssm, conv)], line
+
+
+def test_layers_block_type_entries_must_be_words():
+    cfg = _catalog("nemotron-3-nano-30b-a3b")
+    words = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe"}
+    saved = {k: v for k, v in cfg.items() if k != "hybrid_override_pattern"}
+    saved["layers_block_type"] = [words[c] for c in cfg["hybrid_override_pattern"]]
+    saved["layers_block_type"][0] = ["mamba"]
+    with pytest.raises(dg.ConfigError, match=r"layers_block_type\[0\]: expected one of mamba, attention, mlp, moe"):
+        dg.model_from_config(saved)

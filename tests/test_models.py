@@ -187,8 +187,9 @@ def test_attention_head_dim_and_an_outer_dtype_are_read():
     assert dg.model_from_config(cfg).layers == dg.load_model("nemotron-3-nano-30b-a3b").layers
     qwen = _catalog_config("qwen3.6-35b-a3b")
     del qwen["text_config"]["dtype"]
-    qwen["dtype"] = "float32"
-    assert dg.model_from_config(qwen).dtype_bytes == 4
+    qwen["dtype"] = "float128"  # read (and refused) from the outer config when text_config has none
+    with pytest.raises(dg.ConfigError, match=r"config: dtype: expected a dtype"):
+        dg.model_from_config(qwen)
 
 
 def test_a_dense_config_with_layer_types_reads_as_dense():
@@ -197,7 +198,10 @@ def test_a_dense_config_with_layer_types_reads_as_dense():
     m = dg.model_from_config(cfg)
     assert m.family == "dense" and m.layers == dg.load_model("qwen3-32b").layers
     cfg["layer_types"][1] = "sliding_attention"
-    with pytest.raises(dg.ConfigError, match=r"sliding_window: missing \(a required integer\)"):
+    # Qwen3 without use_sliding_window: transformers drops the window, vLLM serves full attention
+    assert dg.model_from_config(cfg).layers == dg.load_model("qwen3-32b").layers
+    cfg["model_type"] = "llama"  # vLLM's Llama windows layer by layer
+    with pytest.raises(dg.ConfigError, match=r"sliding_window: missing \(a required integer"):
         dg.model_from_config(cfg)
     cfg["sliding_window"] = 4096
     m = dg.model_from_config(cfg)
@@ -230,7 +234,7 @@ def test_a_prompt_longer_than_the_context_is_refused_with_the_limit():
     cfg = {**_catalog_config("qwen3-32b"), "max_position_embeddings": 40_960}
     m = dg.model_from_config(cfg, name="qwen3-32b-ctx")
     assert m.max_position_embeddings == 40_960 and dg.handoff_bytes(m, prompt_tokens=40_960)["kv"] > 0
-    limit = r"longer than qwen3-32b-ctx's context of 40,960 tokens \(max_position_embeddings\)"
+    limit = r"longer than qwen3-32b-ctx's context of 40,960 tokens \(max_position_embeddings, RoPE-scaled as vLLM"
     with pytest.raises(dg.ConfigError, match=rf"^prompt_tokens: a prompt of 40,961 tokens is {limit}"):
         dg.single_request(m, prompt_tokens=40_961, link="25g")
     with pytest.raises(dg.ConfigError, match=rf"^prompt_tokens: a prompt plus its output of 41,000 tokens is {limit}"):

@@ -71,10 +71,11 @@ class _Fields:
             return auto
         return self.int(key, auto)
 
-    def number(self, key: str) -> float:
+    def number(self, key: str, *, upper: float) -> float:
         value = self.config.get(key)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-            raise self.error(key, f"expected a positive number, got {value!r}")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+                or not 0 < value <= upper:
+            raise self.error(key, f"expected a number > 0 and <= {upper:g}, got {value!r}")
         return float(value)
 
     def str(self, key: str, default: str | None = None) -> str:
@@ -139,9 +140,12 @@ def model_from_config(config: Mapping[str, Any], *, name: str = "custom", source
         dtype_bytes = _dtype_bytes(f"{where}: {top_dtype}", config[top_dtype])
     else:
         dtype_bytes = f.dtype_bytes(dtype_field, 2)
+    if dtype_bytes == 4:  # vLLM serves a float32 checkpoint in bfloat16 (or float16) under --dtype auto
+        dtype_bytes = 2
 
     family = _family_of(f, model_type)
     layers, ssm_bytes = _FAMILY_READERS[family](f, dtype_bytes, model_type)
+    _check_sizes(layers, where)
 
     hidden = f.int("hidden_size")
     vocab = f.int("vocab_size", upper=100_000_000)
@@ -162,40 +166,57 @@ def model_from_config(config: Mapping[str, Any], *, name: str = "custom", source
     )
 
 
+#: RoPE types whose ``max_position_embeddings`` already states the scaled context (vLLM applies no factor).
+_ROPE_UNSCALED = ("su", "longrope", "llama3", "yarn", "deepseek_yarn", "deepseek_llama_scaling")
+#: Keys of a ``rope_parameters`` nested by layer type (vLLM's ``is_rope_parameters_nested``).
+_ROPE_NESTING = ("full_attention", "sliding_attention", "linear_attention", "chunked_attention", "main", "compress")
+
+
 def _context(f: _Fields) -> int | None:
-    """The longest context vLLM serves the model at by default
-    (``max_model_len``): ``max_position_embeddings``, times a RoPE scaling
-    ``factor`` (YaRN scales ``original_max_position_embeddings`` when given);
-    llama3 / longrope scaling already states its extended length."""
+    """The longest context vLLM lets the model serve (the largest
+    ``max_model_len``; vLLM's ``_get_and_verify_max_len``):
+    ``max_position_embeddings``, times the RoPE ``factor`` of
+    ``rope_parameters`` (transformers 5; else ``rope_scaling``) unless the
+    RoPE type already states the scaled length (YaRN, LongRoPE, Llama 3, ...)."""
     if not f.has("max_position_embeddings"):
         return None
     length = f.int("max_position_embeddings", upper=_MAX_CONTEXT)
-    rope = f.config.get("rope_scaling")
-    if not isinstance(rope, Mapping) or rope.get("factor") is None:
+    key = "rope_parameters" if f.has("rope_parameters") else "rope_scaling"
+    rope = f.config.get(key)
+    if rope is None:
         return length
-    kind = rope.get("rope_type", rope.get("type"))
-    if kind in ("su", "longrope", "llama3", "default", "mrope"):
-        return length
-    rf = _Fields(rope, f.where, f"{f.prefix}rope_scaling.")
-    factor = rf.number("factor")
-    if kind == "yarn" and rf.has("original_max_position_embeddings"):
-        length = rf.int("original_max_position_embeddings", upper=_MAX_CONTEXT)
+    if not isinstance(rope, Mapping):
+        raise f.error(key, f"expected an object (or null), got {rope!r}")
+    nested = bool(rope) and all(k in _ROPE_NESTING for k in rope)
+    factor = 1.0
+    for name, params in (rope.items() if nested else [("", rope)]):
+        where = f"{f.prefix}{key}." + (f"{name}." if name else "")
+        if not isinstance(params, Mapping):
+            raise ConfigError(f"{f.where}: {where.rstrip('.')}: expected an object, got {params!r}")
+        kind = params.get("rope_type", params.get("type", "default"))
+        if not isinstance(kind, str):
+            raise ConfigError(f"{f.where}: {where}rope_type: expected a string, got {kind!r}")
+        if kind not in _ROPE_UNSCALED and params.get("factor") is not None:
+            factor = _Fields(params, f.where, where).number("factor", upper=1e6)
     return min(int(length * factor), _MAX_CONTEXT)
 
 
 # ------------------------------------------------------------ building blocks
 
 
-def _attention(f: _Fields, dtype_bytes: int, *, gated_q: bool = False, window: int = 0) -> dict[str, int]:
+def _attention(f: _Fields, dtype_bytes: int, *, gated_q: bool = False, window: int = 0,
+               head_dim_keys: tuple[str, ...] = ("head_dim", "attention_head_dim")) -> dict[str, int]:
+    """An attention mixer; its head size from the first of ``head_dim_keys``
+    the config sets (``attention_head_dim`` is Nemotron-H's name), else
+    ``hidden_size / num_attention_heads`` (all Granite-4.0-H reads)."""
     hidden = f.int("hidden_size")
     heads = f.int("num_attention_heads")
     kv_heads = f.int("num_key_value_heads", heads)
     if heads % kv_heads:
         raise f.error("num_key_value_heads", f"expected a divisor of num_attention_heads ({heads}), got {kv_heads}")
-    if f.has("head_dim"):
-        head_dim = f.int("head_dim")
-    elif f.has("attention_head_dim"):  # Nemotron-H's name for it
-        head_dim = f.int("attention_head_dim")
+    key = next((k for k in head_dim_keys if f.has(k)), None)
+    if key is not None:
+        head_dim = f.int(key)
     else:
         if hidden % heads:
             raise f.error("head_dim", f"missing, and hidden_size ({hidden}) is not a multiple of "
@@ -272,13 +293,15 @@ def _mamba2(f: _Fields, dtype_bytes: int, ssm_bytes: int, *, heads: int, head_di
     }
 
 
-def _mamba2_from(f: _Fields, dtype_bytes: int, ssm_bytes: int) -> dict[str, int]:
+def _mamba2_from(f: _Fields, dtype_bytes: int, ssm_bytes: int, *, d_ssm: bool = False) -> dict[str, int]:
     """Mamba-2 as Bamba, Granite-4.0-H and Falcon-H1 write it (``mamba_*``
-    fields; ``mamba_d_head: "auto"`` is the inner width over the heads)."""
+    fields; ``mamba_d_head: "auto"`` is the inner width over the heads). The
+    inner width is ``mamba_expand x hidden_size``; with ``d_ssm`` (Falcon-H1)
+    ``mamba_d_ssm`` when the config sets it, as each vLLM model reads it."""
     hidden = f.int("hidden_size")
-    inner = f.int("mamba_d_ssm") if f.has("mamba_d_ssm") else f.int("mamba_expand", 2) * hidden
+    inner = f.int("mamba_d_ssm") if d_ssm and f.has("mamba_d_ssm") else f.int("mamba_expand", 2) * hidden
     heads = f.int("mamba_n_heads", 128)
-    if inner % heads:  # transformers' configs refuse it too
+    if inner % heads and (not d_ssm or f.config.get("mamba_d_head", "auto") == "auto"):  # as transformers refuses
         raise f.error("mamba_n_heads", f"expected a divisor of the Mamba inner width ({inner}), got {heads}")
     head_dim = f.auto_int("mamba_d_head", inner // heads)
     return _mamba2(f, dtype_bytes, ssm_bytes, heads=heads, head_dim=head_dim, inner=inner,
@@ -308,11 +331,34 @@ def _mamba1(f: _Fields, dtype_bytes: int, ssm_bytes: int) -> dict[str, int]:
     }
 
 
+#: Largest state one layer may hold for one request (recurrent state, conv tail; today's largest are a few MB),
+#: KV one layer may add per token (today's largest, full multi-head attention, about 32 kB), and weights one
+#: layer may have: so that fields each within range cannot multiply into exabytes.
+_MAX_LAYER_STATE_BYTES = 1e10
+_MAX_LAYER_KV_BYTES_PER_TOKEN = 1e7
+_MAX_LAYER_PARAMS = 1e13
+
+
+def _check_sizes(layers: list[LayerSpec], where: str) -> None:
+    """Refuse a layer whose state or weights, products of fields each within range, are beyond any GPU."""
+    for layer in layers:
+        for key, cap, fields in (
+                ("kv_bytes_per_token", _MAX_LAYER_KV_BYTES_PER_TOKEN, "num_key_value_heads x head_dim"),
+                ("ssm_bytes", _MAX_LAYER_STATE_BYTES, "the recurrent heads x head size x state size"),
+                ("conv_bytes", _MAX_LAYER_STATE_BYTES, "the conv kernel x channels"),
+                ("mixer_params", _MAX_LAYER_PARAMS, "the hidden, head and state sizes"),
+                ("expert_params", _MAX_LAYER_PARAMS, "hidden_size x the expert width")):
+            if getattr(layer, key) > cap:
+                raise ConfigError(f"{where}: layer {layer.index}: {key.replace('_', ' ')} would be "
+                                  f"{getattr(layer, key):.3g}, beyond {cap:g}; check {fields}")
+
+
 def _layer(i: int, mixer: str, ffn: str, *parts: Mapping[str, int]) -> LayerSpec:
     merged: dict[str, int] = {}
     for part in parts:
         for k, v in part.items():
             merged[k] = merged.get(k, 0) + v if k == "mixer_params" else v
+
     kind = mixer if mixer != "none" else ("mlp" if ffn == "dense" else "moe")
     return LayerSpec(index=i, kind=kind, mixer=mixer, ffn=ffn, **merged)
 
@@ -324,9 +370,9 @@ def _ssm_dtype(f: _Fields, dtype_bytes: int, model_type: str) -> int:
     takes the config's ``mamba_ssm_cache_dtype``, else float32; Qwen3.5 /
     Qwen3.6 the config's ``mamba_ssm_dtype``. Other families' config fields
     are not read by vLLM, so not here either."""
-    if model_type.startswith("nemotron_h") or (not model_type and f.has("hybrid_override_pattern")):
+    if model_type.startswith("nemotron_h"):
         return f.dtype_bytes("mamba_ssm_cache_dtype", 4)
-    if model_type.startswith("qwen3_5") or not model_type:
+    if model_type.startswith("qwen3_5"):
         return f.dtype_bytes("mamba_ssm_dtype", dtype_bytes)
     return dtype_bytes
 
@@ -341,7 +387,8 @@ def _qwen3_next(f: _Fields, dtype_bytes: int, model_type: str) -> tuple[list[Lay
     else:  # every fourth layer full attention unless the config says otherwise (transformers' and vLLM's default)
         interval = f.int("full_attention_interval", 4, upper=_MAX_LAYERS)
         is_full = [(i + 1) % interval == 0 for i in range(n)]
-    ssm_bytes = _ssm_dtype(f, dtype_bytes, model_type)
+    # a config naming no model_type but read as this family keeps its own mamba_ssm_dtype, as Qwen3.5/3.6's does
+    ssm_bytes = _ssm_dtype(f, dtype_bytes, model_type or "qwen3_5")
     hidden = f.int("hidden_size")
     key_heads = f.int("linear_num_key_heads")
     value_heads = f.int("linear_num_value_heads")
@@ -381,7 +428,7 @@ def _nemotron_pattern(f: _Fields) -> str:
     if not isinstance(blocks, list):
         raise f.error("layers_block_type", f"expected a list of {', '.join(_NEMOTRON_BLOCKS)}, got {type(blocks).__name__}")
     for i, b in enumerate(blocks):
-        if b not in _NEMOTRON_BLOCKS:
+        if not isinstance(b, str) or b not in _NEMOTRON_BLOCKS:
             raise ConfigError(f"{f.name('layers_block_type')}[{i}]: expected one of {', '.join(_NEMOTRON_BLOCKS)}; got {b!r}")
     return "".join(_NEMOTRON_BLOCKS[b] for b in blocks)
 
@@ -442,7 +489,7 @@ def _falcon_h1(f: _Fields, dtype_bytes: int, model_type: str) -> tuple[list[Laye
     n = f.int("num_hidden_layers", upper=_MAX_LAYERS)
     ssm_bytes = _ssm_dtype(f, dtype_bytes, model_type)
     attn = _attention(f, dtype_bytes)
-    mamba = _mamba2_from(f, dtype_bytes, ssm_bytes)
+    mamba = _mamba2_from(f, dtype_bytes, ssm_bytes, d_ssm=True)
     ffn = _ffn(f, moe=False, gated=True)
     parallel = {**mamba, **{k: v for k, v in attn.items() if k != "mixer_params"},
                 "mixer_params": attn["mixer_params"] + mamba["mixer_params"], "attention_params": attn["mixer_params"]}
@@ -457,7 +504,7 @@ def _granite_h(f: _Fields, dtype_bytes: int, model_type: str) -> tuple[list[Laye
     types = ["attention" if t in ("attention", "full_attention") else "mamba" for t in types]
     ssm_bytes = _ssm_dtype(f, dtype_bytes, model_type)
     parts = {"mamba": _mamba2_from(f, dtype_bytes, ssm_bytes) if "mamba" in types else {},
-             "attention": _attention(f, dtype_bytes) if "attention" in types else {}}
+             "attention": _attention(f, dtype_bytes, head_dim_keys=()) if "attention" in types else {}}
     # transformers' GraniteMoeHybridConfig defaults: 8 experts, top 2, a shared MLP 1,024 wide
     moe = f.int("num_local_experts", 8, allow_zero=True) > 0
     shared = f.int("shared_intermediate_size", 1024, allow_zero=True)
@@ -486,28 +533,50 @@ def _bamba(f: _Fields, dtype_bytes: int, model_type: str) -> tuple[list[LayerSpe
             for i in range(n)], ssm_bytes
 
 
-#: Dense model types whose configs state a ``sliding_window`` that applies to every layer.
-_WINDOW_ALL = ("mistral", "mixtral")
-#: Dense model types that window layers from ``max_window_layers`` on when ``use_sliding_window`` is true.
-_WINDOW_FROM = ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe")
+#: Dense model types whose vLLM model windows layer by layer from ``layer_types`` (llama.py; Mistral is a Llama).
+_PER_LAYER_WINDOWS = ("llama", "mistral")
+#: Dense model types whose ``sliding_window`` counts only with ``use_sliding_window`` (transformers' Qwen2/Qwen3 configs).
+_QWEN_WINDOWS = ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe")
 
 
 def _windows(f: _Fields, n: int, model_type: str) -> list[int]:
-    """The KV window of every layer (0 for full attention), as transformers
-    derives ``layer_types`` and vLLM applies ``sliding_window``."""
-    if f.has("layer_types"):
-        types = f.word_list("layer_types", n, ("full_attention", "sliding_attention"))
-        if "sliding_attention" not in types:
-            return [0] * n
-        window = f.int("sliding_window", upper=_MAX_CONTEXT)
+    """The KV window of every layer (0 for full attention), as vLLM applies
+    ``sliding_window``: gpt-oss windows every even layer (its model ignores
+    ``layer_types``); otherwise a window on every layer when ``layer_types``
+    is absent or all ``sliding_attention`` (the engine's cache-wide window,
+    ``EngineArgs.create_engine_config``); a mix is honoured layer by layer
+    by Llama and Mistral, refused by Qwen2/Qwen3 unless ``max_window_layers``
+    covers every layer (then served as full attention), and served as full
+    attention by Mixtral. Qwen2/Qwen3 configs derive ``layer_types`` from
+    ``use_sliding_window`` and ``max_window_layers`` as transformers does."""
+    types = f.word_list("layer_types", n, ("full_attention", "sliding_attention")) if f.has("layer_types") else None
+    window_key = "sliding_window"
+    if model_type in _QWEN_WINDOWS and not f.bool("use_sliding_window", False):
+        return [0] * n  # transformers drops the window without use_sliding_window
+    window = f.int(window_key, upper=_MAX_CONTEXT) if f.has(window_key) else 0
+    if model_type == "gpt_oss":
+        if not window:
+            raise f.error(window_key, "missing (a required integer: gpt-oss windows every even layer)")
+        return [window if i % 2 == 0 else 0 for i in range(n)]
+    start = None
+    if model_type in _QWEN_WINDOWS:
+        start = f.int("max_window_layers", 28, allow_zero=True, upper=_MAX_LAYERS)  # transformers' default
+        if types is None and window:
+            types = ["sliding_attention" if i >= start else "full_attention" for i in range(n)]
+    if types is None or all(t == "sliding_attention" for t in types):
+        if types is not None and not window:
+            raise f.error(window_key, "missing (a required integer: layer_types has sliding_attention layers)")
+        return [window] * n
+    if "sliding_attention" not in types:
+        return [0] * n
+    if model_type in _PER_LAYER_WINDOWS or not model_type:
+        if not window:
+            raise f.error(window_key, "missing (a required integer: layer_types has sliding_attention layers)")
         return [window if t == "sliding_attention" else 0 for t in types]
-    if model_type in _WINDOW_ALL and f.has("sliding_window"):
-        return [f.int("sliding_window", upper=_MAX_CONTEXT)] * n
-    if model_type in _WINDOW_FROM and f.bool("use_sliding_window", False) and f.has("sliding_window"):
-        window = f.int("sliding_window", upper=_MAX_CONTEXT)
-        start = f.int("max_window_layers", n, allow_zero=True, upper=_MAX_LAYERS)
-        return [window if i >= start else 0 for i in range(n)]
-    return [0] * n
+    if start is not None and start != n:
+        raise f.error("max_window_layers", f"{start} windows some but not all of the {n} layers; vLLM's "
+                      f"{model_type} model refuses it (set it to 0 or num_hidden_layers)")
+    return [0] * n  # a mixed layout this model serves with full attention
 
 
 def _dense(f: _Fields, dtype_bytes: int, model_type: str) -> tuple[list[LayerSpec], int]:

@@ -193,7 +193,8 @@ class ModelSpec:
         """``tokens``, or a ConfigError where they exceed the model's context."""
         if self.max_position_embeddings is not None and tokens > self.max_position_embeddings:
             raise ConfigError(f"{field}: {what} of {tokens:,} tokens is longer than {self.name}'s context of "
-                              f"{self.max_position_embeddings:,} tokens (max_position_embeddings)")
+                              f"{self.max_position_embeddings:,} tokens (max_position_embeddings, RoPE-scaled as vLLM "
+                              "derives max_model_len)")
         return tokens
 
     @property
