@@ -1,7 +1,7 @@
 """depgraph: how long the decode side of a disaggregated handoff waits, and on what.
 
 >>> import depgraph as dg
->>> G = dg.single_request("qwen3.6-35b-a3b", prompt_tokens=1024, link="25g", mfu=0.4)
+>>> G = dg.single_request("qwen3.6-35b-a3b", prompt_tokens=1024, link="25g", mfu=0.4, gpu="study-effective")
 >>> S = dg.schedule(G, policy="layer")
 >>> round(S.ttft_s * 1e3, 1)
 54.0

@@ -51,7 +51,8 @@ from .specs.models import model_from_config
 from .core.policies import POLICY_NAMES
 from .core.scheduler import Schedule, schedule
 from .core.graph import request_tag
-from .specs.hardware import gbps_text
+from .specs.cost import DEFAULT_GPU
+from .specs.hardware import gbps_text, load_gpu
 from .units import TIME_SCALES, UNIT_LABELS, pick_time_unit
 from .workloads import ADMISSIONS, HOOK_SCOPES, LINK_RULES, TIMINGS, stall_s
 from .workloads.interleaved import PREFILL_MODES
@@ -332,13 +333,14 @@ class _Case:
     mfu: float
     timing: str
     workload: tuple[tuple[str, Any], ...]  # the builder's own keyword arguments
+    gpu: str = DEFAULT_GPU  # fixed for a search (not shrunk)
 
     def config(self) -> dict:
         return _config(self.model_family, self.layers, dict(self.dims))
 
     def params(self) -> dict:
-        return {"prompt_tokens": self.prompt_tokens, "link": gbps_text(self.link_tenths), "mfu": self.mfu,
-                "timing": self.timing, **dict(self.workload)}
+        return {"prompt_tokens": self.prompt_tokens, "link": gbps_text(self.link_tenths), "gpu": self.gpu,
+                "mfu": self.mfu, "timing": self.timing, **dict(self.workload)}
 
 
 def _config(family: str, layers: tuple[str, ...], d: dict) -> dict:
@@ -496,7 +498,7 @@ def workload_name(family: Any) -> str:
 
 
 def find_anomalies(family: str, *, kind: str = "policy", max_examples: int = 200, seed: int = 0,
-                   max_anomalies: int | None = None) -> list[Anomaly]:
+                   max_anomalies: int | None = None, gpu: str = DEFAULT_GPU) -> list[Anomaly]:
     """Search ``family`` for cases where a finer policy (``kind="policy"``) or
     a faster link (``kind="bandwidth"``) makes a request slower.
 
@@ -520,6 +522,8 @@ def find_anomalies(family: str, *, kind: str = "policy", max_examples: int = 200
         The result is a function of ``seed`` (and of nothing else).
     max_anomalies
         Stop once this many are found (default: try all ``max_examples``).
+    gpu
+        The GPU every case runs on (default the cost model's, ``h100-sxm``).
 
     Returns
     -------
@@ -546,6 +550,7 @@ def find_anomalies(family: str, *, kind: str = "policy", max_examples: int = 200
     """
     family = workload_name(family)
     kind = one_of("kind", kind, KINDS)
+    gpu = load_gpu(gpu).name
     max_examples = positive_int("max_examples", max_examples, upper=_MAX_EXAMPLES)
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise ConfigError(f"seed: expected an integer, got {seed!r}")
@@ -556,7 +561,7 @@ def find_anomalies(family: str, *, kind: str = "policy", max_examples: int = 200
     keys = _comparisons(family, kind)
     found: dict[tuple, Anomaly] = {}
     for _ in range(max_examples):
-        case = _random_case(rnd, family, kind)
+        case = replace(_random_case(rnd, family, kind), gpu=gpu)
         cache: dict = {}
         for key in keys:
             if key not in found and _slowdown(family, kind, case, key, cache):

@@ -74,13 +74,19 @@ def _non_finite(value: Any, where: str = "") -> tuple[str, float] | None:
 
 
 def _add_request_args(p: argparse.ArgumentParser) -> None:
+    from .specs.cost import DEFAULT_GPU, DEFAULT_MFU
+    from .specs.hardware import DEFAULT_LINK
+
     p.add_argument("model", help="catalog name (see 'depgraph models') or path to a config.json")
     p.add_argument("--prompt-tokens", type=_number(int, "--prompt-tokens"), required=True, metavar="N")
-    p.add_argument("--link", default="25g", help="pcie4, 100g, 25g, nvlink4, ... or '<n>gbps' (default 25g)")
-    p.add_argument("--mfu", type=_number(float, "--mfu"), default=0.4, help="prefill MFU in (0, 1] (default 0.4)")
+    p.add_argument("--link", default=DEFAULT_LINK, help=f"a link from 'depgraph links' (ib-ndr, roce-100g, 25g, ...) or "
+                   f"'<n>gbps' (default {DEFAULT_LINK}: one InfiniBand NDR NIC per GPU)")
+    p.add_argument("--mfu", type=_number(float, "--mfu"), default=None,
+                   help=f"prefill MFU in (0, 1] (default {DEFAULT_MFU}; the handoff study ran 0.4 and 1.0)")
     p.add_argument("--timing", default="handoff", help="handoff or migration (default handoff)")
     p.add_argument("--policy", default="layer", help="compute-then-move, global, layer or component (default layer)")
-    p.add_argument("--gpu", default=None, help="GPU from the catalog (default: the calibration device)")
+    p.add_argument("--gpu", default=None, help=f"a GPU from 'depgraph gpus' (default {DEFAULT_GPU}; the handoff "
+                                               "study's calibration device is study-effective)")
     p.add_argument("--kv-dtype", default=None, help="store KV in this dtype, e.g. fp8")
     p.add_argument("--ssm-dtype", default=None, help="store the recurrent state in this dtype, e.g. float32 (vLLM --mamba-ssm-cache-dtype)")
     _add_workload_args(p.add_argument_group("workload"))
@@ -160,7 +166,8 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--num-prompts", type=_number(int, "--num-prompts"), default=None, metavar="R")
     p.add_argument("--max-num-seqs", type=_number(int, "--max-num-seqs"), default=8, metavar="S")
     p.add_argument("--tp", type=_number(int, "--tp"), default=8, metavar="P")
-    p.add_argument("--link", default="50GBps", help="per-GPU link (default 50GBps)")
+    p.add_argument("--link", default=None, help="per-GPU link (default ib-ndr: 400 Gbit/s, the study's bandwidth)")
+    p.add_argument("--gpu", default=None, help="GPU of the prefill and decode servers (default h200, the study's)")
     p.add_argument("--seed", type=_number(int, "--seed"), default=0)
     p.add_argument("--arrival", default="poisson", help="poisson or constant")
     p.add_argument("--trace", default=None, help="CSV of arrival_s,prompt_tokens,output_tokens (replaces --qps ...)")
@@ -254,6 +261,8 @@ def add_sweep_command(subparsers) -> argparse.ArgumentParser:
                    help="run the points on an existing Dask cluster, e.g. tcp://10.0.0.5:8786 "
                         "(needs depgraph[dask]; default: local worker processes)")
     p.add_argument("--fresh", action="store_true", help="recompute every point instead of resuming")
+    p.add_argument("--gpu", action="append", default=None, metavar="GPU",
+                   help="run the grid on this GPU instead of the scenario's gpus (repeat for several)")
     p.add_argument("--quiet", action="store_true", help="no progress on standard error")
     return p
 
@@ -264,6 +273,13 @@ def run_sweep_command(args: argparse.Namespace) -> int:
     from .sweeps.scenario import load_scenario
 
     scenario = load_scenario(args.scenario)
+    if args.gpu:  # the grid's gpus axis, replaced and checked as the scenario's own would be
+        from dataclasses import replace as _replace
+
+        from .specs.hardware import load_gpu
+
+        gpus = tuple(dict.fromkeys(load_gpu(g).name for g in args.gpu))
+        scenario = _replace(scenario, grid={**scenario.grid, "gpus": gpus})
     out = Path(args.out)
     address = getattr(args, "scheduler", None)
     client = _connect(address, args.workers) if address else None
@@ -303,7 +319,7 @@ def _connect(address: str, workers: int | None) -> Any:
 def add_capacity_command(subparsers) -> argparse.ArgumentParser:
     """Add ``depgraph capacity MODEL --qps Q --prompt-tokens N --out-tokens M
     --tpot-ms T --max-num-seqs S [--link L] [--tp P] [--headroom H] ...``."""
-    from .serving.capacity import DEFAULT_LINK
+    from .specs.hardware import DEFAULT_LINK
 
     p = subparsers.add_parser("capacity", help="decode slots held (Little's law), handoff bytes and transfer time, "
                                                "with a verdict against --max-num-seqs")
@@ -319,7 +335,7 @@ def add_capacity_command(subparsers) -> argparse.ArgumentParser:
                    help="slots of one decode server (vLLM --max-num-seqs)")
     p.add_argument("--link", default=DEFAULT_LINK,
                    help=f"link of one GPU: pcie5, 400g, ..., '<n>gbps' (gigabits/s) or '<n>GBps' (gigabytes/s) "
-                        f"(default {DEFAULT_LINK}, the study's)")
+                        f"(default {DEFAULT_LINK}: 400 Gbit/s, the push vs pull study's bandwidth)")
     p.add_argument("--tp", type=_number(int, "--tp"), default=1, metavar="P",
                    help="tensor-parallel degree; each GPU sends its own slice over its own link (default 1)")
     p.add_argument("--headroom", type=_number(float, "--headroom"), default=0.8, metavar="H",
@@ -358,7 +374,7 @@ def run_capacity_command(args: argparse.Namespace) -> int:
     state = "" if not (p.ssm_bytes or p.conv_bytes) else \
         f"  (KV {p.kv_bytes / gb:.2f} GB, ssm {p.ssm_bytes / gb:.3f} GB, conv {p.conv_bytes / gb:.4f} GB)"
     print(f"{p.model}: {p.qps:g} req/s, {p.prompt_tokens:,} prompt + {p.out_tokens:,} output tokens, "
-          f"{p.tpot_s * 1e3:g} ms/token, TP {p.tp}, {p.link} ({p.link_bytes_per_s / gb:g} GB/s) per GPU")
+          f"{p.tpot_s * 1e3:g} ms/token, {p.gpu} x TP {p.tp}, {p.link} ({p.link_bytes_per_s / gb:g} GB/s) per GPU")
     print(f"  handoff bytes    {p.total_bytes / gb:10.2f} GB{state}")
     slice_text = ("one GPU sends it all" if p.tp == 1
                   else f"each of {p.tp} GPUs sends {p.total_bytes / p.tp / gb:.2f} GB")
@@ -388,6 +404,7 @@ def add_anomalies_command(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--max-examples", type=int, default=200, metavar="N",
                    help="random cases to try (default 200; bandwidth anomalies are rarer, try 2000)")
     p.add_argument("--seed", type=int, default=0, metavar="S", help="search seed (default 0)")
+    p.add_argument("--gpu", default=None, help="the GPU every case runs on (default h100-sxm)")
     p.add_argument("-o", "--output", default=None, metavar="DIR",
                    help="write each anomaly's side-by-side drawing (SVG), Gantt charts (PNG) and parameters (JSON)")
     return p
@@ -404,7 +421,8 @@ def run_anomalies_command(args) -> int:
     from .anomalies import KINDS, find_anomalies, workload_name
     from .io.atomic import atomic_write_bytes, atomic_write_text, save_figure
 
-    found = find_anomalies(args.family, kind=args.kind, max_examples=args.max_examples, seed=args.seed)
+    found = find_anomalies(args.family, kind=args.kind, max_examples=args.max_examples, seed=args.seed,
+                           **({"gpu": args.gpu} if args.gpu else {}))
     if not found:  # the arguments were valid: find_anomalies checked them
         print(f"{workload_name(args.family)}: no {one_of('kind', args.kind, KINDS)} anomaly found ({args.max_examples} examples, "
               f"seed {args.seed})")
@@ -430,7 +448,9 @@ def run_anomalies_command(args) -> int:
 def _cost(args):
     from .specs.cost import CostModel
 
-    kwargs = {"mfu": args.mfu}
+    kwargs = {}
+    if args.mfu is not None:
+        kwargs["mfu"] = args.mfu
     if args.gpu:
         kwargs["gpu"] = args.gpu
     return CostModel(**kwargs)
@@ -573,7 +593,8 @@ def _cmd_ttft(args) -> int:
     parts = S.breakdown()
     out = {
         "model": G.graph["model"], "prompt_tokens": args.prompt_tokens, "link": G.graph["link"],
-        "mfu": G.graph["mfu"], "timing": G.graph["timing"], "workload": point["workload"], "policy": S.policy
+        "gpu": G.graph["gpu"], "mfu": G.graph["mfu"], "hbm_efficiency": G.graph["hbm_efficiency"],
+        "timing": G.graph["timing"], "workload": point["workload"], "policy": S.policy
         or G.graph.get("policy"), "ttft_s": S.ttft_s, "makespan_s": S.makespan_s,
         "frontier_max": int(S.frontier(kinds=("decode",))["width"].max()),
         "frontier_max_data": int(S.frontier(admitted=False, kinds=("decode",))["width"].max()),
@@ -594,8 +615,9 @@ def _cmd_ttft(args) -> int:
     if args.json:
         print(_dumps(out))
         return 0
-    print(f"{out['model']}, {args.prompt_tokens:,} tokens, {out['link']}, MFU {out['mfu']:g}, "
-          f"{out['timing']} timing, {out['policy']} readiness, workload {out['workload']}")
+    print(f"{out['model']}, {args.prompt_tokens:,} tokens, {out['link']}, {out['gpu']} (prefill MFU {out['mfu']:g}, "
+          f"decode HBM efficiency {out['hbm_efficiency']:g}), {out['timing']} timing, {out['policy']} readiness, "
+          f"workload {out['workload']}")
     print(f"  TTFT            {out['ttft_s'] * 1e3:10.3f} ms" + ("  (expected over the arrival phase)"
                                                                  if out.get("phase") == "expected" else ""))
     for k, v in out["breakdown_s"].items():
@@ -669,8 +691,9 @@ def _cmd_loadtest(args) -> int:
             raise DepgraphError(f"{flag}: expected a file ending in {' or '.join(suffixes)}; got {value!r}")
     result = loadtest(args.model, handoff=args.handoff, qps=args.qps, prompt_tokens=args.prompt_tokens,
                       out_tokens=args.out_tokens, num_prompts=args.num_prompts, max_num_seqs=args.max_num_seqs,
-                      seed=args.seed, arrival=args.arrival, trace=args.trace, tp=args.tp, link=args.link,
-                      prefill_servers=args.prefill_servers, slot_scope=args.slot_scope)
+                      seed=args.seed, arrival=args.arrival, trace=args.trace, tp=args.tp,
+                      prefill_servers=args.prefill_servers, slot_scope=args.slot_scope,
+                      **{k: v for k, v in (("link", args.link), ("gpu", args.gpu)) if v is not None})
     s = result.summary
     if args.plot:
         from .serving.plots import plot_loadtest
@@ -686,7 +709,9 @@ def _cmd_loadtest(args) -> int:
     if args.json:  # a statistic with no value (TPOT of one-token answers, a rate of one request) is null
         print(_dumps({k: None if isinstance(v, float) and math.isnan(v) else v for k, v in s.items()}))
         return 0
-    print(f"{result.config['model']}, {s['handoff']} handoff, {s['requests']} requests, max_num_seqs {s['max_num_seqs']}")
+    print(f"{result.config['model']}, {s['handoff']} handoff, {s['requests']} requests, max_num_seqs {s['max_num_seqs']}; "
+          f"{s['gpu']} x TP {s['tp']} (prefill MFU {s['prefill_mfu']:g}, decode HBM efficiency {s['hbm_efficiency']:g}), "
+          f"{s['link']} per GPU")
     print(f"  TTFT   p50 {s['ttft_p50_s'] * 1e3:9.1f} ms   p90 {s['ttft_p90_s'] * 1e3:9.1f} ms   p99 {s['ttft_p99_s'] * 1e3:9.1f} ms")
     print(f"  TPOT   p50 {s['tpot_p50_s'] * 1e3:9.2f} ms   p90 {s['tpot_p90_s'] * 1e3:9.2f} ms   p99 {s['tpot_p99_s'] * 1e3:9.2f} ms")
     print(f"  slots held (mean) {s['slots_held_mean']:.2f} of {s['max_num_seqs']}; waiting for a slot: "

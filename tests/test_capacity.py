@@ -160,7 +160,7 @@ def test_hybrid_model_includes_recurrent_and_conv_state():
     # The models module's own numbers for 1,024 tokens (see depgraph.specs.models).
     assert (p.kv_bytes, p.ssm_bytes, p.conv_bytes) == (20_971_520, 62_914_560, 1_474_560)
     assert p.total_bytes == 85_360_640
-    assert p.transfer_s == p.total_bytes / 50e9
+    assert p.link == "ib-ndr" and p.transfer_s == 1.26e-6 + p.total_bytes / 50e9  # 400 Gbit/s plus one message
     per_slot = decode_memory_per_slot_bytes("qwen3.6-35b-a3b", 1024 + 128)
     assert per_slot["ssm"] == 62_914_560 and per_slot["conv"] == 1_474_560
     assert per_slot["total"] == per_slot["kv"] + 62_914_560 + 1_474_560 == p.memory_per_slot_bytes
@@ -263,7 +263,7 @@ def test_the_small_functions_validate_too(call, field):
 # ------------------------------------------------------------------ command line
 
 CLI_STUDY = ["capacity", "qwen3-32b", "--qps", "8", "--prompt-tokens", "16000", "--out-tokens", "128",
-             "--max-num-seqs", "8", "--tp", "8"]
+             "--max-num-seqs", "8", "--tp", "8", "--link", "50GBps"]
 
 
 def test_cli_json_contract(capsys):

@@ -48,10 +48,16 @@ def test_bytes_fp8_kv(capsys):
 
 def test_ttft_json_contract(capsys):
     code, out, _ = run(capsys, "ttft", "qwen3.6-35b-a3b", "--prompt-tokens", "1024", "--link", "25g", "--mfu", "1.0",
-                       "--timing", "handoff", "--policy", "layer", "--json")
+                       "--timing", "handoff", "--policy", "layer", "--gpu", "study-effective", "--json")
     assert code == 0
     data = json.loads(out)
     assert data["ttft_s"] == pytest.approx(0.02919, abs=1e-5)  # the Figure 4 point under the calibration
+    assert (data["gpu"], data["link"], data["mfu"], data["hbm_efficiency"]) == ("study-effective", "25g", 1.0, 1.0)
+    code, out, _ = run(capsys, "ttft", "qwen3.6-35b-a3b", "--prompt-tokens", "1024", "--json")  # the defaults
+    data = json.loads(out)
+    assert (data["gpu"], data["link"], data["mfu"], data["hbm_efficiency"]) == ("h100-sxm", "ib-ndr", 0.6, 0.8)
+    code, out, _ = run(capsys, "ttft", "qwen3.6-35b-a3b", "--prompt-tokens", "1024")
+    assert "ib-ndr, h100-sxm (prefill MFU 0.6, decode HBM efficiency 0.8)" in out.splitlines()[0]
     assert data["frontier_max"] >= 1
     assert sum(data["breakdown_s"].values()) == pytest.approx(data["ttft_s"], rel=1e-12)
 

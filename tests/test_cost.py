@@ -31,10 +31,18 @@ prompts = st.integers(1, 200_000)
 
 def test_defaults():
     cm = dg.CostModel()
-    assert cm.gpu == dg.load_gpu("study-effective")
-    assert (cm.mfu, cm.conv_share, cm.activation_hop_s) == (0.4, 0.10, 0.05e-3)
-    assert cm.replace(mfu=1.0).mfu == 1.0 and cm.mfu == 0.4  # a new value, the old one untouched
+    assert cm.gpu == dg.load_gpu("h100-sxm")  # a real GPU by default
+    assert (cm.mfu, cm.conv_share, cm.activation_hop_s, cm.decode_hbm_efficiency) == (0.6, 0.10, 0.05e-3, 0.8)
+    assert cm.replace(mfu=1.0).mfu == 1.0 and cm.mfu == 0.6  # a new value, the old one untouched
     assert dg.CostModel(gpu="H100").gpu.name == "h100-sxm"
+    study = dg.CostModel(gpu="study-effective")  # the calibration device carries its own efficiency
+    assert study.decode_hbm_efficiency == 1.0 and study.decode_bytes_per_s == 3.35e12 / 4
+    assert study.replace(gpu="h200").decode_hbm_efficiency == 0.8  # a GPU's efficiency does not stick
+    assert dg.CostModel(gpu="h200", hbm_efficiency=0.7).decode_bytes_per_s == 4.8e12 * 0.7  # the field wins
+    assert cm.describe() == "h100-sxm, prefill MFU 0.6, decode HBM efficiency 0.8"
+    assert cm.as_dict() == {"gpu": "h100-sxm", "mfu": 0.6, "hbm_efficiency": 0.8}
+    with pytest.raises(dg.ConfigError, match=r"hbm_efficiency: expected a finite number > 0 and <= 1"):
+        dg.CostModel(hbm_efficiency=1.5)
 
 
 # ------------------------------------------------------------------ prefill
@@ -166,8 +174,9 @@ def test_decode_is_memory_bound():
     cm = dg.CostModel()
     nbytes = cm.decode_layer_bytes(model, layer, [1000])
     assert nbytes == layer.total_params * 2 + layer.kv_bytes_per_token * 1000
-    assert cm.decode_layer_s(model, layer, 1000) == nbytes / cm.gpu.hbm_bytes_per_s
-    assert cm.replace(decode_layer_overhead_s=1e-6).decode_layer_s(model, layer, 1000) == 1e-6 + nbytes / cm.gpu.hbm_bytes_per_s
+    assert cm.decode_layer_s(model, layer, 1000) == nbytes / (cm.gpu.hbm_bytes_per_s * 0.8)
+    assert cm.replace(decode_layer_overhead_s=1e-6).decode_layer_s(model, layer, 1000) == \
+        1e-6 + nbytes / (cm.gpu.hbm_bytes_per_s * 0.8)
 
 
 def test_transfer_time():

@@ -92,11 +92,10 @@ def test_each_graph_is_a_dag_with_tokens_and_positive_ttft(graphs, name):
 
 @pytest.mark.parametrize("name", ["speculative", "interleaved", "pipeline"])
 def test_the_policy_is_applied_once(graphs, name):
-    builders = {"speculative": lambda: dg.speculative(small_model(), prompt_tokens=1024, link="25g", mfu=1.0,
-                                                      spec_k=2),
-                "interleaved": lambda: dg.interleaved(small_model(), prompt_tokens=1024, link="25g", mfu=1.0,
-                                                      requests=2),
-                "pipeline": lambda: dg.pipeline(small_model(), prompt_tokens=1024, link="25g", mfu=1.0, stages=2)}
+    kw = dict(prompt_tokens=1024, link="25g", mfu=1.0, gpu="study-effective")  # the gallery's (the study's device)
+    builders = {"speculative": lambda: dg.speculative(small_model(), spec_k=2, **kw),
+                "interleaved": lambda: dg.interleaved(small_model(), requests=2, **kw),
+                "pipeline": lambda: dg.pipeline(small_model(), stages=2, **kw)}
     raw = builders[name]()
     assert dg.schedule(graphs[name]).ttft_s == dg.schedule(raw, policy="layer").ttft_s
     assert graphs[name].number_of_edges() > raw.number_of_edges()

@@ -203,7 +203,7 @@ def test_a_sliding_window_run_steps_at_each_iterations_own_contexts():
     """gpt-oss-20b's windowed layers stop reading KV at 127 tokens: every simulated step equals the cost
     model's step over the contexts of the requests running in it (each prompt plus the tokens made so far)."""
     m, p = dg.load_model("gpt-oss-20b"), LoadModel()
-    cost = dg.CostModel(gpu=p.gpu, mfu=p.prefill_mfu)
+    cost = dg.CostModel(gpu=p.gpu, mfu=p.prefill_mfu, hbm_efficiency=p.hbm_efficiency)
     r = dg.loadtest(m, handoff="push", qps=20, prompt_tokens=100, out_tokens=60, num_prompts=12, max_num_seqs=4, seed=1)
     joined_at = {}
     for it in r._trace["iterations"]:

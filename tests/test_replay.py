@@ -22,9 +22,10 @@ def gains():
     rows = []
     for model, mfu, (workload, variant, kw) in itertools.product(
             ("qwen3.6-35b-a3b", "nemotron-3-nano-30b-a3b"), (0.4, 1.0), VARIANTS):
-        point = {"model": model, "prompt_tokens": 1024, "link": "25g", "mfu": mfu, "timing": "handoff",
-                 "workload": workload, "variant": variant, **kw}
-        key = "|".join(str(point[k]) for k in ("model", "prompt_tokens", "link", "mfu", "timing", "workload", "variant"))
+        point = {"model": model, "prompt_tokens": 1024, "link": "25g", "gpu": "study-effective", "mfu": mfu,
+                 "timing": "handoff", "workload": workload, "variant": variant, **kw}
+        key = "|".join(str(point[k]) for k in ("model", "prompt_tokens", "link", "gpu", "mfu", "timing", "workload",
+                                               "variant"))
         rows += [{**point, "key": key, **r} for r in run_point(point)]
     return replay_gains(pd.DataFrame(rows))
 

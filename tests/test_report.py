@@ -14,6 +14,7 @@ SINGLE = """name = "single"
 models = ["qwen3.6-35b-a3b"]
 prompt_tokens = [1024]
 links = ["25g"]
+gpus = ["study-effective"]
 mfus = [0.4]
 timings = ["handoff"]
 [[workloads]]

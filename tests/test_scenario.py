@@ -154,8 +154,9 @@ def test_key_joins_the_fields():
     sc = parse_scenario(scenario_text(grid=grid_with(models='["Qwen3.6-35B-A3B"]', links='["25GbE"]', mfus="[1]"),
                                       workloads='[[workloads]]\nworkload = "batch"\nbatch = 8\n'))
     (p,) = expand_scenario(sc)
-    assert p["key"] == "qwen3.6-35b-a3b|1024|25g|1.0|handoff|batch|c=8"  # canonical names, mfu as a float
-    assert p == {"key": p["key"], "model": "qwen3.6-35b-a3b", "prompt_tokens": 1024, "link": "25g", "mfu": 1.0,
+    assert p["key"] == "qwen3.6-35b-a3b|1024|25g|h100-sxm|1.0|handoff|batch|c=8"  # canonical names, mfu as a float
+    assert p == {"key": p["key"], "model": "qwen3.6-35b-a3b", "prompt_tokens": 1024, "link": "25g", "gpu": "h100-sxm",
+                 "mfu": 1.0,
                  "timing": "handoff", "workload": "batch", "variant": "c=8", "batch": 8, "hook_scope": "request"}
 
 
@@ -182,21 +183,31 @@ def test_order_is_grid_outermost_then_variants():
     points = expand_scenario(sc)
     assert len(points) == sc.num_points == 2 * 2 * 2 * 3
     assert [p["key"] for p in points[:4]] == [
-        "qwen3.6-35b-a3b|8192|25g|0.4|migration|single|-",
-        "qwen3.6-35b-a3b|8192|25g|0.4|migration|batch|c=32",
-        "qwen3.6-35b-a3b|8192|25g|0.4|migration|batch|c=8",
-        "qwen3.6-35b-a3b|8192|25g|0.4|handoff|single|-",
+        "qwen3.6-35b-a3b|8192|25g|h100-sxm|0.4|migration|single|-",
+        "qwen3.6-35b-a3b|8192|25g|h100-sxm|0.4|migration|batch|c=32",
+        "qwen3.6-35b-a3b|8192|25g|h100-sxm|0.4|migration|batch|c=8",
+        "qwen3.6-35b-a3b|8192|25g|h100-sxm|0.4|handoff|single|-",
     ]
     assert points[6]["link"] == "40gbps"  # file order kept; '<n>gbps' links read back under their own name
     assert expand_scenario(sc) == points  # deterministic
+
+
+def test_gpus_is_a_grid_axis():
+    sc = parse_scenario(scenario_text(grid=grid_with(gpus='["H200", "mi300x", "h100"]')))
+    assert sc.grid["gpus"] == ("h200", "mi300x", "h100-sxm")  # canonical names, file order
+    assert [p["gpu"] for p in expand_scenario(sc)] == ["h200", "mi300x", "h100-sxm"]  # between links and mfus
+    with pytest.raises(dg.ConfigError, match=r"grid.gpus\[1\]: expected one of .*got 'tpu'"):
+        parse_scenario(scenario_text(grid=grid_with(gpus='["h200", "tpu"]')))
+    with pytest.raises(dg.ConfigError, match=r"grid.gpus\[1\]: 'H100' repeats grid.gpus\[0\] \(the same gpu\)"):
+        parse_scenario(scenario_text(grid=grid_with(gpus='["h100-sxm", "H100"]')))  # the same GPU twice
 
 
 def test_a_value_is_a_one_element_list():
     one = parse_scenario(scenario_text(grid=grid_with(models='"qwen3.6-35b-a3b"', prompt_tokens="1024", links='"25g"',
                                                       mfus="0.4", timings='"handoff"')))
     assert one == parse_scenario(scenario_text())
-    assert one.grid == {"models": ("qwen3.6-35b-a3b",), "prompt_tokens": (1024,), "links": ("25g",), "mfus": (0.4,),
-                        "timings": ("handoff",)}
+    assert one.grid == {"models": ("qwen3.6-35b-a3b",), "prompt_tokens": (1024,), "links": ("25g",),
+                        "gpus": ("h100-sxm",), "mfus": (0.4,), "timings": ("handoff",)}  # gpus: the default GPU
 
 
 def test_relative_model_paths_are_read_from_the_scenario_folder(tmp_path):

@@ -108,10 +108,10 @@ def test_table_order_columns_and_types(scenario):
     assert len(df) == 2 * len(points)
     assert list(df.key) == [p["key"] for p in points for _ in range(2)]  # grid order, then runner order
     assert list(df.policy[:2]) == ["coarse", "fine"]
-    assert list(df.columns[:8]) == list(LEAD_COLUMNS)
-    assert list(df.columns[8:10]) == ["batch", "hook_scope"]  # the workload's parameters, empty elsewhere
-    assert list(df.columns[10:14]) == list(ROW_COLUMNS)
-    assert list(df.columns[14:]) == ["tiny_s", "huge_s", "neg_zero_s", "unbounded_s", "note", "queued", "stalled",
+    assert list(df.columns[:9]) == list(LEAD_COLUMNS)
+    assert list(df.columns[9:11]) == ["batch", "hook_scope"]  # the workload's parameters, empty elsewhere
+    assert list(df.columns[11:15]) == list(ROW_COLUMNS)
+    assert list(df.columns[15:]) == ["tiny_s", "huge_s", "neg_zero_s", "unbounded_s", "note", "queued", "stalled",
                                      "stall_s"]
     types = df.dtypes.astype(str).to_dict()
     assert types["prompt_tokens"] == "int64" and types["frontier_max"] == "int64" and types["mfu"] == "float64"
@@ -125,8 +125,8 @@ def test_table_order_columns_and_types(scenario):
 def test_the_runner_sees_the_point_without_its_key(scenario):
     seen = []
     sweep(scenario, workers=1, runner=lambda p: seen.append(p) or _fake_rows(p), progress=False)
-    assert seen[1] == {"model": "qwen3.6-35b-a3b", "prompt_tokens": 1024, "link": "25g", "mfu": 0.4,
-                       "timing": "handoff", "workload": "batch", "variant": "c=8", "batch": 8, "hook_scope": "request"}
+    assert seen[1] == {"model": "qwen3.6-35b-a3b", "prompt_tokens": 1024, "link": "25g", "gpu": "h100-sxm",
+                       "mfu": 0.4, "timing": "handoff", "workload": "batch", "variant": "c=8", "batch": 8, "hook_scope": "request"}
 
 
 def test_point_fields_win_over_runner_columns(scenario):
@@ -375,7 +375,7 @@ def test_a_failing_point_names_its_key_and_keeps_the_others(scenario, tmp_path):
             raise dg.ConfigError("batch: too large")
         return _fake_rows(point)
 
-    with pytest.raises(dg.DepgraphError, match=r"^point qwen3.6-35b-a3b\|8192\|25g\|0.4\|handoff\|single\|-: "
+    with pytest.raises(dg.DepgraphError, match=r"^point qwen3.6-35b-a3b\|8192\|25g\|h100-sxm\|0.4\|handoff\|single\|-: "
                                                r"batch: too large$"):
         sweep(scenario, out_dir=tmp_path, workers=1, runner=runner, progress=False)
     assert len(list((tmp_path / ".parts" / "fake").glob("*.json"))) == 6
@@ -385,7 +385,7 @@ def test_a_failing_point_names_its_key_and_keeps_the_others(scenario, tmp_path):
 
     with pytest.raises(ZeroDivisionError) as info:
         sweep(scenario, workers=1, runner=buggy, progress=False)
-    assert "while running point qwen3.6-35b-a3b|1024|25g|0.4|handoff|single|-" in info.value.__notes__
+    assert "while running point qwen3.6-35b-a3b|1024|25g|h100-sxm|0.4|handoff|single|-" in info.value.__notes__
 
 
 @pytest.mark.parametrize("runner, message", [
@@ -428,6 +428,7 @@ name = "tiny"
 models = ["qwen3.6-35b-a3b", "nemotron-3-nano-30b-a3b"]
 prompt_tokens = [1024]
 links = ["25g"]
+gpus = ["study-effective"]
 mfus = [1.0]
 timings = ["handoff"]
 [[workloads]]

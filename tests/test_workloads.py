@@ -127,7 +127,7 @@ def test_pipeline_private_links_beat_a_shared_link():
 # ------------------------------------------------------- continuous batching
 
 
-BATCH = dict(prompt_tokens=1024, link="25g", mfu=0.4, timing="handoff")
+BATCH = dict(prompt_tokens=1024, link="25g", mfu=0.4, gpu="study-effective", timing="handoff")  # the study's device
 
 
 @pytest.mark.parametrize("policy", dg.POLICY_NAMES)

@@ -20,7 +20,7 @@ a coarser policy can therefore never finish earlier.
     it. Under ``migration`` timing ``global`` equals this.
 
 >>> import depgraph as dg
->>> G = dg.single_request("qwen3.6-35b-a3b", prompt_tokens=1024, link="25g", mfu=1.0)
+>>> G = dg.single_request("qwen3.6-35b-a3b", prompt_tokens=1024, link="25g", mfu=1.0, gpu="study-effective")
 >>> [round(dg.schedule(G, policy=p).ttft_s * 1e3, 2) for p in dg.POLICY_NAMES]
 [55.25, 34.98, 29.19, 29.19]
 """

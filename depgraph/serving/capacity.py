@@ -42,7 +42,7 @@ from dataclasses import asdict, dataclass
 
 from .._validate import positive_int, positive_number
 from ..errors import ConfigError
-from ..specs.hardware import GPU, Link, load_gpu, load_link
+from ..specs.hardware import DEFAULT_LINK, GPU, Link, load_gpu, load_link
 from ..specs.models import ModelSpec, handoff_bytes, handoff_bytes_per_rank, load_model
 
 __all__ = [
@@ -61,9 +61,6 @@ __all__ = [
 
 #: The three verdicts, from best to worst.
 STATUSES: tuple[str, ...] = ("within_headroom", "above_headroom", "over_capacity")
-
-#: The study's link: 50 GB/s per GPU (= 400 Gbit/s).
-DEFAULT_LINK = "50GBps"
 
 # Upper bounds, so that a typo (ms for s, a missing decimal point) is refused rather than planned for.
 MAX_QPS = 1e6

@@ -223,6 +223,8 @@ def _loadtest_title(result: Any, scale: float, ul: str) -> str:
     s, cfg = result.summary, result.config
     head = [str(cfg["model"])] if cfg.get("model") else []
     head.append(f"{s['handoff']} handoff")
+    if s.get("gpu"):
+        head.append(f"{s['gpu']} x TP {s['tp']}, {s['link']} per GPU")
     if cfg.get("qps") is not None:
         head.append(f"{float(cfg['qps']):g} req/s")
     prompts = result.requests["prompt_tokens"].unique()
@@ -417,7 +419,7 @@ def _tpot_and_slots_panels(ax_tpot: Any, ax_slots: Any, table: pd.DataFrame, han
 
 def _sweep_title(table: pd.DataFrame) -> str:
     parts = []
-    for col, fmt in (("model", "{}"), ("tp", "TP {}"), ("link", "{} per GPU"), ("out_tokens", "{} output tokens"),
+    for col, fmt in (("model", "{}"), ("gpu", "{}"), ("tp", "TP {}"), ("link", "{} per GPU"), ("out_tokens", "{} output tokens"),
                      ("num_prompts", "{} prompts"), ("max_num_seqs", "max_num_seqs {}")):
         if col in table.columns and table[col].notna().any():
             value = table[col].dropna().iloc[0]

@@ -58,7 +58,7 @@ from .._validate import one_of, positive_int, positive_number
 from ..specs.cost import CostModel
 from ..errors import ConfigError
 from ..core.graph import add_dep, add_event
-from ..specs.hardware import load_gpu, load_link
+from ..specs.hardware import DEFAULT_LINK, load_gpu, load_link
 from ..specs.models import ModelSpec, handoff_bytes, load_model
 
 __all__ = ["HANDOFFS", "LoadModel", "LoadResult", "loadtest", "arrivals", "read_trace", "run_graph", "MAX_REQUESTS",
@@ -91,8 +91,13 @@ SLOT_SCOPES = ("running", "reserved")
 class LoadModel:
     """Every assumption of the load model, with its default and why.
 
-    ``gpu = "h200"``, ``tp = 8``, ``link = "50GBps"`` per GPU: the study's
-    servers. ``prefill_mfu = 0.4``. ``prefill_servers = 0`` means the prefill
+    ``gpu = "h200"``, ``tp = 8``, ``link = "ib-ndr"`` (400 Gbit/s = 50 GB/s)
+    per GPU: the study's servers (the study's scenario names ``50GBps``, the
+    same bandwidth without the per-message latency). ``prefill_mfu = 0.4``. ``hbm_efficiency = 1.0``: decode reads
+    at the GPU's peak HBM bandwidth, everything else the step costs being in
+    ``decode_step_overhead_s`` (the two are calibrated together, below; the
+    cost model's real-hardware default, 0.8, would count part of it twice).
+    ``prefill_servers = 0`` means the prefill
     pool never queues (the study's 540 ms push TTFT at 8 req/s with 16k
     prompts is below what one 8-GPU H200 server could prefill at bf16, so its
     prefill pool was not the bottleneck; the study is about the decode side).
@@ -115,8 +120,9 @@ class LoadModel:
 
     gpu: str = "h200"
     tp: int = 8
-    link: str = "50GBps"
+    link: str = DEFAULT_LINK
     prefill_mfu: float = 0.4
+    hbm_efficiency: float = 1.0
     prefill_servers: int = 0
     decode_step_overhead_s: float = 4.4e-3
     posting_base_s: float = 11.06e-3
@@ -131,6 +137,7 @@ class LoadModel:
         load_link(self.link)
         positive_int("tp", self.tp, upper=1024)
         positive_number("prefill_mfu", self.prefill_mfu, upper=1.0)
+        positive_number("hbm_efficiency", self.hbm_efficiency, upper=1.0)
         positive_int("prefill_servers", self.prefill_servers, upper=100_000, allow_zero=True)
         for name in ("decode_step_overhead_s", "posting_base_s", "posting_per_block_s", "relay_s"):
             positive_number(name, getattr(self, name), allow_zero=True, upper=60.0)
@@ -364,7 +371,7 @@ def loadtest(model: ModelSpec | str, *, handoff: str, qps: float | None = None, 
             raise ConfigError(f"{missing[0]}: required unless a trace is given")
         table = arrivals(qps=qps, num_prompts=num_prompts, prompt_tokens=prompt_tokens, out_tokens=out_tokens,
                          process=arrival, seed=seed)
-    cost = CostModel(gpu=params.gpu, mfu=params.prefill_mfu)
+    cost = CostModel(gpu=params.gpu, mfu=params.prefill_mfu, hbm_efficiency=params.hbm_efficiency)
     link = load_link(params.link)
     if len(table):  # every request's prompt and output within the model's context
         model.check_context(int((table["prompt_tokens"] + table["output_tokens"]).max()),
@@ -438,7 +445,7 @@ class _Simulation:
         self._prefill_s: dict[int, float] = {}
         self._transfer_s: dict[int, float] = {}
         self._bytes_1: dict[str, int] | None = None  # handoff bytes of a one-token prompt at this TP
-        bw = cost.gpu.hbm_bytes_per_s * cost.hbm_efficiency
+        bw = cost.decode_bytes_per_s
         self._weights_s: dict[int, float] = {}
         # KV read per token of context: whole-context layers linearly, sliding-window layers up to their window
         self._kv_token_s = sum(layer.kv_bytes_per_token for layer in model.layers if not layer.kv_window_tokens) / bw
@@ -687,6 +694,8 @@ class _Simulation:
                   "time_in_slot_mean_window_s": float(inside.time_in_slot_s.mean()) if len(inside) else math.nan}
         summary = {
             "handoff": self.handoff, "requests": len(df), "max_num_seqs": self.slots,
+            "gpu": self.cost.gpu.name, "link": self.link.name, "tp": self.p.tp, "prefill_mfu": self.cost.mfu,
+            "hbm_efficiency": self.cost.decode_hbm_efficiency,
             **{f"ttft_p{q}_s": float(np.percentile(df.ttft_s, q)) for q in (50, 90, 99)},
             "ttft_mean_s": float(df.ttft_s.mean()),
             **{f"tpot_p{q}_s": float(np.percentile(tpot, q)) if len(tpot) else math.nan for q in (50, 90, 99)},

@@ -24,7 +24,7 @@ from .._files import read_limited
 from .._validate import parse_json, parse_toml, positive_number
 from ..errors import ConfigError
 
-__all__ = ["Link", "GPU", "load_link", "load_gpu", "link_names", "gpu_names", "gpus", "links", "use_hardware",
+__all__ = ["DEFAULT_LINK", "Link", "GPU", "load_link", "load_gpu", "link_names", "gpu_names", "gpus", "links", "use_hardware",
            "gbps_text", "HARDWARE_ENV", "MAX_HARDWARE_FILE_BYTES"]
 
 #: Largest hardware data file read, in bytes (default 1 MiB; the shipped
@@ -73,6 +73,10 @@ class GPU:
     hbm_efficiency: float | None = None
     source: str = ""
 
+
+#: The link every API and command assumes unless told otherwise: one InfiniBand NDR NIC (400 Gbit/s) per GPU,
+#: as disaggregated deployments on H100 servers use (ConnectX-7); the handoff study's scenarios name theirs.
+DEFAULT_LINK = "ib-ndr"
 
 #: An environment variable naming a hardware file (TOML or JSON) whose entries
 #: add to or replace the shipped ones; ``--hardware FILE`` sets it, so worker

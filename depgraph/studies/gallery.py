@@ -36,6 +36,7 @@ import networkx as nx
 from .._validate import one_of, positive_int
 from ..io.draw import draw
 from ..errors import ConfigError
+from ..specs.cost import STUDY_GPU
 from ..specs.models import ModelSpec, catalog, load_model, model_from_config
 from ..core.policies import get_policy
 from ..workloads.registry import GRAPH_WORKLOADS, WORKLOADS
@@ -117,7 +118,7 @@ def small_model(layers: int = 4, family: str = "qwen3.6") -> ModelSpec:
 
 
 def workload_graphs(model: ModelSpec | str | None = None, *, prompt_tokens: int = 1024, link="25g",
-                    mfu: float = 1.0, policy="layer") -> dict[str, nx.DiGraph]:
+                    mfu: float = 1.0, gpu: str = STUDY_GPU, policy="layer") -> dict[str, nx.DiGraph]:
     """One small event graph of each workload family, with ``policy`` applied.
 
     Parameters
@@ -164,7 +165,7 @@ def workload_graphs(model: ModelSpec | str | None = None, *, prompt_tokens: int 
     """
     model = small_model(4) if model is None else load_model(model)
     pol = get_policy(policy)
-    common = dict(prompt_tokens=prompt_tokens, link=link, mfu=mfu)
+    common = dict(prompt_tokens=prompt_tokens, link=link, mfu=mfu, gpu=gpu)
     graphs = {}
     for name in WORKLOAD_FAMILIES:
         workload = WORKLOADS[name]

@@ -9,13 +9,14 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..specs.cost import STUDY_GPU
 from ..core.policies import POLICY_NAMES
 from .single import study_gains
 
 __all__ = ["replay_gains", "family_summary", "figure9_numbers", "plot_fig6", "plot_fig7", "plot_fig8",
            "plot_fig9", "FAMILY_ORDER"]
 
-_POINT = ["key", "model", "prompt_tokens", "link", "mfu", "timing", "workload", "variant"]
+_POINT = ["key", "model", "prompt_tokens", "link", "gpu", "mfu", "timing", "workload", "variant"]
 FAMILY_ORDER = ["k=3", "c=8", "c=32", "K=4", "K=16", "pp2-private", "pp2-shared", "pp4-private", "pp4-shared"]
 _BLUE, _ORANGE, _GREEN, _RED, _GREY = "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#7f7f7f"
 
@@ -195,7 +196,7 @@ def phase_curve(*, model: str = "qwen3.6-35b-a3b", batch: int = 8, phases: int =
     from ..core.scheduler import schedule
     from ..workloads.batching import continuous_batching_tables
 
-    kw = {"prompt_tokens": 1024, "link": "25g", "mfu": 0.4, "timing": "handoff", **kw}
+    kw = {"prompt_tokens": 1024, "link": "25g", "mfu": 0.4, "gpu": STUDY_GPU, "timing": "handoff", **kw}
     rows: dict[str, list] = {"global": [], "layer": []}
     for k in range(phases):
         phase = (k + 0.5) / phases

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..io.atomic import atomic_write_bytes, atomic_write_text, figure_bytes
-from ..specs.cost import CostModel
+from ..specs.cost import STUDY_GPU, CostModel
 from .claims import _D, _Q, evaluate_claims, posting_context
 from .report import report_text
 from .single import bytes_table, conv_head_start, plot_bytes, plot_gains, study_gains
@@ -141,6 +141,7 @@ def _example_views(cost: CostModel | None = None) -> tuple[dict[str, bytes], str
     from ..workloads.single import single_request
     from .gallery import figure5, small_model
 
+    cost = cost or CostModel(gpu=STUDY_GPU)  # the study's calibration device
     files: dict[str, bytes] = {}
     G = single_request(_Q, prompt_tokens=1024, link="25g", mfu=1.0, cost=cost)
     for policy in ("global", "layer"):

@@ -22,7 +22,7 @@ from typing import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from ..specs.cost import CostModel
+from ..specs.cost import STUDY_GPU, CostModel
 from ..specs.hardware import load_link
 from ..specs.models import COMPONENTS, handoff_bytes, load_model
 from ..core.policies import POLICY_NAMES
@@ -67,7 +67,7 @@ def single_request_sweep(
     (``frontier_max_data``), and the request's bytes. Rows come in grid
     order, so the table is identical run to run.
     """
-    cost = cost or CostModel()
+    cost = cost or CostModel(gpu=STUDY_GPU)  # the study's calibration device
     grid = _grid(models or STUDY_MODELS, prompts or STUDY_PROMPTS, links or STUDY_LINKS, mfus or STUDY_MFUS,
                  timings or TIMINGS)
     rows = []
@@ -119,7 +119,7 @@ def conv_head_start(model: str = "qwen3.6-35b-a3b", *, link: str = "25g", prompt
     """
     m = load_model(model)
     ln = load_link(link)
-    cost = cost or CostModel()
+    cost = cost or CostModel(gpu=STUDY_GPU)  # the study's calibration device
     cost = cost.replace(mfu=mfu)
     rec = next(layer for layer in m.layers if layer.conv_bytes)
     G = single_request(m, prompt_tokens=prompt_tokens, link=ln, cost=cost)

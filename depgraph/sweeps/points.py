@@ -24,7 +24,7 @@
     is the mean over requests (:func:`depgraph.serving.simulator.loadtest`).
 
 >>> from depgraph.sweeps.points import run_point
->>> rows = run_point({"model": "qwen3.6-35b-a3b", "prompt_tokens": 1024, "link": "25g", "mfu": 1.0,
+>>> rows = run_point({"model": "qwen3.6-35b-a3b", "prompt_tokens": 1024, "link": "25g", "gpu": "h100-sxm", "mfu": 1.0,
 ...                   "timing": "handoff", "workload": "speculative", "variant": "k=3", "spec_k": 3})
 >>> [(r["policy"], r["admission"]) for r in rows][:2]
 [('compute-then-move', 'none'), ('global', 'none')]
@@ -78,7 +78,7 @@ def _model_and_common(point: dict[str, Any], cost: CostModel | None) -> tuple[An
     """The point's model (catalog names loaded once) and the arguments every builder takes."""
     model = _model(point["model"]) if isinstance(point["model"], str) else point["model"]
     return model, dict(prompt_tokens=point["prompt_tokens"], link=point["link"], mfu=point["mfu"],
-                       timing=point.get("timing", "handoff"), cost=cost)
+                       gpu=point.get("gpu"), timing=point.get("timing", "handoff"), cost=cost)
 
 
 def _analyses(S: Schedule) -> dict[str, float]:
@@ -105,7 +105,7 @@ def _loadtest_row(point: dict[str, Any]) -> dict[str, Any]:
     r = loadtest(point["model"], handoff=point["handoff"], qps=point["qps"], prompt_tokens=point["prompt_tokens"],
                  out_tokens=point["out_tokens"], num_prompts=point["num_prompts"],
                  max_num_seqs=point["max_num_seqs"], seed=point["seed"], link=point["link"], tp=point["tp"],
-                 prefill_mfu=point["mfu"])
+                 prefill_mfu=point["mfu"], **({"gpu": point["gpu"]} if point.get("gpu") else {}))
     s = r.summary
     keep = ("ttft_p50_s", "ttft_p90_s", "ttft_p99_s", "tpot_p50_s", "tpot_p90_s", "tpot_p99_s", "slots_held_mean",
             "waiting_peak", "waiting_mean", "loop_posting_share", "throughput_rps", "time_in_slot_mean_s")

@@ -56,9 +56,9 @@ column by column; the assembled table is written as Parquet and CSV.
 ... ''')
 >>> df = sweep(sc, workers=1, progress=False)
 >>> list(df.columns[:12])
-['key', 'model', 'prompt_tokens', 'link', 'mfu', 'timing', 'workload', 'variant', 'policy', 'admission', 'ttft_s', 'frontier_max']
+['key', 'model', 'prompt_tokens', 'link', 'gpu', 'mfu', 'timing', 'workload', 'variant', 'policy', 'admission', 'ttft_s']
 >>> df.key.iloc[0]
-'qwen3.6-35b-a3b|1024|25g|1.0|handoff|single|-'
+'qwen3.6-35b-a3b|1024|25g|h100-sxm|1.0|handoff|single|-'
 """
 
 from __future__ import annotations

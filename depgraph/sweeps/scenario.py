@@ -7,10 +7,11 @@ format::
     name = "replay"                       # 1 to 100 of a-z 0-9 _ -, names the output files
     description = "what this grid is for" # optional
 
-    [grid]                                # every key required
+    [grid]                                # every key required but gpus
     models = ["qwen3.6-35b-a3b", "configs/my-model/config.json"]
     prompt_tokens = [1024, 8192, 32768]   # integers in [1, 10,000,000]
     links = ["pcie4", "100g", "25g", "40gbps"]
+    gpus = ["h100-sxm", "h200"]           # catalog GPUs (depgraph gpus); default ["h100-sxm"]
     mfus = [0.4, 1.0]                     # prefill MFU, in (0, 1]
     timings = ["handoff", "migration"]
 
@@ -48,8 +49,8 @@ loadtest       ``handoff`` push|pull|pull-thread, ``qps`` > 0         ``pull,qps
                [8], ``seed`` [0]
 =============  =====================================================  =================
 
-For ``loadtest`` the grid's prompt tokens, link (per GPU) and MFU (of
-prefill) apply; timings do not: a scenario with a ``loadtest`` workload
+For ``loadtest`` the grid's prompt tokens, link (per GPU), GPU (prefill
+and decode) and MFU (of prefill) apply; timings do not: a scenario with a ``loadtest`` workload
 must give ``timings = ["handoff"]`` exactly (anything else is refused).
 
 The first parameter always appears in the label; the second only when it
@@ -92,7 +93,7 @@ before it is parsed.
 >>> sc.num_points
 4
 >>> [p["key"] for p in expand_scenario(sc)][:2]
-['qwen3.6-35b-a3b|1024|25g|0.4|handoff|batch|c=8', 'qwen3.6-35b-a3b|1024|25g|0.4|handoff|batch|c=32']
+['qwen3.6-35b-a3b|1024|25g|h100-sxm|0.4|handoff|batch|c=8', 'qwen3.6-35b-a3b|1024|25g|h100-sxm|0.4|handoff|batch|c=32']
 """
 
 from __future__ import annotations
@@ -110,7 +111,8 @@ from .._files import read_text_limited
 from .._validate import parse_toml
 from ..errors import ConfigError
 from ..serving.simulator import MAX_ARRIVAL_S
-from ..specs.hardware import load_link
+from ..specs.cost import DEFAULT_GPU
+from ..specs.hardware import load_gpu, load_link
 from ..specs.models import catalog, config_path, load_model
 from ..workloads.registry import ALIASES, REQUIRED, WORKLOADS
 from ..workloads.single import MAX_PROMPT_TOKENS, TIMINGS
@@ -118,15 +120,17 @@ from ..workloads.single import MAX_PROMPT_TOKENS, TIMINGS
 __all__ = ["Scenario", "WorkloadSpec", "GRID_KEYS", "MAX_POINTS", "MAX_SCENARIO_FILE_BYTES", "load_scenario",
            "parse_scenario", "expand_scenario"]
 
-#: The grid's keys, outermost first (the order points come in).
-GRID_KEYS: tuple[str, ...] = ("models", "prompt_tokens", "links", "mfus", "timings")
+#: The grid's keys, outermost first (the order points come in). ``gpus`` may be left out: then the
+#: default GPU (:data:`~depgraph.specs.cost.DEFAULT_GPU`) alone.
+GRID_KEYS: tuple[str, ...] = ("models", "prompt_tokens", "links", "gpus", "mfus", "timings")
+_OPTIONAL_GRID_KEYS = ("gpus",)
 #: The largest scenario :func:`load_scenario` accepts, in points.
 MAX_POINTS = 1_000_000
 #: Largest scenario file read, in bytes (default 1 MiB; the shipped ones are about 1 KB, and a list of
 #: every prompt length from 1 to 100,000 fits).
 MAX_SCENARIO_FILE_BYTES = 1024 * 1024
 #: A point's identifying fields, in the order ``key`` joins them.
-POINT_FIELDS: tuple[str, ...] = ("model", "prompt_tokens", "link", "mfu", "timing", "workload", "variant")
+POINT_FIELDS: tuple[str, ...] = ("model", "prompt_tokens", "link", "gpu", "mfu", "timing", "workload", "variant")
 
 _TOP_KEYS = ("name", "description", "grid", "workloads")
 _NAME = re.compile(r"[a-z0-9_-]{1,100}")  # the whole name (fullmatch): "abc\n" is not a name
@@ -178,9 +182,9 @@ def expand_scenario(scenario: Scenario) -> list[dict[str, Any]]:
     (grid outermost, workload variants innermost)."""
     variants = [(w.workload, label, params) for w in scenario.workloads for label, params in w.variants()]
     points = []
-    for model, tokens, link, mfu, timing in itertools.product(*(scenario.grid[k] for k in GRID_KEYS)):
+    for model, tokens, link, gpu, mfu, timing in itertools.product(*(scenario.grid[k] for k in GRID_KEYS)):
         for workload, label, params in variants:
-            point = {"key": "", "model": model, "prompt_tokens": tokens, "link": link, "mfu": mfu,
+            point = {"key": "", "model": model, "prompt_tokens": tokens, "link": link, "gpu": gpu, "mfu": mfu,
                      "timing": timing, "workload": workload, "variant": label, **params}
             point["key"] = "|".join(str(point[f]) if f != "mfu" else repr(mfu) for f in POINT_FIELDS)
             points.append(point)
@@ -281,11 +285,12 @@ class _Checker:
         grid = data["grid"]
         if not isinstance(grid, dict):
             raise self.fail("grid", f"expected a table ([grid]), got {_type_name(grid)}")
-        self.keys(grid, "grid.", GRID_KEYS, GRID_KEYS)
+        self.keys(grid, "grid.", GRID_KEYS, tuple(k for k in GRID_KEYS if k not in _OPTIONAL_GRID_KEYS))
         checked = {
             "models": None,  # loaded last: the cheap checks and the size check come first
             "prompt_tokens": self.ints(grid["prompt_tokens"], "grid.prompt_tokens", 1, MAX_PROMPT_TOKENS),
             "links": self.links(grid["links"], "grid.links"),
+            "gpus": self.gpus(grid.get("gpus", [DEFAULT_GPU]), "grid.gpus"),
             "mfus": self.mfus(grid["mfus"], "grid.mfus"),
             "timings": self.choices(grid["timings"], "grid.timings", TIMINGS),
         }
@@ -397,6 +402,16 @@ class _Checker:
             except ConfigError as exc:
                 raise self.fail(w, str(exc).removeprefix("link: ")) from None
         return self.distinct(items, canon, "link")
+
+    def gpus(self, value: Any, where: str) -> tuple[str, ...]:
+        items = self.values(value, where)
+        canon = []
+        for w, v in items:
+            try:
+                canon.append(load_gpu(v).name)
+            except ConfigError as exc:
+                raise self.fail(w, str(exc).removeprefix("gpu: ")) from None
+        return self.distinct(items, canon, "gpu")
 
     def models(self, items: list[tuple[str, Any]]) -> tuple[str, ...]:
         """Canonical model names (catalog names, or the config path as given, anchored at the scenario's

@@ -26,11 +26,12 @@ __all__ = ["LEAD_COLUMNS", "ROW_COLUMNS", "check_rows", "read_sweep", "require_p
            "write_outputs"]
 
 #: The point's fields, first in every table.
-LEAD_COLUMNS: tuple[str, ...] = ("key", "model", "prompt_tokens", "link", "mfu", "timing", "workload", "variant")
+LEAD_COLUMNS: tuple[str, ...] = ("key", "model", "prompt_tokens", "link", "gpu", "mfu", "timing", "workload",
+                                 "variant")
 #: Columns every runner row must have; they follow the workload parameters.
 ROW_COLUMNS: tuple[str, ...] = ("policy", "admission", "ttft_s", "frontier_max")
 _PARAM_COLUMNS = tuple(dict.fromkeys(p.name for w in WORKLOADS.values() for p in w.params if p.sweepable))
-_STR_COLUMNS = frozenset({"key", "model", "link", "timing", "workload", "variant", "policy", "admission",
+_STR_COLUMNS = frozenset({"key", "model", "link", "gpu", "timing", "workload", "variant", "policy", "admission",
                           *(p.name for w in WORKLOADS.values() for p in w.params if p.kind == "choice")})
 _INT64 = (-(2**63), 2**63 - 1)
 

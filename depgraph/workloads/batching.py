@@ -48,6 +48,7 @@ from ..core.graph import add_dep, add_event, chain, event_attrs, layer_tag
 from ..core.policies import Policy, get_policy
 from ..core.scheduler import Schedule, schedule
 from .single import add_request, new_graph
+from ..specs.hardware import DEFAULT_LINK
 
 __all__ = ["continuous_batching", "continuous_batching_tables", "expected_step_admission", "step_admission_expectation",
            "stall_s", "ADMISSIONS", "HOOK_SCOPES"]
@@ -56,7 +57,8 @@ ADMISSIONS = ("step", "async")
 HOOK_SCOPES = ("batch", "request")
 
 
-def continuous_batching(model, *, prompt_tokens: int, link, mfu: float | None = None, timing: str = "handoff",
+def continuous_batching(model, *, prompt_tokens: int, link=DEFAULT_LINK,
+                        mfu: float | None = None, gpu=None, timing: str = "handoff",
                         cost=None, batch: int = 8, admission: str = "step", hook_scope: str = "request",
                         phase: float = 0.5, policy="layer", context_tokens: int | None = None) -> nx.DiGraph:
     """The realised event graph of a new request joining a running batch.
@@ -68,19 +70,20 @@ def continuous_batching(model, *, prompt_tokens: int, link, mfu: float | None = 
 
     >>> import depgraph as dg
     >>> G = dg.continuous_batching("qwen3.6-35b-a3b", prompt_tokens=1024, link="25g", mfu=0.4, batch=8,
-    ...                            policy="global", phase=0.5)
+    ...                            gpu="study-effective", policy="global", phase=0.5)
     >>> S = dg.schedule(G)
     >>> G.graph["join_step"], round(S.ttft_s * 1e3, 1), dg.stall_s(S)
     (3, 81.4, 0.0)
     """
     (table,) = continuous_batching_tables(
-        model, prompt_tokens=prompt_tokens, link=link, mfu=mfu, timing=timing, cost=cost, batch=batch,
+        model, prompt_tokens=prompt_tokens, link=link, mfu=mfu, gpu=gpu, timing=timing, cost=cost, batch=batch,
         admission=admission, hook_scope=hook_scope, phase=phase, policies=(policy,),
         context_tokens=context_tokens).values()
     return table.to_networkx()
 
 
-def continuous_batching_tables(model, *, prompt_tokens: int, link, mfu: float | None = None, timing: str = "handoff",
+def continuous_batching_tables(model, *, prompt_tokens: int, link=DEFAULT_LINK,
+                               mfu: float | None = None, gpu=None, timing: str = "handoff",
                                cost=None, batch: int = 8, admission: str = "step", hook_scope: str = "request",
                                phase: float = 0.5, policies=("layer",),
                                context_tokens: int | None = None) -> dict[str, EventTable]:
@@ -98,7 +101,7 @@ def continuous_batching_tables(model, *, prompt_tokens: int, link, mfu: float | 
         raise ConfigError(f"policies: expected a non-empty sequence of policies, got {policies!r}")
     pols = [get_policy(p) for p in policies]
     G, model, prompt_tokens, link, timing, cost = new_graph(
-        "batch", model, prompt_tokens=prompt_tokens, link=link, mfu=mfu, timing=timing, cost=cost, batch=batch,
+        "batch", model, prompt_tokens=prompt_tokens, link=link, mfu=mfu, gpu=gpu, timing=timing, cost=cost, batch=batch,
         admission=admission, hook_scope=hook_scope, phase=phase, policy=pols[0].name, as_table=True)
     context = positive_int("context_tokens", context_tokens if context_tokens is not None else prompt_tokens,
                            upper=10_000_000)
@@ -217,7 +220,8 @@ def _fits(boundary: float, plan: dict) -> bool:
     return True
 
 
-def expected_step_admission(model, *, prompt_tokens: int, link, mfu: float | None = None, timing: str = "handoff",
+def expected_step_admission(model, *, prompt_tokens: int, link=DEFAULT_LINK,
+                            mfu: float | None = None, gpu=None, timing: str = "handoff",
                             cost=None, batch: int = 8, policy="layer", context_tokens: int | None = None) -> dict:
     """Step admission averaged exactly over a uniform arrival phase.
 
@@ -237,11 +241,11 @@ def expected_step_admission(model, *, prompt_tokens: int, link, mfu: float | Non
 
     >>> import depgraph as dg
     >>> e = dg.expected_step_admission("qwen3.6-35b-a3b", prompt_tokens=1024, link="25g", mfu=0.4, batch=8,
-    ...                                policy="global")
+    ...                              gpu="study-effective", policy="global")
     >>> round(e["ttft_request_s"] * 1e3, 1), round(e["step_s"] * 1e3, 1)
     (88.7, 22.7)
     """
-    G = continuous_batching(model, prompt_tokens=prompt_tokens, link=link, mfu=mfu, timing=timing, cost=cost,
+    G = continuous_batching(model, prompt_tokens=prompt_tokens, link=link, mfu=mfu, gpu=gpu, timing=timing, cost=cost,
                             batch=batch, admission="step", policy=policy, context_tokens=context_tokens)
     return step_admission_expectation(G)
 

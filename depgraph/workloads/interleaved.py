@@ -25,6 +25,7 @@ from .._validate import one_of
 from ..core.graph import add_dep, check_graph_size
 from ..specs.models import load_model
 from .single import RequestCopier, add_parts, new_graph, request_parts
+from ..specs.hardware import DEFAULT_LINK
 
 __all__ = ["interleaved", "LINK_RULES", "PREFILL_MODES"]
 
@@ -33,7 +34,8 @@ LINK_RULES = ("fifo", "request-order", "layer-round-robin")
 PREFILL_MODES = ("parallel", "serial")
 
 
-def interleaved(model, *, prompt_tokens: int, link, mfu: float | None = None, timing: str = "handoff", cost=None,
+def interleaved(model, *, prompt_tokens: int, link=DEFAULT_LINK,
+                mfu: float | None = None, gpu=None, timing: str = "handoff", cost=None,
                 requests: int = 4, rule: str = "fifo", prefill: str = "parallel", as_table: bool = False):
     """The event graph of ``requests`` requests sharing one link (an
     :class:`~depgraph.EventTable` with ``as_table``, see :func:`single_request`).
@@ -50,7 +52,7 @@ def interleaved(model, *, prompt_tokens: int, link, mfu: float | None = None, ti
     rule = one_of("rule", rule, LINK_RULES)
     prefill = one_of("prefill", prefill, PREFILL_MODES)
     G, model, prompt_tokens, link, timing, cost = new_graph(
-        "interleaved", model, prompt_tokens=prompt_tokens, link=link, mfu=mfu, timing=timing, cost=cost,
+        "interleaved", model, prompt_tokens=prompt_tokens, link=link, mfu=mfu, gpu=gpu, timing=timing, cost=cost,
         requests=requests, rule=rule, prefill=prefill, as_table=as_table)
     G.graph["target_request"] = requests - 1
     G.graph["resource_rules"] = {"link": "fifo" if rule == "fifo" else "priority"}

@@ -16,6 +16,7 @@ import networkx as nx
 
 from .._validate import positive_int
 from .single import add_request, new_graph
+from ..specs.hardware import DEFAULT_LINK
 
 __all__ = ["pipeline", "stage_placement"]
 
@@ -29,7 +30,8 @@ def stage_placement(num_layers: int, stages: int) -> list[int]:
     return [i * stages // num_layers for i in range(num_layers)]
 
 
-def pipeline(model, *, prompt_tokens: int, link, mfu: float | None = None, timing: str = "handoff", cost=None,
+def pipeline(model, *, prompt_tokens: int, link=DEFAULT_LINK,
+             mfu: float | None = None, gpu=None, timing: str = "handoff", cost=None,
              stages: int = 2, shared_link: bool = False, as_table: bool = False):
     """The event graph of one request on a ``stages``-deep pipeline (an
     :class:`~depgraph.EventTable` with ``as_table``, see :func:`~depgraph.single_request`).
@@ -44,7 +46,7 @@ def pipeline(model, *, prompt_tokens: int, link, mfu: float | None = None, timin
 
         raise ConfigError(f"shared_link: expected true or false, got {shared_link!r}")
     G, model, prompt_tokens, link, timing, cost = new_graph(
-        "pipeline", model, prompt_tokens=prompt_tokens, link=link, mfu=mfu, timing=timing, cost=cost,
+        "pipeline", model, prompt_tokens=prompt_tokens, link=link, mfu=mfu, gpu=gpu, timing=timing, cost=cost,
         stages=stages, shared_link=shared_link, as_table=as_table)
     stages = positive_int("stages", stages, upper=model.num_layers)
     G.graph["stages"] = stages

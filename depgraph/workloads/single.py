@@ -27,7 +27,7 @@ from .._validate import one_of, positive_int
 from ..specs.cost import CostModel
 from ..core.table import EventTable, TableBuilder
 from ..core.graph import event_attrs, layer_tag
-from ..specs.hardware import Link, load_link
+from ..specs.hardware import DEFAULT_LINK, GPU, Link, load_gpu, load_link
 from ..specs.models import LayerSpec, ModelSpec, load_model
 
 __all__ = ["single_request", "add_request", "request_parts", "add_parts", "RequestCopier", "RequestParts",
@@ -265,10 +265,12 @@ def _transfer_events(rec: _Recorder, nodes: dict[str, list[Hashable]], layer: La
     return arrivals
 
 
-def new_graph(workload: str, model, *, prompt_tokens, link, mfu, timing, cost, as_table: bool = False, **attrs):
+def new_graph(workload: str, model, *, prompt_tokens, link, mfu, timing, cost, gpu=None, as_table: bool = False,
+              **attrs):
     """Validate the inputs every workload shares and start its graph (a
     :class:`~depgraph.EventTable` recorder with ``as_table``, which the
-    builder ends with ``G.to_table()``).
+    builder ends with ``G.to_table()``). ``gpu`` and ``mfu`` replace the
+    cost model's; the graph names the GPU, link and efficiencies it used.
 
     Returns ``(G, model, prompt_tokens, link, timing, cost)``.
     """
@@ -277,11 +279,14 @@ def new_graph(workload: str, model, *, prompt_tokens, link, mfu, timing, cost, a
     link = load_link(link)
     timing = one_of("timing", timing, TIMINGS)
     cost = cost or CostModel()
+    if gpu is not None:
+        cost = cost.replace(gpu=load_gpu(gpu))
     if mfu is not None:
         cost = cost.replace(mfu=mfu)
     make = TableBuilder if as_table else nx.DiGraph
     G = make(workload=workload, model=model.name, prompt_tokens=prompt_tokens, link=link.name,
-             mfu=cost.mfu, timing=timing, target_request=0, **attrs)
+             mfu=cost.mfu, gpu=cost.gpu.name, hbm_efficiency=cost.decode_hbm_efficiency, timing=timing,
+             target_request=0, **attrs)
     return G, model, prompt_tokens, link, timing, cost
 
 
@@ -289,8 +294,9 @@ def single_request(
     model: ModelSpec | str,
     *,
     prompt_tokens: int,
-    link: Link | str,
+    link: Link | str = DEFAULT_LINK,
     mfu: float | None = None,
+    gpu: GPU | str | None = None,
     timing: str = "handoff",
     cost: CostModel | None = None,
     as_table: bool = False,
@@ -323,7 +329,7 @@ def single_request(
     (258, 'handoff')
     """
     G, model, prompt_tokens, link, timing, cost = new_graph("single_request", model, prompt_tokens=prompt_tokens,
-                                                          link=link, mfu=mfu, timing=timing, cost=cost,
+                                                          link=link, mfu=mfu, gpu=gpu, timing=timing, cost=cost,
                                                           as_table=as_table)
     add_request(G, model, prompt_tokens=prompt_tokens, link=link, cost=cost, timing=timing, request=0)
     return G.to_table() if as_table else G

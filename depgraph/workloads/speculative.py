@@ -18,11 +18,13 @@ import networkx as nx
 from .._validate import positive_int
 from ..core.graph import add_dep, add_event
 from .single import add_request, new_graph
+from ..specs.hardware import DEFAULT_LINK
 
 __all__ = ["speculative"]
 
 
-def speculative(model, *, prompt_tokens: int, link, mfu: float | None = None, timing: str = "handoff",
+def speculative(model, *, prompt_tokens: int, link=DEFAULT_LINK,
+                mfu: float | None = None, gpu=None, timing: str = "handoff",
                 cost=None, spec_k: int = 3, draft_layers: int = 1, as_table: bool = False):
     """The event graph of one request under speculative decoding (an
     :class:`~depgraph.EventTable` with ``as_table``, see :func:`~depgraph.single_request`).
@@ -38,7 +40,7 @@ def speculative(model, *, prompt_tokens: int, link, mfu: float | None = None, ti
     spec_k = positive_int("spec_k", spec_k, upper=64)
     draft_layers = positive_int("draft_layers", draft_layers, upper=1000)
     G, model, prompt_tokens, link, timing, cost = new_graph(
-        "speculative", model, prompt_tokens=prompt_tokens, link=link, mfu=mfu, timing=timing, cost=cost,
+        "speculative", model, prompt_tokens=prompt_tokens, link=link, mfu=mfu, gpu=gpu, timing=timing, cost=cost,
         spec_k=spec_k, draft_layers=draft_layers, as_table=as_table)
     # vLLM sizes every conv tail kernel - 1 + spec_k rows under speculative decoding: the handoff carries them
     nodes = add_request(G, model, prompt_tokens=prompt_tokens, link=link, cost=cost, timing=timing, request=0,
@@ -55,7 +57,7 @@ def speculative(model, *, prompt_tokens: int, link, mfu: float | None = None, ti
     verify_s = sum(cost.decode_layer_s(model, layer, [prompt_tokens] * (spec_k + 1)) for layer in model.layers)
     # k + 1 positions of one request: the weights and experts those tokens touch, the state read once
     verify_s -= spec_k * sum(layer.component_bytes("kv", prompt_tokens) + layer.ssm_bytes + layer.conv_bytes
-                             for layer in model.layers) / (cost.gpu.hbm_bytes_per_s * cost.hbm_efficiency)
+                             for layer in model.layers) / cost.decode_bytes_per_s
     verify_s += cost.decode_head_s(model)
     v = add_event(G, "r0:decode:verify", kind="decode", request=0, operator="verify", device="decode",
                   duration_s=verify_s, reads=(), seq=seq)

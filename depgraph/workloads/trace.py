@@ -19,7 +19,8 @@ drawing or inspection of small traces.
 
 >>> import depgraph as dg
 >>> from depgraph.workloads.trace import batching_trace, trace_ttft_s
->>> T = batching_trace("qwen3.6-35b-a3b", requests=4, prompt_tokens=1024, link="25g", mfu=0.4)
+>>> T = batching_trace("qwen3.6-35b-a3b", requests=4, prompt_tokens=1024, link="25g", mfu=0.4,
+...                    gpu="study-effective")
 >>> T.num_nodes, T.num_edges
 (1012, 1284)
 >>> S = dg.schedule(T)
@@ -36,6 +37,7 @@ from .._memory import check_memory
 from .._validate import positive_int
 from ..errors import ConfigError
 from .single import add_request, new_graph
+from ..specs.hardware import DEFAULT_LINK
 
 __all__ = ["BYTES_PER_EVENT", "batching_trace", "trace_ttft_s"]
 
@@ -44,7 +46,7 @@ __all__ = ["BYTES_PER_EVENT", "batching_trace", "trace_ttft_s"]
 BYTES_PER_EVENT = 400
 
 
-def batching_trace(model, *, requests: int, prompt_tokens: int, link, mfu: float | None = None,
+def batching_trace(model, *, requests: int, prompt_tokens: int, link=DEFAULT_LINK, mfu: float | None = None, gpu=None,
                    timing: str = "handoff", cost=None, interarrival_s: float = 0.05,
                    prefill_workers: int = 8) -> EventTable:
     """The event table of ``requests`` requests joining a running batch (see the module docstring)."""
@@ -54,7 +56,7 @@ def batching_trace(model, *, requests: int, prompt_tokens: int, link, mfu: float
             or not 0.0 <= interarrival_s < float("inf"):
         raise ConfigError(f"interarrival_s: expected a finite number of seconds >= 0, got {interarrival_s!r}")
     G, model, prompt_tokens, link, timing, cost = new_graph(
-        "batching_trace", model, prompt_tokens=prompt_tokens, link=link, mfu=mfu, timing=timing, cost=cost,
+        "batching_trace", model, prompt_tokens=prompt_tokens, link=link, mfu=mfu, gpu=gpu, timing=timing, cost=cost,
         requests=requests, interarrival_s=float(interarrival_s), prefill_workers=workers)
     roles = add_request(G, model, prompt_tokens=prompt_tokens, link=link, cost=cost, timing=timing, request=0,
                         prefill_device="prefill-w0", link_device="link-w0")
