@@ -28,6 +28,13 @@ the last line. Ratios are measured within one run; times are medians of
     the same work through networkx graphs (the trace as a networkx graph,
     the networkx-level scheduler of ``tests/reference.py``), divided
     by depgraph's.
+``tp8_graph_s``, ``tp8_us_per_edge``, ``tp1_us_per_edge``, ``tp8_vs_tp1_per_edge``
+    build (as a table), schedule, breakdown and frontier of one request
+    handed from 8 prefill ranks to 8 decode ranks on a 2,000-layer dense
+    model (about 0.1M edges: shards per rank pair, per-layer all-reduces),
+    and its time per edge against the same request at TP 1, in the same run
+    (a single request is built event by event, where the trace copies one
+    request's events: per edge it costs several times the trace's).
 ``reproduce_s``
     the whole ``depgraph reproduce`` (both sweeps, tables, figures), each
     run from scratch in a fresh folder: the median of ``REPRODUCE_RUNS``
@@ -63,7 +70,11 @@ from depgraph.core import _kernel  # noqa: E402
 from depgraph.core.table import EventTable  # noqa: E402
 from depgraph.workloads.trace import batching_trace, trace_ttft_s  # noqa: E402
 
-TRACE = dict(model="qwen3.6-35b-a3b", prompt_tokens=1024, link="25g", mfu=0.4, interarrival_s=0.01)
+TRACE = dict(model="qwen3.6-35b-a3b", prompt_tokens=1024, link="25g", mfu=0.4, gpu="study-effective",
+             interarrival_s=0.01)
+#: A dense model of TP_LAYERS layers handed from 8 prefill ranks to 8 decode ranks: a graph of about
+#: 0.1M edges with ranks, shards per rank pair and per-layer collectives (and the same model at TP 1).
+TP_LAYERS = 2_000
 EDGES_PER_REQUEST = 392  # of the trace above, resource edges included
 
 
@@ -194,6 +205,22 @@ def e2e_networkx(requests: int, workers: int) -> dict:
     return {"s": elapsed, "frontier_max": int(F["width"].max()), "tokens": len(ttft)}
 
 
+def tp_graph_once(layers: int, tp: int = 8) -> dict:
+    """Build (as a table), schedule under layer readiness, critical-path breakdown and frontier of one
+    request at TP ``tp`` to TP ``tp`` on a ``layers``-layer dense model."""
+    cfg = {"model_type": "llama", "num_hidden_layers": layers, "hidden_size": 4096, "num_attention_heads": 32,
+           "num_key_value_heads": 8, "intermediate_size": 14336, "vocab_size": 128256}
+    model = dg.model_from_config(cfg, name=f"dense-{layers}l")
+    t = time.perf_counter()
+    T = dg.single_request(model, prompt_tokens=4096, gpu="h100-sxm", prefill_tp=tp, decode_tp=tp, as_table=True)
+    S = dg.schedule(T, policy="layer")
+    S.breakdown()
+    F = S.frontier(kinds=("decode",))
+    elapsed = time.perf_counter() - t
+    return {"s": elapsed, "edges": S.compiled.num_edges, "nodes": S.compiled.num_nodes,
+            "frontier_max": int(F["width"].max())}
+
+
 def peak_rss_mb() -> float:
     """This process's peak resident memory in MB: ``VmHWM`` of /proc/self/status
     (the high-water mark of this interpreter's own address space). ``ru_maxrss``
@@ -270,8 +297,18 @@ def main(argv=None) -> int:
     # the same trace with a small prefill pool: deep queues, one long chain per worker
     deep = child(["--child-e2e", str(requests), "8", str(max(1, args.repeat // 2))])
     result.update(e2e_1m_edges_8_workers_s=deep["s"])
-    print(f"e2e: {e2e['edges']} edges {e2e['s']:.3f} s, {e2e['peak_rss_mb']:.0f} MB; networkx {nxr['s']:.1f} s; "
-          f"8 prefill workers {deep['s']:.3f} s", file=sys.stderr)
+    # a graph with ranks (TP 8 to TP 8) against the same request on one GPU a side, per edge
+    layers = max(10, int(TP_LAYERS * scale))
+    per = {}
+    for tp in (1, 8):
+        runs = [tp_graph_once(layers, tp) for _ in range(max(1, args.repeat // 2))]
+        per[tp] = {**runs[-1], "s": statistics.median(x["s"] for x in runs)}
+    result.update(tp8_graph_s=per[8]["s"], tp8_graph_edges=per[8]["edges"],
+                  tp8_us_per_edge=per[8]["s"] / per[8]["edges"] * 1e6,
+                  tp1_us_per_edge=per[1]["s"] / per[1]["edges"] * 1e6,
+                  tp8_vs_tp1_per_edge=(per[8]["s"] / per[8]["edges"]) / (per[1]["s"] / per[1]["edges"]))
+    print(f"tp8: {per[8]['edges']} edges {per[8]['s']:.3f} s ({result['tp8_us_per_edge']:.2f} us/edge; "
+          f"TP 1: {per[1]['edges']} edges, {result['tp1_us_per_edge']:.2f} us/edge)", file=sys.stderr)
 
     sizes = [1_000, 10_000, 100_000] if quick else [1_000, 10_000, 100_000, 300_000, 1_000_000, 3_000_000]
     table = []

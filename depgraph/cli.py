@@ -601,6 +601,7 @@ def _cmd_ttft(args) -> int:
         "breakdown_s": {k: v for k, v in parts.items() if k != "total_s"},
         "critical_path_nodes": len(S.critical_path()),
     }
+    out.update({k: G.graph[k] for k in ("prefill_tp", "decode_tp", "nic") if k in G.graph})
     if len(S.ttft_by_request) > 1:
         out["ttft_by_request_s"] = {str(r): v for r, v in S.ttft_by_request.items()}
     if point["workload"] == "batch":  # the one workload with a running batch to stall
@@ -617,7 +618,8 @@ def _cmd_ttft(args) -> int:
         return 0
     print(f"{out['model']}, {args.prompt_tokens:,} tokens, {out['link']}, {out['gpu']} (prefill MFU {out['mfu']:g}, "
           f"decode HBM efficiency {out['hbm_efficiency']:g}), {out['timing']} timing, {out['policy']} readiness, "
-          f"workload {out['workload']}")
+          f"workload {out['workload']}" + (f", prefill TP {out['prefill_tp']} -> decode TP {out['decode_tp']} "
+                                           f"(NIC {out['nic']})" if "decode_tp" in out else ""))
     print(f"  TTFT            {out['ttft_s'] * 1e3:10.3f} ms" + ("  (expected over the arrival phase)"
                                                                  if out.get("phase") == "expected" else ""))
     for k, v in out["breakdown_s"].items():
@@ -717,6 +719,9 @@ def _cmd_loadtest(args) -> int:
     print(f"  slots held (mean) {s['slots_held_mean']:.2f} of {s['max_num_seqs']}; waiting for a slot: "
           f"peak {s['waiting_peak']}, mean {s['waiting_mean']:.2f}")
     print(f"  decode loop time spent posting handoffs: {100 * s['loop_posting_share']:.1f}%")
+    if not s["memory_fits"]:
+        print(f"  warning: max_num_seqs {s['max_num_seqs']} does not fit in decode memory: {s['gpu']} x TP {s['tp']} "
+              f"holds {s['memory_max_num_seqs']} requests of the run's longest context beside the weights")
     parts = result.requests[["prefill_queue_s", "prefill_s", "handoff_s", "slot_wait_s", "decode_s"]].mean()
     print("  mean TTFT parts: " + ", ".join(f"{k[:-2]} {v * 1e3:.1f} ms" for k, v in parts.items()))
     for flag, value in (("plot", args.plot), ("trace", args.perfetto), ("requests", args.requests_csv)):

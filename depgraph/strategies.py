@@ -112,10 +112,11 @@ _MAX_NODES = 10_000
 # prefill -> send (compute-then-move) and arrive -> decode (every other rule),
 # so a graph whose kinds never decrease in this rank along an edge stays
 # acyclic whatever policy is applied to it.
-_KIND_RANK = {"prefill": 0, "hop": 0, "send": 1, "arrive": 2, "barrier": 3, "wait": 3, "decode": 4, "token": 5}
+_KIND_RANK = {"prefill": 0, "hop": 0, "send": 1, "arrive": 2, "barrier": 3, "wait": 3, "decode": 4,
+              "collective": 4, "token": 5}
 _ZERO_DURATION_KINDS = ("arrive", "barrier", "token")
 _DEVICE = {"prefill": "prefill", "hop": "prefill", "send": "link", "arrive": "decode", "decode": "decode",
-           "token": "decode", "barrier": None, "wait": "decode"}
+           "token": "decode", "barrier": None, "wait": "decode", "collective": "decode"}
 
 
 # ------------------------------------------------------------- validation

@@ -220,3 +220,18 @@ def test_a_sliding_window_run_steps_at_each_iterations_own_contexts():
         want = p.decode_step_overhead_s + cost.decode_step_s(m, contexts) / p.tp
         assert it["step_s"] == pytest.approx(want, rel=1e-12)
     assert crossed
+
+
+def test_the_summary_says_whether_max_num_seqs_fits_in_decode_memory():
+    """One rule for decode memory (depgraph.serving.memory): the load test's flag agrees with the capacity plan."""
+    from depgraph.serving.capacity import plan
+
+    r = dg.loadtest("qwen3-32b", handoff="push", qps=2, prompt_tokens=16_000, out_tokens=64, num_prompts=10,
+                    max_num_seqs=512, tp=8, seed=0)
+    p = plan("qwen3-32b", qps=2, prompt_tokens=16_000, out_tokens=64, tpot_s=7e-3, max_num_seqs=8, tp=8, gpu="h200")
+    assert r.summary["memory_max_num_seqs"] == p.max_slots_in_memory > 100
+    assert r.summary["memory_fits"] is False  # 512 slots of 16k tokens do not fit beside the weights
+    small = dg.loadtest("qwen3-32b", handoff="push", qps=2, prompt_tokens=16_000, out_tokens=64, num_prompts=10,
+                        max_num_seqs=8, tp=8, seed=0)
+    assert small.summary["memory_fits"] is True
+    assert r.summary["gpu"] == "h200" and r.summary["link"] == "ib-ndr" and r.summary["tp"] == 8

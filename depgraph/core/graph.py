@@ -8,9 +8,13 @@ Every node carries
     arrival), ``arrive`` (the component is on the decode GPU, zero duration),
     ``decode`` (one decode operator of one layer), ``hop`` (an activation
     moving between pipeline stages), ``barrier`` (zero-duration join),
-    ``token`` (the first decode token is complete, zero duration);
+    ``token`` (the first decode token is complete, zero duration),
+    ``wait`` (an explicit wait), ``collective`` (a tensor-parallel
+    all-reduce every rank joins);
 ``request``, ``layer``, ``component``, ``operator``, ``device``
-    what the event belongs to (``None`` where it does not apply);
+    what the event belongs to (``None`` where it does not apply); with
+    tensor parallelism, ``rank`` (the decode rank, or for a send the
+    receiving one, with ``src_rank`` the sending prefill rank);
 ``duration_s``
     how long it runs once started.
 
@@ -50,7 +54,7 @@ MAX_EVENTS = 5_000_000
 #: requests of 252 events (tests/test_memory.py keeps the estimate within 2x of the peak).
 BYTES_PER_EVENT = 2_600
 
-NODE_KINDS = ("prefill", "send", "arrive", "decode", "hop", "barrier", "token", "wait")
+NODE_KINDS = ("prefill", "send", "arrive", "decode", "hop", "barrier", "token", "wait", "collective")
 EDGE_KINDS = ("data", "program", "resource", "policy")
 
 EventGraph = nx.DiGraph

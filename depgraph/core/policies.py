@@ -60,8 +60,9 @@ def _first_decode(G: nx.DiGraph, key: Callable[[dict], object]) -> dict:
 
 def _per_layer(G: nx.DiGraph) -> nx.DiGraph:
     H = G.copy()
-    arrivals = _groups(G, "arrive", lambda d: (d.get("request"), d.get("layer")))
-    consumers = _first_decode(G, lambda d: (d.get("request"), d.get("layer")))
+    # by rank where the graph has ranks: a decode layer starts on a rank when that rank's shards are in
+    arrivals = _groups(G, "arrive", lambda d: (d.get("request"), d.get("layer"), d.get("rank")))
+    consumers = _first_decode(G, lambda d: (d.get("request"), d.get("layer"), d.get("rank")))
     for k, nodes in arrivals.items():
         if k in consumers:
             for a in nodes:
@@ -72,6 +73,9 @@ def _per_layer(G: nx.DiGraph) -> nx.DiGraph:
 def _add_global_wait(H: nx.DiGraph, G: nx.DiGraph) -> None:
     arrivals = _groups(G, "arrive", lambda d: d.get("request"))
     first = _first_decode(G, lambda d: d.get("request"))
+    # every rank's first decode operator waits (one only, without ranks)
+    has_ranks = any(d.get("rank") is not None for _, d in G.nodes(data=True))
+    by_rank = _first_decode(G, lambda d: (d.get("request"), d.get("rank"))) if has_ranks else {}
     for r, nodes in arrivals.items():
         if r not in first:
             continue
@@ -79,7 +83,9 @@ def _add_global_wait(H: nx.DiGraph, G: nx.DiGraph) -> None:
         add_event(H, barrier, kind="barrier", request=r, device=G.nodes[first[r]].get("device"), operator="all_arrived")
         for a in nodes:
             add_dep(H, a, barrier, "policy")
-        add_dep(H, barrier, first[r], "policy")
+        targets = [n for (req, _), n in by_rank.items() if req == r] or [first[r]]
+        for t in targets:
+            add_dep(H, barrier, t, "policy")
 
 
 def _global(G: nx.DiGraph) -> nx.DiGraph:
@@ -130,7 +136,7 @@ class Policy:
 
 
 #: What the built-in rules read of a node (tests/test_policies.py checks it).
-_READS = ("kind", "request", "layer", "seq", "device")
+_READS = ("kind", "request", "layer", "seq", "device", "rank")
 
 POLICIES: dict[str, Policy] = {
     p.name: p

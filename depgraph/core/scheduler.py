@@ -560,7 +560,8 @@ def critical_path(S: Schedule, *, target: Hashable | None = None) -> list:
     return [S.compiled.node(i) for i in _path_positions(S, target)]
 
 
-_BREAKDOWN = {"prefill": "prefill_s", "send": "transfer_s", "decode": "decode_s", "hop": "transfer_s", "wait": "wait_s"}
+_BREAKDOWN = {"prefill": "prefill_s", "send": "transfer_s", "decode": "decode_s", "hop": "transfer_s", "wait": "wait_s",
+              "collective": "collective_s"}
 
 
 def breakdown(S: Schedule, *, target: Hashable | None = None) -> dict[str, float]:
@@ -570,13 +571,16 @@ def breakdown(S: Schedule, *, target: Hashable | None = None) -> dict[str, float
     on the link, activation hops), ``wait_s`` (time on other requests' events,
     such as a queue on a shared link or a running batch's step before the
     boundary, explicit waits, and any idle gap) and ``decode_s`` (decode
-    compute), plus ``total_s``; the four parts sum to ``total_s``. The
-    target's request is that of the path's last node.
+    compute), plus ``total_s``; the parts sum to ``total_s``. A graph with
+    tensor-parallel collectives adds ``collective_s`` (all-reduces on the
+    path). The target's request is that of the path's last node.
     """
     path = _path_positions(S, target)
     cg = S.compiled
     kinds, requests = cg.column("kind")[path].tolist(), cg.column("request")[path].tolist()
     out = {"prefill_s": 0.0, "transfer_s": 0.0, "wait_s": 0.0, "decode_s": 0.0}
+    if "collective" in kinds or bool(_isin(cg.column("kind"), ("collective",)).any()):
+        out["collective_s"] = 0.0
     prev_finish = 0.0
     mine = requests[-1] if path else None
     for i, kind, request in zip(path, kinds, requests):

@@ -40,6 +40,7 @@ _OTHER_COMPONENT = "#8c564b"  # a component outside the study's three
 _PREFILL = "#bdbdbd"
 _PREFILL_EDGE = "#7f7f7f"
 _HOP = "#9467bd"  # activations between pipeline stages
+_COLLECTIVE = "#8c564b"  # tensor-parallel all-reduces
 _WAIT = "#d9d9d9"
 _DECODE_PLAIN = "#000000"
 _TOKEN = "#d62728"
@@ -93,7 +94,7 @@ def _bar_color(d: dict) -> str:
     if kind in ("send", "arrive", "decode") and comps:
         return _component_color(comps[0])
     return {"prefill": _PREFILL, "decode": "#333333", "hop": _HOP, "wait": _WAIT,
-            "barrier": "#555555", "token": _TOKEN}.get(kind, "#7f7f7f")
+            "barrier": "#555555", "token": _TOKEN, "collective": _COLLECTIVE}.get(kind, "#7f7f7f")
 
 
 def _first_seen(values: Iterable[Hashable]) -> list:
@@ -145,6 +146,8 @@ def _label_lines(node: Hashable, d: dict) -> list[str]:
         return [joined(tag, op, "op")] if tag else [str(op)]
     if kind == "hop":
         return [joined(tag, "hop")]
+    if kind == "collective":
+        return [joined(tag, op or "collective")]
     if kind == "wait":
         return [joined("wait", op)]
     if kind == "token":
@@ -176,6 +179,8 @@ def _node_style(d: dict) -> dict[str, str]:
                 "fillcolor": ":".join(_tint(_component_color(c)) for c in comps)}
     if kind == "hop":
         return {"shape": "box", "style": "filled", "fillcolor": _tint(_HOP), "color": _HOP}
+    if kind == "collective":  # every rank joins it: a wide bar
+        return {"shape": "box", "style": "filled", "fillcolor": _tint(_COLLECTIVE), "color": _COLLECTIVE}
     if kind == "wait":
         return {"shape": "box", "style": "dashed", "color": "#7f7f7f"}
     if kind == "barrier":

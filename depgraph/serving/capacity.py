@@ -43,7 +43,8 @@ from dataclasses import asdict, dataclass
 from .._validate import positive_int, positive_number
 from ..errors import ConfigError
 from ..specs.hardware import DEFAULT_LINK, GPU, Link, load_gpu, load_link
-from ..specs.models import ModelSpec, handoff_bytes, handoff_bytes_per_rank, load_model
+from ..specs.models import ModelSpec, handoff_bytes, load_model
+from .memory import max_slots_in_memory, slot_bytes, weights_per_gpu_bytes
 
 __all__ = [
     "CapacityPlan",
@@ -223,11 +224,7 @@ def decode_memory_per_slot_bytes(model: str | ModelSpec, context_tokens: int, *,
     """
     model = load_model(model, kv_dtype=kv_dtype, ssm_dtype=ssm_dtype)
     tp = positive_int("tp", tp, upper=MAX_TP)
-    parts = handoff_bytes_per_rank(model, prompt_tokens=positive_int("context_tokens", context_tokens,
-                                                                       upper=MAX_TOKENS), tp=tp)
-    out = {k: float(v) for k, v in parts.items()}
-    out["total"] = sum(out.values())
-    return out
+    return slot_bytes(model, positive_int("context_tokens", context_tokens, upper=MAX_TOKENS), tp=tp)
 
 
 # ------------------------------------------------------------------ the plan
@@ -342,7 +339,7 @@ def plan(model: str | ModelSpec, *, qps: float, prompt_tokens: int, out_tokens: 
 
     context = prompt_tokens + out_tokens
     per_slot = decode_memory_per_slot_bytes(spec, context, tp=tp)["total"]
-    weights = (spec.total_params + spec.embedding_params + spec.lm_head_params) * spec.dtype_bytes / tp
+    weights = weights_per_gpu_bytes(spec, tp=tp)
     usable = gpu_memory_utilization * gpu.hbm_bytes
     needed = weights + recommended * per_slot
     return CapacityPlan(
@@ -357,6 +354,7 @@ def plan(model: str | ModelSpec, *, qps: float, prompt_tokens: int, out_tokens: 
         context_tokens=context, memory_per_slot_bytes=per_slot, extra_memory_bytes=extra * per_slot,
         gpu=gpu.name, hbm_bytes=gpu.hbm_bytes, gpu_memory_utilization=gpu_memory_utilization,
         usable_hbm_bytes=usable, weights_per_gpu_bytes=weights, memory_needed_bytes=needed,
-        max_slots_in_memory=max(0, math.floor((usable - weights) / per_slot)) if per_slot else MAX_NUM_SEQS,
+        max_slots_in_memory=max_slots_in_memory(spec, context_tokens=context, tp=tp, gpu=gpu,
+                                                gpu_memory_utilization=gpu_memory_utilization),
         memory_fits=needed <= usable,
     )

@@ -60,6 +60,7 @@ from ..errors import ConfigError
 from ..core.graph import add_dep, add_event
 from ..specs.hardware import DEFAULT_LINK, load_gpu, load_link
 from ..specs.models import ModelSpec, handoff_bytes, load_model
+from .memory import max_slots_in_memory
 
 __all__ = ["HANDOFFS", "LoadModel", "LoadResult", "loadtest", "arrivals", "read_trace", "run_graph", "MAX_REQUESTS",
            "MAX_ARRIVAL_S", "MAX_TRACE_FILE_BYTES"]
@@ -458,6 +459,13 @@ class _Simulation:
         self._state_s = sum(layer.ssm_bytes + layer.conv_bytes for layer in model.layers) / bw
 
     # -- helpers
+    def _memory(self, df: pd.DataFrame) -> dict[str, Any]:
+        """The most slots of the run's longest context a decode server's HBM holds (weights at this TP
+        first; :mod:`depgraph.serving.memory`), and whether ``max_num_seqs`` fits in it."""
+        longest = int((df.prompt_tokens + df.output_tokens).max())
+        fit = max_slots_in_memory(self.model, context_tokens=longest, tp=self.p.tp, gpu=self.cost.gpu)
+        return {"memory_max_num_seqs": fit, "memory_fits": self.slots <= fit}
+
     def push_event(self, t: float, kind: str, i: int) -> None:
         heapq.heappush(self.events, (t, _EVENT_ORDER[kind], self.seq, kind, i))
         self.seq += 1
@@ -696,6 +704,7 @@ class _Simulation:
             "handoff": self.handoff, "requests": len(df), "max_num_seqs": self.slots,
             "gpu": self.cost.gpu.name, "link": self.link.name, "tp": self.p.tp, "prefill_mfu": self.cost.mfu,
             "hbm_efficiency": self.cost.decode_hbm_efficiency,
+            **self._memory(df),
             **{f"ttft_p{q}_s": float(np.percentile(df.ttft_s, q)) for q in (50, 90, 99)},
             "ttft_mean_s": float(df.ttft_s.mean()),
             **{f"tpot_p{q}_s": float(np.percentile(tpot, q)) if len(tpot) else math.nan for q in (50, 90, 99)},

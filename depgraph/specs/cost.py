@@ -24,6 +24,15 @@ documented once, here (``docs/calibration.md`` explains the choices):
     Time to move an activation between pipeline stages (the study's 0.05 ms).
 ``decode_layer_overhead_s = 0.0``
     Fixed time per decode layer per step (kernel launches, synchronisation).
+``collective_efficiency = 0.8`` and ``collective_latency_s = 10e-6``
+    A tensor-parallel all-reduce of ``B`` bytes over ``n`` ranks takes
+    ``latency + 2 (n - 1) / n x B / (efficiency x interconnect bandwidth)``
+    (a ring: each rank sends and receives ``2 (n - 1) / n`` of the data over
+    its own link; ``interconnect_bytes_per_s`` per direction, from the GPU
+    catalog). vLLM runs two per decoder layer (after attention and after the
+    MLP or MoE), of ``tokens x hidden x dtype`` bytes. Both numbers are
+    assumptions, not measurements: NCCL's bus bandwidth on NVLink is
+    typically below peak, and a small all-reduce costs some microseconds.
 ``recurrent_flops_per_state_elem = 4.0``
     Prefill FLOPs per prompt token per recurrent-state element (the
     recurrence's update and read-out; small next to the projections).
@@ -41,6 +50,8 @@ of every request in the batch, over the effective HBM bandwidth.
 >>> m = dg.load_model("qwen3-32b")
 >>> round(cm.prefill_layer_s(m.layers[0], 1024) * 1e6, 1)   # microseconds
 4108.2
+>>> round(dg.CostModel().allreduce_s(16_384 * 5120 * 2, 8) * 1e3, 3)   # ms: 16k tokens x Qwen3-32B's hidden, TP 8
+0.826
 >>> dg.CostModel().describe()
 'h100-sxm, prefill MFU 0.6, decode HBM efficiency 0.8'
 
@@ -52,6 +63,7 @@ from dataclasses import dataclass, field, replace
 from typing import Sequence
 
 from .._validate import positive_int, positive_number
+from ..errors import ConfigError
 from .hardware import GPU, Link, load_gpu, load_link
 from .models import LayerSpec, ModelSpec
 
@@ -77,6 +89,8 @@ class CostModel:
     hbm_efficiency: float | None = None  # None: the GPU's own (a calibration device's), else DEFAULT_HBM_EFFICIENCY
     decode_layer_overhead_s: float = 0.0
     recurrent_flops_per_state_elem: float = 4.0
+    collective_efficiency: float = 0.8
+    collective_latency_s: float = 10e-6
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "gpu", load_gpu(self.gpu))
@@ -87,6 +101,8 @@ class CostModel:
             positive_number("hbm_efficiency", self.hbm_efficiency, upper=1.0)
         positive_number("decode_layer_overhead_s", self.decode_layer_overhead_s, allow_zero=True, upper=10.0)
         positive_number("recurrent_flops_per_state_elem", self.recurrent_flops_per_state_elem, allow_zero=True, upper=1e6)
+        positive_number("collective_efficiency", self.collective_efficiency, upper=1.0)
+        positive_number("collective_latency_s", self.collective_latency_s, allow_zero=True, upper=1.0)
 
     def replace(self, **changes) -> "CostModel":
         return replace(self, **changes)
@@ -198,6 +214,24 @@ class CostModel:
         if layer.kv_bytes_per_token:
             return [("attn", ("kv",), total)]
         return [("ffn", (), total)]
+
+    # -------------------------------------------------------- collectives
+
+    def allreduce_s(self, nbytes: float, ranks: int) -> float:
+        """Seconds of one ring all-reduce of ``nbytes`` over ``ranks`` GPUs on
+        the GPU's interconnect (0 for one rank)."""
+        if ranks <= 1:
+            return 0.0
+        bw = self.gpu.interconnect_bytes_per_s
+        if not bw:
+            raise ConfigError(f"gpu: {self.gpu.name} has no interconnect_bytes_per_s, so tensor parallelism "
+                              "cannot be costed; choose a GPU from 'depgraph gpus' or give one with --hardware")
+        return self.collective_latency_s + 2.0 * (ranks - 1) / ranks * nbytes / (bw * self.collective_efficiency)
+
+    def layer_collectives_s(self, model: ModelSpec, tokens: int, ranks: int) -> float:
+        """The two all-reduces one decoder layer runs at tensor-parallel size
+        ``ranks`` for ``tokens`` tokens (after the mixer, after the MLP/MoE)."""
+        return 2.0 * self.allreduce_s(float(tokens) * model.hidden_size * model.dtype_bytes, ranks)
 
     # ----------------------------------------------------------- transfer
 

@@ -34,7 +34,7 @@ from ..errors import ConfigError
 from .batching import ADMISSIONS, HOOK_SCOPES, continuous_batching
 from .interleaved import LINK_RULES, PREFILL_MODES, interleaved
 from .pipeline import pipeline
-from .single import single_request
+from .single import NIC_MODES, single_request
 from .speculative import speculative
 
 __all__ = ["ALIASES", "ByName", "GRAPH_WORKLOADS", "Param", "REQUIRED", "WORKLOADS", "Workload", "get_workload",
@@ -137,6 +137,14 @@ class Workload:
         return self.builder(model, **kwargs)
 
 
+def _label_single(p: Mapping[str, Any]) -> str:
+    """``-`` on one GPU a side; else ``tp{P}x{D}`` (``-shared-nic`` with one NIC per node)."""
+    tp = (p.get("prefill_tp", 1), p.get("decode_tp", 1))
+    if tp == (1, 1):
+        return "-"
+    return f"tp{tp[0]}x{tp[1]}" + ("-shared-nic" if p.get("nic", "per-gpu") == "per-node" else "")
+
+
 def _label_speculative(p: dict) -> str:
     return f"k={p['spec_k']}" + (f",draft={p['draft_layers']}" if p["draft_layers"] != 1 else "")
 
@@ -162,8 +170,13 @@ def _label_loadtest(p: dict) -> str:
 
 #: Every workload, in the order the command line and the gallery list them.
 WORKLOADS: dict[str, Workload] = {w.name: w for w in (
-    Workload("single", single_request, (), lambda p: "-", aliases=("single_request",),
-             description="one request: prefill, handoff, decode"),
+    Workload("single", single_request, (
+        Param("prefill_tp", "int", 1, 1, 64, help="tensor-parallel size of the prefill side", metavar="P"),
+        Param("decode_tp", "int", 1, 1, 64, help="tensor-parallel size of the decode side (a multiple or "
+                                                  "divisor of --prefill-tp)", metavar="D"),
+        Param("nic", "choice", "per-gpu", choices=NIC_MODES,
+              help="per-gpu (each rank its own NIC) or per-node (the ranks share one)"),
+    ), _label_single, aliases=("single_request",), description="one request: prefill, handoff, decode"),
     Workload("speculative", speculative, (
         Param("spec_k", "int", 3, 1, 64, help="draft candidates", metavar="K"),
         Param("draft_layers", "int", 1, 1, 1000, help="layers of the draft model", metavar="L"),

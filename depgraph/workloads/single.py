@@ -28,10 +28,12 @@ from ..specs.cost import CostModel
 from ..core.table import EventTable, TableBuilder
 from ..core.graph import event_attrs, layer_tag
 from ..specs.hardware import DEFAULT_LINK, GPU, Link, load_gpu, load_link
+from ..errors import ConfigError
 from ..specs.models import LayerSpec, ModelSpec, load_model
+from .ranks import check_tp_pair, shard_transfers
 
 __all__ = ["single_request", "add_request", "request_parts", "add_parts", "RequestCopier", "RequestParts",
-           "new_graph", "TIMINGS"]
+           "new_graph", "TIMINGS", "NIC_MODES"]
 
 TIMINGS = ("handoff", "migration")
 MAX_PROMPT_TOKENS = 10_000_000
@@ -134,6 +136,9 @@ def request_parts(
     decode: bool = True,
     token: bool = True,
     spec_tokens: int = 0,
+    prefill_tp: int = 1,
+    decode_tp: int = 1,
+    nic: str = "per-gpu",
 ) -> RequestParts:
     """One request's prefill, transfer and (optionally) decode events, not
     yet added to a graph (:func:`add_request` adds them).
@@ -145,7 +150,16 @@ def request_parts(
     use their stage's link device as a shared resource; their ``priority``
     is ``(request, send index)``. ``spec_tokens`` speculative tokens per step
     make every conv tail that many rows longer (as vLLM sizes it).
+
+    ``prefill_tp`` / ``decode_tp`` above 1 give the graph ranks
+    (:func:`_ranked_parts`; one stage, one named device per side).
     """
+    if prefill_tp != 1 or decode_tp != 1:
+        if placement is not None or not all(isinstance(v, str) for v in (prefill_device, decode_device, link_device)):
+            raise ConfigError("prefill_tp/decode_tp: tensor parallelism with pipeline stages is not modelled yet")
+        return _ranked_parts(model, prompt_tokens=prompt_tokens, link=link, cost=cost, timing=timing, request=request,
+                             prefill_tp=prefill_tp, decode_tp=decode_tp, nic=nic, decode=decode, token=token,
+                             spec_tokens=spec_tokens)
     r = request
     stages = list(placement) if placement is not None else [0] * model.num_layers
     rec = _Recorder()
@@ -191,6 +205,123 @@ def request_parts(
             rec.dep(head, t, "program")
             nodes["token"].append(t)
     return RequestParts(nodes, rec.nodes, rec.edges, r, prefill_device)
+
+
+#: How the ranks' transfers share network cards: one NIC per GPU (each rank pair's own, all pairs in
+#: parallel; a rank serving several peers sends to them one at a time), or one NIC per node (every
+#: transfer of the request in turn).
+NIC_MODES = ("per-gpu", "per-node")
+
+
+def _ranked_parts(model: ModelSpec, *, prompt_tokens: int, link: Link, cost: CostModel, timing: str, request: int,
+                  prefill_tp: int, decode_tp: int, nic: str, decode: bool, token: bool,
+                  spec_tokens: int) -> RequestParts:
+    """One request with tensor parallelism on each side: the graph's ranks.
+
+    Prefill runs in lockstep across its ``prefill_tp`` ranks: each layer is
+    ``r{r}:prefill:L{i}`` (its compute over ``prefill_tp``) then
+    ``r{r}:prefill:L{i}:allreduce`` (kind ``collective``: the layer's two
+    all-reduces). Every layer's state moves rank pair by rank pair
+    (:func:`~depgraph.workloads.ranks.shard_transfers`):
+    ``r{r}:send:L{i}:{c}:p{p}d{d}`` on the sending prefill rank's NIC
+    (``link:p{p}``) where a prefill rank serves several decode ranks, on the
+    receiving decode rank's (``link:d{d}``) otherwise, or on one shared
+    ``link`` with ``nic="per-node"``; ``r{r}:arrive:L{i}:{c}:d{d}`` once all
+    of decode rank ``d``'s shares are in. Each decode rank runs its slice of
+    every operator (``r{r}:decode:L{i}:{op}:d{d}`` on ``decode:{d}``,
+    ``rank`` = ``d``), and the layer's all-reduces
+    (``r{r}:decode:L{i}:allreduce``) wait for every rank before the next
+    layer starts anywhere. A rank's slice reads ``1 / decode_tp`` of the
+    layer's weights and its own shard of the state (KV heads replicated past
+    their count read in full).
+    """
+    r = request
+    nic = one_of("nic", nic, NIC_MODES)
+    P, D = check_tp_pair(prefill_tp, decode_tp)
+    rec = _Recorder()
+    nodes: dict[str, list[Hashable]] = {"prefill": [], "send": [], "arrive": [], "decode": [], "token": []}
+    chain: list[Hashable] = []
+    for layer in model.layers:
+        tag = layer_tag(layer.index)
+        p = rec.event(f"r{r}:prefill:{tag}", kind="prefill", request=r, layer=layer.index, device="prefill",
+                      duration_s=cost.prefill_layer_s(layer, prompt_tokens) / P)
+        nodes["prefill"].append(p)
+        chain.append(p)
+        if P > 1:
+            chain.append(rec.event(f"r{r}:prefill:{tag}:allreduce", kind="collective", request=r, layer=layer.index,
+                                   device="prefill", operator="allreduce",
+                                   duration_s=cost.layer_collectives_s(model, prompt_tokens, P)))
+    rec.chain(chain, "program")
+    done = None
+    if timing == "migration":
+        done = rec.event(f"r{r}:barrier:prefill_done", kind="barrier", request=r, device="prefill",
+                         operator="prefill_done")
+        rec.dep(chain[-1], done, "data")
+    bw = cost.decode_bytes_per_s
+    seq = 0
+    last_collective: Hashable | None = None
+    for layer, p in zip(model.layers, nodes["prefill"]):
+        tag = layer_tag(layer.index)
+        arrivals: dict[tuple[str, int], Hashable] = {}
+        for c in layer.components:
+            shares: dict[int, list[Hashable]] = {}
+            for src, dst, nbytes in shard_transfers(layer, c, prompt_tokens=prompt_tokens, prefill_tp=P,
+                                                    decode_tp=D, spec_tokens=spec_tokens):
+                card = "link" if nic == "per-node" else (f"link:p{src}" if D >= P and D > 1 else f"link:d{dst}")
+                snd = rec.event(f"r{r}:send:{tag}:{c}:p{src}d{dst}", kind="send", request=r, layer=layer.index,
+                                component=c, device=card, duration_s=link.transfer_s(nbytes), bytes=nbytes,
+                                resource=card, priority=(r, len(nodes["send"])), rank=dst, src_rank=src)
+                rec.dep(done if done is not None else p, snd, "data")
+                if done is not None:
+                    rec.dep(p, snd, "data")
+                nodes["send"].append(snd)
+                shares.setdefault(dst, []).append(snd)
+            for dst, sends in shares.items():
+                a = rec.event(f"r{r}:arrive:{tag}:{c}:d{dst}", kind="arrive", request=r, layer=layer.index,
+                              component=c, device=f"decode:{dst}", rank=dst)
+                for snd in sends:
+                    rec.dep(snd, a, "data")
+                nodes["arrive"].append(a)
+                arrivals[(c, dst)] = a
+        if not decode:
+            continue
+        ops = cost.decode_operators(model, layer, prompt_tokens)
+        total = sum(dur for *_, dur in ops)
+        whole = layer.active_params * model.dtype_bytes + sum(layer.component_bytes(c, prompt_tokens)
+                                                              for c in layer.components)
+        part = layer.active_params * model.dtype_bytes / D + sum(
+            layer.sharded_bytes(c, prompt_tokens, D)[0] for c in layer.components)
+        share = (cost.decode_layer_overhead_s + part / bw) / total if total else 0.0
+        ends = []
+        for rank in range(D):
+            prev = last_collective
+            for k, (op, reads, dur) in enumerate(ops):
+                d = rec.event(f"r{r}:decode:{tag}:{op}:d{rank}", kind="decode", request=r, layer=layer.index,
+                              operator=op, device=f"decode:{rank}", duration_s=dur * share, reads=reads,
+                              seq=seq + k, rank=rank)
+                for c in reads:
+                    rec.dep(arrivals[(c, rank)], d, "data")
+                if prev is not None:
+                    rec.dep(prev, d, "program")
+                prev = d
+                nodes["decode"].append(d)
+            ends.append(prev)
+        seq += len(ops)
+        coll = rec.event(f"r{r}:decode:{tag}:allreduce", kind="collective", request=r, layer=layer.index,
+                         device="decode", operator="allreduce", duration_s=cost.layer_collectives_s(model, 1, D))
+        for e in ends:
+            rec.dep(e, coll, "program")
+        last_collective = coll
+    if decode:
+        head = rec.event(f"r{r}:decode:head", kind="decode", request=r, operator="head", device="decode",
+                         duration_s=cost.decode_head_s(model) / D, reads=(), seq=seq)
+        rec.dep(last_collective, head, "program")
+        nodes["decode"].append(head)
+        if token:
+            t = rec.event(f"r{r}:token", kind="token", request=r, device="decode")
+            rec.dep(head, t, "program")
+            nodes["token"].append(t)
+    return RequestParts(nodes, rec.nodes, rec.edges, r, "prefill")
 
 
 class _Recorder:
@@ -299,6 +430,9 @@ def single_request(
     gpu: GPU | str | None = None,
     timing: str = "handoff",
     cost: CostModel | None = None,
+    prefill_tp: int = 1,
+    decode_tp: int = 1,
+    nic: str = "per-gpu",
     as_table: bool = False,
 ) -> nx.DiGraph | EventTable:
     """The event graph of one request's prefill, handoff and first decode token.
@@ -317,6 +451,14 @@ def single_request(
         ``"handoff"`` or ``"migration"``.
     cost
         The :class:`~depgraph.specs.cost.CostModel` (defaults documented there).
+    prefill_tp, decode_tp
+        Tensor-parallel size of each side (one a multiple of the other); above
+        1 the graph has ranks, shards moving rank pair by rank pair and the
+        layers' all-reduces (:func:`_ranked_parts`). At 1 and 1 the graph is
+        the single-GPU one, event for event.
+    nic
+        ``"per-gpu"`` (each rank its own NIC, the default) or ``"per-node"``
+        (the ranks share one NIC, so their transfers go in turn).
     as_table
         Return the graph as an :class:`~depgraph.EventTable`, the form the
         scheduler runs on, without building a networkx graph
@@ -328,8 +470,10 @@ def single_request(
     >>> G.number_of_nodes(), G.graph["timing"]
     (258, 'handoff')
     """
+    P, D = check_tp_pair(prefill_tp, decode_tp)
+    ranked = {} if (P, D) == (1, 1) else {"prefill_tp": P, "decode_tp": D, "nic": one_of("nic", nic, NIC_MODES)}
     G, model, prompt_tokens, link, timing, cost = new_graph("single_request", model, prompt_tokens=prompt_tokens,
                                                           link=link, mfu=mfu, gpu=gpu, timing=timing, cost=cost,
-                                                          as_table=as_table)
-    add_request(G, model, prompt_tokens=prompt_tokens, link=link, cost=cost, timing=timing, request=0)
+                                                          as_table=as_table, **ranked)
+    add_request(G, model, prompt_tokens=prompt_tokens, link=link, cost=cost, timing=timing, request=0, **ranked)
     return G.to_table() if as_table else G

@@ -1,0 +1,167 @@
+"""Tensor parallelism on each side: ranks in the event graph."""
+
+from __future__ import annotations
+
+import itertools
+
+import networkx as nx
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import depgraph as dg
+from depgraph.workloads.ranks import shard_transfers
+
+import reference as ref
+
+MODELS = ("qwen3-32b", "qwen3.6-35b-a3b", "nemotron-3-nano-30b-a3b", "jamba-mini-1.5", "gpt-oss-20b")
+PAIRS = [(1, 1), (1, 2), (2, 1), (2, 2), (1, 8), (8, 1), (2, 8), (8, 2), (4, 8), (8, 4), (8, 8)]
+
+
+@pytest.mark.parametrize("name", MODELS)
+@pytest.mark.parametrize("prefill_tp, decode_tp", PAIRS)
+def test_every_shard_lands_once_and_the_bytes_are_the_decode_sides(name, prefill_tp, decode_tp):
+    """Each decode rank receives exactly its shard at decode_tp, from the prefill ranks vLLM's connector reads;
+    summed over ranks, the bytes are handoff_bytes at decode_tp, replication and padding included."""
+    m = dg.load_model(name)
+    total = dg.handoff_bytes(m, prompt_tokens=3000, tp=decode_tp)
+    per_rank = dg.handoff_bytes_per_rank(m, prompt_tokens=3000, tp=decode_tp)
+    got = dict.fromkeys(total, 0)
+    for layer in m.layers:
+        for c in layer.components:
+            moves = shard_transfers(layer, c, prompt_tokens=3000, prefill_tp=prefill_tp, decode_tp=decode_tp)
+            pairs = [(p, d) for p, d, _ in moves]
+            assert len(pairs) == len(set(pairs))  # no pair twice
+            assert {d for _, d in pairs} == set(range(decode_tp))  # every decode rank served
+            assert all(0 <= p < prefill_tp for p, _ in pairs)
+            by_rank = {d: sum(b for _, dd, b in moves if dd == d) for d in range(decode_tp)}
+            assert set(by_rank.values()) == {layer.sharded_bytes(c, 3000, decode_tp)[0]}
+            got[c] += sum(by_rank.values())
+            if decode_tp >= prefill_tp:  # a decode rank reads from one prefill rank, which serves D / P of them
+                assert all(pairs.count(pp) for pp in pairs) and {p for p, _ in pairs} == set(range(prefill_tp))
+    assert got == total and {c: v * decode_tp for c, v in per_rank.items()} == total
+
+
+def test_kv_replicated_on_the_prefill_side_is_read_once():
+    layer = next(x for x in dg.load_model("qwen3.6-35b-a3b").layers if x.kv_bytes_per_token)  # 2 KV heads
+    moves = shard_transfers(layer, "kv", prompt_tokens=10, prefill_tp=8, decode_tp=1)
+    assert [p for p, _, _ in moves] == [0, 4]  # ranks 0-3 hold head 0, ranks 4-7 head 1
+    with pytest.raises(dg.ConfigError, match=r"decode_tp: 3 and prefill_tp 2: expected one a whole multiple"):
+        shard_transfers(layer, "kv", prompt_tokens=10, prefill_tp=2, decode_tp=3)
+
+
+def _graph(name="qwen3.6-35b-a3b", **kw):
+    base = dict(prompt_tokens=4096, link="ib-ndr", gpu="h100-sxm")
+    return dg.single_request(name, **{**base, **kw})
+
+
+def test_tp1_is_the_single_gpu_graph_event_for_event():
+    a, b = _graph(), _graph(prefill_tp=1, decode_tp=1, nic="per-node")
+    assert nx.utils.graphs_equal(a, b)
+    assert "prefill_tp" not in a.graph and not any(d.get("rank") is not None for _, d in a.nodes(data=True))
+
+
+@pytest.mark.parametrize("prefill_tp, decode_tp", [(2, 2), (8, 8), (4, 8), (8, 2), (1, 4)])
+@pytest.mark.parametrize("policy", dg.POLICY_NAMES)
+def test_networkx_and_the_compiled_scheduler_agree_on_ranked_graphs(prefill_tp, decode_tp, policy):
+    """The graph users see (networkx, the reference scheduler of tests/reference.py) and the compiled
+    scheduler give the same start of every event, to the bit."""
+    G = _graph(prefill_tp=prefill_tp, decode_tp=decode_tp)
+    S, R = dg.schedule(G, policy=policy), ref.schedule(G, policy=policy)
+    start = dict(zip(R.compiled.nodes, R.start.tolist()))
+    assert all(S.start_s[n] == start[n] for n in start)
+    assert S.makespan_s == float(R.finish.max())
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_more_ranks_never_slow_the_slowest_ranks_transfer_with_a_nic_each(name):
+    """Each rank pair has its own NIC: a layer's slowest rank moves its shard no slower than one GPU moves the whole."""
+    m = dg.load_model(name)
+    link = dg.load_link("ib-ndr")
+    heads = m.layers[next(i for i, x in enumerate(m.layers) if x.kv_bytes_per_token)].query_heads
+    previous = None
+    for tp in (t for t in (1, 2, 4, 8) if heads % t == 0):
+        slowest = sum(max(link.transfer_s(b) for *_, b in shard_transfers(layer, c, prompt_tokens=8192, prefill_tp=tp,
+                                                                        decode_tp=tp))
+                      for layer in m.layers for c in layer.components)
+        assert previous is None or slowest <= previous * (1 + 1e-12)
+        previous = slowest
+
+
+def test_a_shared_nic_serialises_the_ranks():
+    own = dg.schedule(_graph(prefill_tp=8, decode_tp=8), policy="layer")
+    shared = dg.schedule(_graph(prefill_tp=8, decode_tp=8, nic="per-node"), policy="layer")
+    G = _graph(prefill_tp=8, decode_tp=8, nic="per-node")
+    sends = [n for n, d in G.nodes(data=True) if d["kind"] == "send"]
+    assert {G.nodes[n]["resource"] for n in sends} == {"link"}
+    S = dg.schedule(G, policy="layer")
+    spans = sorted((S.start_s[n], S.finish_s[n]) for n in sends)
+    assert all(b[0] >= a[1] - 1e-15 for a, b in zip(spans, spans[1:]))  # one at a time
+    assert shared.ttft_s >= own.ttft_s
+    G8 = _graph(prefill_tp=8, decode_tp=8)
+    assert len({G8.nodes[n]["resource"] for n in G8 if G8.nodes[n]["kind"] == "send"}) == 8
+
+
+def test_a_decode_layer_starts_on_a_rank_when_that_ranks_shard_is_in():
+    G = dg.get_policy("layer").apply(_graph(prefill_tp=2, decode_tp=4))
+    S = dg.schedule(G)
+    for rank in range(4):
+        first = f"r0:decode:L00:conv:d{rank}"
+        mine = [n for n, d in G.nodes(data=True) if d["kind"] == "arrive" and d["layer"] == 0 and d.get("rank") == rank]
+        assert mine and all(G.has_edge(a, first) for a in mine)
+        assert S.start_s[first] >= max(S.finish_s[a] for a in mine)
+        others = [n for n, d in G.nodes(data=True) if d["kind"] == "arrive" and d["layer"] == 0 and d.get("rank") != rank]
+        assert not any(G.has_edge(a, first) for a in others)
+    # the layer's collective waits for every rank; the next layer starts after it everywhere
+    coll = "r0:decode:L00:allreduce"
+    assert all(S.start_s[coll] >= S.finish_s[f"r0:decode:L00:ssm:d{r}"] for r in range(4))
+    assert all(S.start_s[f"r0:decode:L01:conv:d{r}"] >= S.finish_s[coll] for r in range(4))
+
+
+def test_collectives_are_named_in_the_breakdown():
+    S = dg.schedule(_graph(prefill_tp=8, decode_tp=8), policy="layer")
+    parts = S.breakdown()
+    assert parts["collective_s"] > 0
+    assert sum(v for k, v in parts.items() if k != "total_s") == pytest.approx(parts["total_s"], rel=1e-12)
+    assert "collective_s" not in dg.schedule(_graph(), policy="layer").breakdown()
+
+
+def test_tensor_parallel_costs():
+    cm = dg.CostModel(gpu="h100-sxm")
+    m = dg.load_model("qwen3-32b")
+    one, eight = (dg.schedule(_graph("qwen3-32b", prefill_tp=t, decode_tp=t), policy="layer") for t in (1, 8))
+    # prefill: compute over 8 ranks plus two all-reduces of S x hidden per layer over NVLink 4
+    layer = m.layers[0]
+    want = cm.prefill_layer_s(layer, 4096) / 8 + 2 * (cm.collective_latency_s + 2 * 7 / 8 * 4096 * 5120 * 2
+                                                     / (450e9 * cm.collective_efficiency))
+    G = _graph("qwen3-32b", prefill_tp=8, decode_tp=8)
+    got = G.nodes["r0:prefill:L00"]["duration_s"] + G.nodes["r0:prefill:L00:allreduce"]["duration_s"]
+    assert got == pytest.approx(want, rel=1e-12)
+    assert eight.ttft_s < one.ttft_s
+    with pytest.raises(dg.ConfigError, match=r"gpu: study-effective has no interconnect_bytes_per_s"):
+        dg.single_request("qwen3-32b", prompt_tokens=10, gpu="study-effective", prefill_tp=2, decode_tp=2)
+    with pytest.raises(dg.ConfigError, match=r"nic: expected one of per-gpu, per-node"):
+        _graph(prefill_tp=2, decode_tp=2, nic="per-rack")
+
+
+@settings(max_examples=40, deadline=None)
+@given(pair=st.sampled_from(PAIRS), prompt=st.integers(1, 20_000), policy=st.sampled_from(dg.POLICY_NAMES))
+def test_ranked_graphs_are_valid_and_policies_stay_ordered(pair, prompt, policy):
+    G = _graph(prompt_tokens=prompt, prefill_tp=pair[0], decode_tp=pair[1])
+    dg.validate_graph(G)
+    t = [dg.schedule(G, policy=p).ttft_s for p in dg.POLICY_NAMES]
+    assert all(a >= b * (1 - 1e-12) for a, b in zip(t, t[1:]))
+    table = dg.single_request("qwen3.6-35b-a3b", prompt_tokens=prompt, link="ib-ndr", gpu="h100-sxm",
+                              prefill_tp=pair[0], decode_tp=pair[1], as_table=True)
+    assert dg.schedule(table, policy=policy).ttft_s == dg.schedule(G, policy=policy).ttft_s
+
+
+def test_figure_sizes_for_the_closing_note():
+    """A 16k Qwen3-32B handoff on H100 and H200 at TP 1 to 8: bytes per rank fall with TP, and so does TTFT."""
+    rows = {}
+    for gpu, tp in itertools.product(("h100-sxm", "h200"), (1, 2, 4, 8)):
+        S = dg.schedule(dg.single_request("qwen3-32b", prompt_tokens=16_384, gpu=gpu, prefill_tp=tp, decode_tp=tp),
+                        policy="layer")
+        rows[gpu, tp] = S.ttft_s
+    for gpu in ("h100-sxm", "h200"):
+        assert rows[gpu, 1] > rows[gpu, 2] > rows[gpu, 4] > rows[gpu, 8]
