@@ -143,6 +143,8 @@ def _build_parser() -> argparse.ArgumentParser:
     _add_request_args(p)
     p.add_argument("-o", "--output", required=True, help="output file; the format follows the suffix")
     p.add_argument("--max-nodes", type=_number(int, "--max-nodes"), default=2000)
+    p.add_argument("--ranks", default="collapsed", help="collapsed (decode rank 0 stands for all, the default) or "
+                                                        "expanded (every rank in its own box)")
 
     p = sub.add_parser("trace", help="write a Perfetto / Chrome trace (JSON) of one schedule")
     _add_request_args(p)
@@ -641,7 +643,7 @@ def _cmd_draw(args) -> int:
         raise DepgraphError(f"--output: expected a file ending in .svg, .png, .pdf or .dot; got {str(out)!r}")
     S, _ = _scheduled(args)
     G = S.graph
-    dot = draw(G, schedule=S, max_nodes=args.max_nodes)
+    dot = draw(G, schedule=S, max_nodes=args.max_nodes, ranks=args.ranks)
     if fmt in ("dot", "gv"):
         atomic_write_text(out, dot.source)
     else:

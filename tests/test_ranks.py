@@ -165,3 +165,67 @@ def test_figure_sizes_for_the_closing_note():
         rows[gpu, tp] = S.ttft_s
     for gpu in ("h100-sxm", "h200"):
         assert rows[gpu, 1] > rows[gpu, 2] > rows[gpu, 4] > rows[gpu, 8]
+
+
+def test_frontier_per_rank_and_per_layer_and_a_track_per_rank(tmp_path):
+    import json
+
+    S = dg.schedule(_graph("qwen3-32b", prefill_tp=2, decode_tp=4), policy="layer")
+    whole = S.frontier(kinds=("decode",))
+    by_rank = S.frontier(kinds=("decode",), per="rank")
+    assert list(by_rank["rank"].unique()) == [0, 1, 2, 3]
+    assert by_rank.groupby("rank").width.max().to_dict() == {0: 1, 1: 1, 2: 1, 3: 1}  # one program chain a rank
+    assert whole.width.max() == 4  # the four ranks' slices run at once
+    by_layer = S.frontier(kinds=("decode",), per="layer")
+    assert by_layer.groupby("layer").width.max().max() == 4
+    assert S.frontier(per="rank").columns.tolist() == ["rank", "time_s", "width"]
+    assert dg.schedule(_graph(), policy="layer").frontier(per="rank").empty  # no ranks on one GPU a side
+    with pytest.raises(dg.GraphError, match=r"per: expected a node attribute name"):
+        S.frontier(per=3)
+    path = tmp_path / "t.json"
+    dg.to_perfetto(S, path)
+    names = {e["args"]["name"] for e in json.loads(path.read_text())["traceEvents"]
+             if e.get("ph") == "M" and e.get("name") == "process_name"}
+    assert {f"decode:{r}" for r in range(4)} <= names and {"link:p0", "link:p1", "prefill", "decode"} <= names
+
+
+def test_drawings_collapse_ranks_by_default():
+    G = _graph("qwen3.6-35b-a3b", prefill_tp=2, decode_tp=4)
+    collapsed, expanded = dg.draw(G, max_nodes=10_000), dg.draw(G, max_nodes=10_000, ranks="expanded")
+    assert "decode rank 0 of 4 shown" in collapsed.source and "decode:3" not in collapsed.source
+    assert all(f"decode:{r}" in expanded.source for r in range(4)) and "collapsed" not in expanded.source
+    single = dg.draw(_graph())
+    assert "collapsed" not in single.source
+    with pytest.raises(dg.ConfigError, match=r"ranks: expected one of collapsed, expanded"):
+        dg.draw(G, ranks="some")
+
+
+# ------------------------------------------------------------ pipeline parallelism on each side
+
+
+@pytest.mark.parametrize("stages", [2, 4])
+def test_equal_pipelines_on_both_sides_are_the_pipeline_workload(stages):
+    a = dg.single_request("qwen3.6-35b-a3b", prompt_tokens=2048, link="25g", gpu="study-effective",
+                          prefill_pp=stages, decode_pp=stages)
+    b = dg.pipeline("qwen3.6-35b-a3b", prompt_tokens=2048, link="25g", gpu="study-effective", stages=stages)
+    assert set(a) == set(b) and set(a.edges) == set(b.edges)
+    for p in dg.POLICY_NAMES:
+        assert dg.schedule(a, policy=p).ttft_s == dg.schedule(b, policy=p).ttft_s
+
+
+def test_different_pipeline_depths_per_side():
+    G = dg.single_request("qwen3.6-35b-a3b", prompt_tokens=2048, prefill_pp=2, decode_pp=4)
+    devices = {d for _, d in G.nodes(data="device")}
+    assert {"prefill-s0", "prefill-s1", "link-s0", "link-s1"} <= devices
+    assert {f"decode-s{k}" for k in range(4)} <= devices and "link-s2" not in devices
+    hops = [n for n, d in G.nodes(data=True) if d["kind"] == "hop"]
+    assert sum(":prefill:hop:" in n for n in hops) == 1 and sum(":decode:hop:" in n for n in hops) == 3
+    # a layer's state goes from its prefill stage's NIC to its decode stage
+    s = "r0:send:L39:kv"
+    assert G.nodes[s]["device"] == "link-s1" and G.nodes["r0:arrive:L39:kv"]["device"] == "decode-s3"
+    shared = dg.single_request("qwen3.6-35b-a3b", prompt_tokens=2048, prefill_pp=2, decode_pp=4, nic="per-node")
+    assert {shared.nodes[n]["device"] for n in shared if shared.nodes[n]["kind"] == "send"} == {"link"}
+    with pytest.raises(dg.ConfigError, match=r"prefill_pp/decode_pp: pipeline stages together with tensor"):
+        dg.single_request("qwen3.6-35b-a3b", prompt_tokens=10, prefill_pp=2, decode_tp=2)
+    with pytest.raises(dg.ConfigError, match=r"decode_pp: expected at most the model's 40 layers, got 41"):
+        dg.single_request("qwen3.6-35b-a3b", prompt_tokens=10, decode_pp=41)

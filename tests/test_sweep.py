@@ -110,9 +110,10 @@ def test_table_order_columns_and_types(scenario):
     assert list(df.policy[:2]) == ["coarse", "fine"]
     assert list(df.columns[:9]) == list(LEAD_COLUMNS)
     # the workloads' parameters (single's parallelism, batch's), empty elsewhere
-    assert list(df.columns[9:14]) == ["prefill_tp", "decode_tp", "nic", "batch", "hook_scope"]
-    assert list(df.columns[14:18]) == list(ROW_COLUMNS)
-    assert list(df.columns[18:]) == ["tiny_s", "huge_s", "neg_zero_s", "unbounded_s", "note", "queued", "stalled",
+    assert list(df.columns[9:16]) == ["prefill_tp", "decode_tp", "prefill_pp", "decode_pp", "nic", "batch",
+                                      "hook_scope"]
+    assert list(df.columns[16:20]) == list(ROW_COLUMNS)
+    assert list(df.columns[20:]) == ["tiny_s", "huge_s", "neg_zero_s", "unbounded_s", "note", "queued", "stalled",
                                      "stall_s"]
     types = df.dtypes.astype(str).to_dict()
     assert types["prompt_tokens"] == "int64" and types["frontier_max"] == "int64" and types["mfu"] == "float64"

@@ -329,8 +329,9 @@ class Schedule:
     def breakdown(self, target: Hashable | None = None) -> dict[str, float]:
         return breakdown(self, target=target)
 
-    def frontier(self, *, admitted: bool = True, kinds: tuple[str, ...] | None = None) -> pd.DataFrame:
-        return frontier(self, admitted=admitted, kinds=kinds)
+    def frontier(self, *, admitted: bool = True, kinds: tuple[str, ...] | None = None,
+                 per: str | None = None) -> pd.DataFrame:
+        return frontier(self, admitted=admitted, kinds=kinds, per=per)
 
 
 def check_schedule(value: Any, field: str) -> Schedule:
@@ -608,7 +609,8 @@ def _isin(values: np.ndarray, wanted: tuple) -> np.ndarray:
     return np.fromiter((lookup[v] for v in values.tolist()), dtype=bool, count=values.size)
 
 
-def frontier(S: Schedule, *, admitted: bool = True, kinds: tuple[str, ...] | None = None) -> pd.DataFrame:
+def frontier(S: Schedule, *, admitted: bool = True, kinds: tuple[str, ...] | None = None,
+             per: str | None = None) -> pd.DataFrame:
     """The ready frontier as a step function of time.
 
     A node is in the frontier from the moment all its dependencies have
@@ -624,9 +626,24 @@ def frontier(S: Schedule, *, admitted: bool = True, kinds: tuple[str, ...] | Non
     as soon as possible; otherwise one ``maximum.reduceat`` over the kept
     predecessor lists), then the sorted entry and exit times and a
     cumulative sum.
+
+    ``per`` names a node attribute (``"rank"``, ``"layer"``, ``"request"``,
+    ``"device"``) to count the frontier of each of its values apart: one
+    such step function per value (in first-seen order), stacked, with the
+    value in a first column of that name; nodes without the attribute are
+    left out.
     """
-    times, width = _frontier_steps(S, admitted, kinds)
-    return pd.DataFrame({"time_s": times, "width": width})
+    if per is None:
+        times, width = _frontier_steps(S, admitted, kinds)
+        return pd.DataFrame({"time_s": times, "width": width})
+    if not isinstance(per, str):
+        raise GraphError(f"per: expected a node attribute name such as 'rank' or 'layer', got {per!r}")
+    column = S.compiled.column(per)
+    parts = []
+    for value in dict.fromkeys(v for v in column.tolist() if v is not None):
+        times, width = _frontier_steps(S, admitted, kinds, only=np.asarray(column == value, dtype=bool))
+        parts.append(pd.DataFrame({per: [value] * len(times), "time_s": times, "width": width}))
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame({per: [], "time_s": [], "width": []})
 
 
 def frontier_width_max(S: Schedule, *, admitted: bool = True, kinds: tuple[str, ...] | None = None) -> int:
@@ -635,8 +652,9 @@ def frontier_width_max(S: Schedule, *, admitted: bool = True, kinds: tuple[str, 
     return int(_frontier_steps(S, admitted, kinds)[1].max())
 
 
-def _frontier_steps(S: Schedule, admitted: bool, kinds: tuple[str, ...] | None) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`frontier`'s two columns as arrays, starting at time 0."""
+def _frontier_steps(S: Schedule, admitted: bool, kinds: tuple[str, ...] | None,
+                    only: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`frontier`'s two columns as arrays, starting at time 0 (of the nodes in ``only``, if given)."""
     cg = S.compiled
     if admitted:  # every dependency: as soon as possible, a node starts when the last one finishes
         ready = S.start
@@ -645,6 +663,8 @@ def _frontier_steps(S: Schedule, admitted: bool, kinds: tuple[str, ...] | None) 
     keep = (S.finish > ready) & (cg.duration_s > 0)  # zero-duration nodes never count
     if kinds is not None:
         keep &= _isin(cg.column("kind"), tuple(kinds))
+    if only is not None:
+        keep &= only
     if not keep.any():
         return np.zeros(1, dtype=np.float64), np.zeros(1, dtype=np.int64)
     times, width = _kernel.frontier_steps(ready, S.finish, keep)

@@ -246,6 +246,7 @@ def draw(
     show_durations: bool = True,
     max_nodes: int = 2000,
     cluster_by: Sequence[str] = ("device", "request"),
+    ranks: str = "collapsed",
 ):
     r"""Draw a typed event graph as a Graphviz digraph.
 
@@ -270,6 +271,10 @@ def draw(
         Node attributes that group nodes into nested boxes: by default one box
         per device (prefill GPU, link, decode GPU) and, when the graph has
         several requests, one box per request inside it.
+    ranks
+        For a graph with tensor-parallel ranks: ``"collapsed"`` (the default)
+        draws decode rank 0 and what feeds it, the title saying how many ranks
+        run alike; ``"expanded"`` draws every rank in its own box.
 
     Returns
     -------
@@ -302,6 +307,12 @@ def draw(
     from graphviz import Digraph
 
     _check_graph(G, "draw")
+    ranks = one_of("ranks", ranks, ("collapsed", "expanded"))
+    decode_ranks = sorted({r for _, r in G.nodes(data="rank") if r is not None})
+    note = ""
+    if ranks == "collapsed" and len(decode_ranks) > 1:  # rank 0 stands for every rank
+        G = G.subgraph([n for n, r in G.nodes(data="rank") if r is None or r == decode_ranks[0]])
+        note = f"; ranks collapsed: decode rank {decode_ranks[0]} of {len(decode_ranks)} shown (ranks='expanded')"
     max_nodes = positive_int("max_nodes", max_nodes)
     rankdir = one_of("rankdir", rankdir, _RANKDIRS)
     if isinstance(cluster_by, str) or not all(isinstance(a, str) for a in cluster_by):
@@ -327,7 +338,7 @@ def draw(
     names = _graphviz_names(G)
     dot = Digraph(name="depgraph")
     dot.attr("graph", rankdir=rankdir, newrank="true", nodesep="0.15", ranksep="0.3", fontname="Helvetica",
-             fontsize="11", label=label_text(_title(G, schedule)), labelloc="t")
+             fontsize="11", label=label_text(_title(G, schedule) + note), labelloc="t")
     dot.attr("node", fontname="Helvetica", fontsize="9", height="0.3", margin="0.06,0.03")
     dot.attr("edge", arrowsize="0.6")
 

@@ -56,7 +56,7 @@ column by column; the assembled table is written as Parquet and CSV.
 ... ''')
 >>> df = sweep(sc, workers=1, progress=False)
 >>> list(df.columns[:12])
-['key', 'model', 'prompt_tokens', 'link', 'gpu', 'mfu', 'timing', 'workload', 'variant', 'prefill_tp', 'decode_tp', 'nic']
+['key', 'model', 'prompt_tokens', 'link', 'gpu', 'mfu', 'timing', 'workload', 'variant', 'prefill_tp', 'decode_tp', 'prefill_pp']
 >>> df.key.iloc[0]
 'qwen3.6-35b-a3b|1024|25g|h100-sxm|1.0|handoff|single|-'
 """

@@ -34,8 +34,9 @@ default is required):
 =============  =====================================================  =================
 workload       parameters                                             variant label
 =============  =====================================================  =================
-single         ``prefill_tp`` 1..64 [1], ``decode_tp`` 1..64 [1]      ``-``, ``tp4x8``
-               (one a multiple of the other), ``nic``
+single         ``prefill_tp``, ``decode_tp`` 1..64 [1] (one a         ``-``, ``tp4x8``,
+               multiple of the other), ``prefill_pp``,                ``pp2x4``
+               ``decode_pp`` 1..1024 [1] (not with TP), ``nic``
                per-gpu|per-node [per-gpu]
 speculative    ``spec_k`` 1..64 [3], ``draft_layers`` 1..10,000 [1]   ``k=3``
 batch          ``batch`` 1..4096 (running requests c),                ``c=8``

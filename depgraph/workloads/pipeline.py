@@ -15,19 +15,10 @@ from __future__ import annotations
 import networkx as nx
 
 from .._validate import positive_int
-from .single import add_request, new_graph
+from .single import add_request, new_graph, stage_placement
 from ..specs.hardware import DEFAULT_LINK
 
 __all__ = ["pipeline", "stage_placement"]
-
-
-def stage_placement(num_layers: int, stages: int) -> list[int]:
-    """The stage of each layer for ``stages`` contiguous, near-equal blocks.
-
-    >>> stage_placement(10, 4)
-    [0, 0, 0, 1, 1, 2, 2, 2, 3, 3]
-    """
-    return [i * stages // num_layers for i in range(num_layers)]
 
 
 def pipeline(model, *, prompt_tokens: int, link=DEFAULT_LINK,

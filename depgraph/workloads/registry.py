@@ -138,11 +138,13 @@ class Workload:
 
 
 def _label_single(p: Mapping[str, Any]) -> str:
-    """``-`` on one GPU a side; else ``tp{P}x{D}`` (``-shared-nic`` with one NIC per node)."""
+    """``-`` on one GPU a side; else ``tp{P}x{D}`` and/or ``pp{P}x{D}`` (``-shared-nic`` with one NIC per node)."""
     tp = (p.get("prefill_tp", 1), p.get("decode_tp", 1))
-    if tp == (1, 1):
+    pp = (p.get("prefill_pp", 1), p.get("decode_pp", 1))
+    if tp == pp == (1, 1):
         return "-"
-    return f"tp{tp[0]}x{tp[1]}" + ("-shared-nic" if p.get("nic", "per-gpu") == "per-node" else "")
+    label = "-".join(([f"tp{tp[0]}x{tp[1]}"] if tp != (1, 1) else []) + ([f"pp{pp[0]}x{pp[1]}"] if pp != (1, 1) else []))
+    return label + ("-shared-nic" if p.get("nic", "per-gpu") == "per-node" else "")
 
 
 def _label_speculative(p: dict) -> str:
@@ -174,6 +176,8 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in (
         Param("prefill_tp", "int", 1, 1, 64, help="tensor-parallel size of the prefill side", metavar="P"),
         Param("decode_tp", "int", 1, 1, 64, help="tensor-parallel size of the decode side (a multiple or "
                                                   "divisor of --prefill-tp)", metavar="D"),
+        Param("prefill_pp", "int", 1, 1, 1024, help="pipeline stages of the prefill side", metavar="S"),
+        Param("decode_pp", "int", 1, 1, 1024, help="pipeline stages of the decode side", metavar="S"),
         Param("nic", "choice", "per-gpu", choices=NIC_MODES,
               help="per-gpu (each rank its own NIC) or per-node (the ranks share one)"),
     ), _label_single, aliases=("single_request",), description="one request: prefill, handoff, decode"),

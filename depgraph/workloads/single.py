@@ -33,10 +33,19 @@ from ..specs.models import LayerSpec, ModelSpec, load_model
 from .ranks import check_tp_pair, shard_transfers
 
 __all__ = ["single_request", "add_request", "request_parts", "add_parts", "RequestCopier", "RequestParts",
-           "new_graph", "TIMINGS", "NIC_MODES"]
+           "new_graph", "stage_placement", "TIMINGS", "NIC_MODES"]
 
 TIMINGS = ("handoff", "migration")
 MAX_PROMPT_TOKENS = 10_000_000
+
+
+def stage_placement(num_layers: int, stages: int) -> list[int]:
+    """The stage of each layer for ``stages`` contiguous, near-equal blocks.
+
+    >>> stage_placement(10, 4)
+    [0, 0, 0, 1, 1, 2, 2, 2, 3, 3]
+    """
+    return [i * stages // num_layers for i in range(num_layers)]
 
 
 def _per_stage(value: str | Sequence[str], stage: int) -> str:
@@ -139,29 +148,33 @@ def request_parts(
     prefill_tp: int = 1,
     decode_tp: int = 1,
     nic: str = "per-gpu",
+    decode_placement: Sequence[int] | None = None,
 ) -> RequestParts:
     """One request's prefill, transfer and (optionally) decode events, not
     yet added to a graph (:func:`add_request` adds them).
 
     ``placement`` gives the pipeline stage of each layer (default: all on
-    stage 0); the device arguments are a name, or one name per stage. Where
+    stage 0) and ``decode_placement`` its stage on the decode side (default:
+    the same); the device arguments are a name, or one name per stage. Where
     consecutive layers sit on different stages, a ``hop`` event of
-    ``cost.activation_hop_s`` carries the activation, on both sides. Sends
-    use their stage's link device as a shared resource; their ``priority``
-    is ``(request, send index)``. ``spec_tokens`` speculative tokens per step
+    ``cost.activation_hop_s`` carries the activation, on each side. Sends
+    use their prefill stage's link device as a shared resource; their
+    ``priority`` is ``(request, send index)``. ``spec_tokens`` speculative tokens per step
     make every conv tail that many rows longer (as vLLM sizes it).
 
     ``prefill_tp`` / ``decode_tp`` above 1 give the graph ranks
     (:func:`_ranked_parts`; one stage, one named device per side).
     """
     if prefill_tp != 1 or decode_tp != 1:
-        if placement is not None or not all(isinstance(v, str) for v in (prefill_device, decode_device, link_device)):
+        if placement is not None or decode_placement is not None or not all(
+                isinstance(v, str) for v in (prefill_device, decode_device, link_device)):
             raise ConfigError("prefill_tp/decode_tp: tensor parallelism with pipeline stages is not modelled yet")
         return _ranked_parts(model, prompt_tokens=prompt_tokens, link=link, cost=cost, timing=timing, request=request,
                              prefill_tp=prefill_tp, decode_tp=decode_tp, nic=nic, decode=decode, token=token,
                              spec_tokens=spec_tokens)
     r = request
     stages = list(placement) if placement is not None else [0] * model.num_layers
+    dstages = list(decode_placement) if decode_placement is not None else stages
     rec = _Recorder()
     prefill = _prefill_events(rec, model, stages, request=r, prompt_tokens=prompt_tokens, cost=cost,
                               prefill_device=prefill_device)
@@ -174,15 +187,15 @@ def request_parts(
             rec.dep(p, done, "data")
     seq = 0
     decode_chain: list[Hashable] = []
-    for layer, p, stage in zip(model.layers, nodes["prefill"], stages):
+    for layer, p, stage, dstage in zip(model.layers, nodes["prefill"], stages, dstages):
         tag = layer_tag(layer.index)
-        dec_dev = _per_stage(decode_device, stage)
+        dec_dev = _per_stage(decode_device, dstage)
         arrivals = _transfer_events(rec, nodes, layer, tag, p, done, request=r, prompt_tokens=prompt_tokens,
                                     link=link, link_device=_per_stage(link_device, stage), decode_device=dec_dev,
                                     spec_tokens=spec_tokens)
         if not decode:
             continue
-        if decode_chain and stages[layer.index - 1] != stage:
+        if decode_chain and dstages[layer.index - 1] != dstage:
             decode_chain.append(rec.event(f"r{r}:decode:hop:{tag}", kind="hop", request=r, layer=layer.index,
                                           device=dec_dev, operator="activation", duration_s=cost.activation_hop_s))
         for op, reads, dur in cost.decode_operators(model, layer, prompt_tokens):
@@ -194,7 +207,7 @@ def request_parts(
             nodes["decode"].append(d)
             decode_chain.append(d)
     if decode:
-        last_dev = _per_stage(decode_device, stages[-1])
+        last_dev = _per_stage(decode_device, dstages[-1])
         head = rec.event(f"r{r}:decode:head", kind="decode", request=r, operator="head", device=last_dev,
                          duration_s=cost.decode_head_s(model), reads=(), seq=seq)
         nodes["decode"].append(head)
@@ -432,6 +445,8 @@ def single_request(
     cost: CostModel | None = None,
     prefill_tp: int = 1,
     decode_tp: int = 1,
+    prefill_pp: int = 1,
+    decode_pp: int = 1,
     nic: str = "per-gpu",
     as_table: bool = False,
 ) -> nx.DiGraph | EventTable:
@@ -456,6 +471,13 @@ def single_request(
         1 the graph has ranks, shards moving rank pair by rank pair and the
         layers' all-reduces (:func:`_ranked_parts`). At 1 and 1 the graph is
         the single-GPU one, event for event.
+    prefill_pp, decode_pp
+        Pipeline-parallel depth of each side: the layers cut into that many
+        contiguous stages (``prefill-s{k}``, ``decode-s{k}``), an activation
+        hop (``cost.activation_hop_s``) wherever consecutive layers change
+        stage, each prefill stage sending its layers' state from its own NIC
+        (``link-s{k}``; one shared ``link`` with ``nic="per-node"``). Not
+        combined with tensor parallelism yet.
     nic
         ``"per-gpu"`` (each rank its own NIC, the default) or ``"per-node"``
         (the ranks share one NIC, so their transfers go in turn).
@@ -471,9 +493,25 @@ def single_request(
     (258, 'handoff')
     """
     P, D = check_tp_pair(prefill_tp, decode_tp)
-    ranked = {} if (P, D) == (1, 1) else {"prefill_tp": P, "decode_tp": D, "nic": one_of("nic", nic, NIC_MODES)}
+    pp = (positive_int("prefill_pp", prefill_pp, upper=1024), positive_int("decode_pp", decode_pp, upper=1024))
+    nic = one_of("nic", nic, NIC_MODES)
+    if (P, D) != (1, 1) and pp != (1, 1):
+        raise ConfigError("prefill_pp/decode_pp: pipeline stages together with tensor parallelism are not "
+                          "modelled yet; give one or the other")
+    ranked = {} if (P, D) == (1, 1) else {"prefill_tp": P, "decode_tp": D, "nic": nic}
+    staged = {} if pp == (1, 1) else {"prefill_pp": pp[0], "decode_pp": pp[1], "nic": nic}
     G, model, prompt_tokens, link, timing, cost = new_graph("single_request", model, prompt_tokens=prompt_tokens,
                                                           link=link, mfu=mfu, gpu=gpu, timing=timing, cost=cost,
-                                                          as_table=as_table, **ranked)
-    add_request(G, model, prompt_tokens=prompt_tokens, link=link, cost=cost, timing=timing, request=0, **ranked)
+                                                          as_table=as_table, **ranked, **staged)
+    if staged:
+        for key, depth in zip(("prefill_pp", "decode_pp"), pp):
+            if depth > model.num_layers:
+                raise ConfigError(f"{key}: expected at most the model's {model.num_layers} layers, got {depth}")
+        staged = {"placement": stage_placement(model.num_layers, pp[0]),
+                  "decode_placement": stage_placement(model.num_layers, pp[1]),
+                  "prefill_device": [f"prefill-s{k}" for k in range(pp[0])],
+                  "decode_device": [f"decode-s{k}" for k in range(pp[1])],
+                  "link_device": "link" if nic == "per-node" else [f"link-s{k}" for k in range(pp[0])]}
+    add_request(G, model, prompt_tokens=prompt_tokens, link=link, cost=cost, timing=timing, request=0, **ranked,
+                **staged)
     return G.to_table() if as_table else G
