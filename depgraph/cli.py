@@ -168,6 +168,10 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--num-prompts", type=_number(int, "--num-prompts"), default=None, metavar="R")
     p.add_argument("--max-num-seqs", type=_number(int, "--max-num-seqs"), default=8, metavar="S")
     p.add_argument("--tp", type=_number(int, "--tp"), default=8, metavar="P")
+    p.add_argument("--prefill-tp", type=_number(int, "--prefill-tp"), default=None, metavar="P",
+                   help="tensor-parallel size of the prefill side (default --tp)")
+    p.add_argument("--decode-tp", type=_number(int, "--decode-tp"), default=None, metavar="D",
+                   help="tensor-parallel size of the decode side (default --tp)")
     p.add_argument("--link", default=None, help="per-GPU link (default ib-ndr: 400 Gbit/s, the study's bandwidth)")
     p.add_argument("--gpu", default=None, help="GPU of the prefill and decode servers (default h200, the study's)")
     p.add_argument("--seed", type=_number(int, "--seed"), default=0)
@@ -340,6 +344,10 @@ def add_capacity_command(subparsers) -> argparse.ArgumentParser:
                         f"(default {DEFAULT_LINK}: 400 Gbit/s, the push vs pull study's bandwidth)")
     p.add_argument("--tp", type=_number(int, "--tp"), default=1, metavar="P",
                    help="tensor-parallel degree; each GPU sends its own slice over its own link (default 1)")
+    p.add_argument("--prefill-tp", type=_number(int, "--prefill-tp"), default=None, metavar="P",
+                   help="tensor-parallel size of the prefill side (default --tp)")
+    p.add_argument("--decode-tp", type=_number(int, "--decode-tp"), default=None, metavar="D",
+                   help="tensor-parallel size of the decode side (default --tp)")
     p.add_argument("--headroom", type=_number(float, "--headroom"), default=0.8, metavar="H",
                    help="share of --max-num-seqs to stay under, in (0, 1] (default 0.8)")
     p.add_argument("--kv-dtype", default=None, help="store KV in this dtype, e.g. fp8")
@@ -368,7 +376,8 @@ def run_capacity_command(args: argparse.Namespace) -> int:
     p = plan(args.model, qps=args.qps, prompt_tokens=args.prompt_tokens, out_tokens=args.out_tokens,
              tpot_s=args.tpot_ms / 1e3, max_num_seqs=args.max_num_seqs, link=args.link, tp=args.tp,
              headroom=args.headroom, kv_dtype=args.kv_dtype, ssm_dtype=args.ssm_dtype, gpu=args.gpu,
-             gpu_memory_utilization=args.gpu_memory_utilization)
+             gpu_memory_utilization=args.gpu_memory_utilization, prefill_tp=args.prefill_tp,
+             decode_tp=args.decode_tp)
     if args.json:
         print(_dumps(p.to_dict()))
         return 0
@@ -376,10 +385,12 @@ def run_capacity_command(args: argparse.Namespace) -> int:
     state = "" if not (p.ssm_bytes or p.conv_bytes) else \
         f"  (KV {p.kv_bytes / gb:.2f} GB, ssm {p.ssm_bytes / gb:.3f} GB, conv {p.conv_bytes / gb:.4f} GB)"
     print(f"{p.model}: {p.qps:g} req/s, {p.prompt_tokens:,} prompt + {p.out_tokens:,} output tokens, "
-          f"{p.tpot_s * 1e3:g} ms/token, {p.gpu} x TP {p.tp}, {p.link} ({p.link_bytes_per_s / gb:g} GB/s) per GPU")
+          f"{p.tpot_s * 1e3:g} ms/token, {p.gpu}, prefill TP {p.prefill_tp}, decode TP {p.decode_tp}, {p.link} "
+          f"({p.link_bytes_per_s / gb:g} GB/s) per GPU")
     print(f"  handoff bytes    {p.total_bytes / gb:10.2f} GB{state}")
-    slice_text = ("one GPU sends it all" if p.tp == 1
-                  else f"each of {p.tp} GPUs sends {p.total_bytes / p.tp / gb:.2f} GB")
+    nics = min(p.prefill_tp, p.decode_tp)
+    slice_text = ("one GPU sends it all" if nics == 1
+                  else f"{nics} NICs at once, {p.total_bytes / nics / gb:.2f} GB each")
     print(f"  transfer         {p.transfer_s * 1e3:10.2f} ms  ({slice_text})")
     print(f"  slots held       {p.slots_held:10.2f}     (Little's law: {p.qps:g} x {p.out_tokens:,} x "
           f"{p.tpot_s * 1e3:g} ms)")
@@ -697,7 +708,8 @@ def _cmd_loadtest(args) -> int:
                       out_tokens=args.out_tokens, num_prompts=args.num_prompts, max_num_seqs=args.max_num_seqs,
                       seed=args.seed, arrival=args.arrival, trace=args.trace, tp=args.tp,
                       prefill_servers=args.prefill_servers, slot_scope=args.slot_scope,
-                      **{k: v for k, v in (("link", args.link), ("gpu", args.gpu)) if v is not None})
+                      **{k: v for k, v in (("link", args.link), ("gpu", args.gpu), ("prefill_tp", args.prefill_tp),
+                                           ("decode_tp", args.decode_tp)) if v is not None})
     s = result.summary
     if args.plot:
         from .serving.plots import plot_loadtest
@@ -714,7 +726,8 @@ def _cmd_loadtest(args) -> int:
         print(_dumps({k: None if isinstance(v, float) and math.isnan(v) else v for k, v in s.items()}))
         return 0
     print(f"{result.config['model']}, {s['handoff']} handoff, {s['requests']} requests, max_num_seqs {s['max_num_seqs']}; "
-          f"{s['gpu']} x TP {s['tp']} (prefill MFU {s['prefill_mfu']:g}, decode HBM efficiency {s['hbm_efficiency']:g}), "
+          f"{s['gpu']}, prefill TP {s['prefill_tp']}, decode TP {s['decode_tp']} (prefill MFU {s['prefill_mfu']:g}, "
+          f"decode HBM efficiency {s['hbm_efficiency']:g}), "
           f"{s['link']} per GPU")
     print(f"  TTFT   p50 {s['ttft_p50_s'] * 1e3:9.1f} ms   p90 {s['ttft_p90_s'] * 1e3:9.1f} ms   p99 {s['ttft_p99_s'] * 1e3:9.1f} ms")
     print(f"  TPOT   p50 {s['tpot_p50_s'] * 1e3:9.2f} ms   p90 {s['tpot_p90_s'] * 1e3:9.2f} ms   p99 {s['tpot_p99_s'] * 1e3:9.2f} ms")

@@ -325,3 +325,16 @@ def test_cli_bad_prompt_tokens_and_model(capsys):
         assert main(argv) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and field in err
+
+
+def test_prefill_and_decode_tp_apart():
+    base = plan("qwen3-32b", qps=8, prompt_tokens=16_000, out_tokens=128, tpot_s=7e-3, max_num_seqs=8, tp=8)
+    same = plan("qwen3-32b", qps=8, prompt_tokens=16_000, out_tokens=128, tpot_s=7e-3, max_num_seqs=8,
+                prefill_tp=8, decode_tp=8)
+    assert same.transfer_s == base.transfer_s and same.max_slots_in_memory == base.max_slots_in_memory
+    split = plan("qwen3-32b", qps=8, prompt_tokens=16_000, out_tokens=128, tpot_s=7e-3, max_num_seqs=8,
+                 prefill_tp=4, decode_tp=8)
+    assert split.total_bytes == base.total_bytes  # the decode side's shards
+    assert split.transfer_s == pytest.approx(1.26e-6 + base.total_bytes / 4 / 50e9, rel=1e-12)  # four NICs at once
+    assert split.max_slots_in_memory == base.max_slots_in_memory  # memory is the decode side's
+    assert (split.prefill_tp, split.decode_tp) == (4, 8)

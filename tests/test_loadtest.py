@@ -235,3 +235,19 @@ def test_the_summary_says_whether_max_num_seqs_fits_in_decode_memory():
                         max_num_seqs=8, tp=8, seed=0)
     assert small.summary["memory_fits"] is True
     assert r.summary["gpu"] == "h200" and r.summary["link"] == "ib-ndr" and r.summary["tp"] == 8
+
+
+def test_prefill_and_decode_tp_apart():
+    """tp sets both sides; prefill_tp and decode_tp set them apart: prefill over the first, decode steps and
+    memory over the second, the handoff over min(P, D) NICs at once. Equal values are the tp run exactly."""
+    kw = dict(handoff="push", qps=4, prompt_tokens=16_000, out_tokens=32, num_prompts=20, seed=1)
+    same = dg.loadtest("qwen3-32b", tp=8, **kw)
+    split = dg.loadtest("qwen3-32b", tp=8, prefill_tp=8, decode_tp=8, **kw)
+    pd.testing.assert_frame_equal(same.requests, split.requests)
+    hetero = dg.loadtest("qwen3-32b", tp=8, prefill_tp=4, decode_tp=8, **kw)
+    assert hetero.requests.prefill_s.iloc[0] == pytest.approx(2 * same.requests.prefill_s.iloc[0], rel=1e-12)
+    assert hetero.requests.handoff_s.iloc[0] > same.requests.handoff_s.iloc[0]  # 4 NICs at once, not 8
+    assert hetero.summary["tpot_p50_s"] == pytest.approx(same.summary["tpot_p50_s"], rel=1e-9)  # decode unchanged
+    assert (hetero.summary["prefill_tp"], hetero.summary["decode_tp"]) == (4, 8)
+    with pytest.raises(dg.ConfigError, match=r"decode_tp: 8 and prefill_tp 3"):
+        dg.loadtest("qwen3-32b", prefill_tp=3, decode_tp=8, **kw)

@@ -44,6 +44,7 @@ from .._validate import positive_int, positive_number
 from ..errors import ConfigError
 from ..specs.hardware import DEFAULT_LINK, GPU, Link, load_gpu, load_link
 from ..specs.models import ModelSpec, handoff_bytes, load_model
+from ..workloads.ranks import check_tp_pair
 from .memory import max_slots_in_memory, slot_bytes, weights_per_gpu_bytes
 
 __all__ = [
@@ -101,6 +102,8 @@ class CapacityPlan:
     link: str
     link_bytes_per_s: float
     tp: int
+    prefill_tp: int
+    decode_tp: int
     kv_bytes: int
     ssm_bytes: int
     conv_bytes: int
@@ -254,7 +257,8 @@ def _verdict(status: str, held: float, max_num_seqs: int, headroom: float, headr
 def plan(model: str | ModelSpec, *, qps: float, prompt_tokens: int, out_tokens: int, tpot_s: float,
          max_num_seqs: int, link: str | Link = DEFAULT_LINK, tp: int = 1, headroom: float = 0.8,
          kv_dtype: str | None = None, ssm_dtype: str | None = None, gpu: str | GPU | None = None,
-         gpu_memory_utilization: float = 0.9) -> CapacityPlan:
+         gpu_memory_utilization: float = 0.9, prefill_tp: int | None = None,
+         decode_tp: int | None = None) -> CapacityPlan:
     """Size the decode pool for ``qps`` requests per second of one shape.
 
     Parameters
@@ -274,6 +278,11 @@ def plan(model: str | ModelSpec, *, qps: float, prompt_tokens: int, out_tokens: 
         The link of one GPU (default: the study's 50 GB/s).
     tp
         Tensor-parallel degree: each GPU sends, and holds, ``1/tp`` of the state.
+    prefill_tp, decode_tp
+        The two sides apart (default ``tp`` each; one a multiple of the
+        other): the decode side's shards are the bytes and its GPUs hold
+        them, and the handoff runs over as many NICs at once as the smaller
+        side has.
     headroom
         Share of ``max_num_seqs`` the mean load should stay under, in (0, 1]
         (default 0.8, the study's advice).
@@ -315,6 +324,7 @@ def plan(model: str | ModelSpec, *, qps: float, prompt_tokens: int, out_tokens: 
     tpot_s = positive_number("tpot_s", tpot_s, upper=MAX_TPOT_S)
     max_num_seqs = positive_int("max_num_seqs", max_num_seqs, upper=MAX_NUM_SEQS)
     tp = positive_int("tp", tp, upper=MAX_TP)
+    ptp, dtp = check_tp_pair(tp if prefill_tp is None else prefill_tp, tp if decode_tp is None else decode_tp)
     headroom = positive_number("headroom", headroom, upper=1.0)
     gpu_memory_utilization = positive_number("gpu_memory_utilization", gpu_memory_utilization, upper=1.0)
     link = load_link(link)
@@ -325,7 +335,7 @@ def plan(model: str | ModelSpec, *, qps: float, prompt_tokens: int, out_tokens: 
                           f"got {prompt_tokens:,} + {out_tokens:,}")
     spec.check_context(prompt_tokens + out_tokens, field="out_tokens", what="a prompt plus its output")
 
-    parts = handoff_bytes(spec, prompt_tokens=prompt_tokens, tp=tp)  # over the decode ranks, replication included
+    parts = handoff_bytes(spec, prompt_tokens=prompt_tokens, tp=dtp)  # over the decode ranks, replication included
     total = sum(parts.values())
     held = slots_held(qps, out_tokens, tpot_s)
     headroom_slots = headroom * max_num_seqs
@@ -338,15 +348,15 @@ def plan(model: str | ModelSpec, *, qps: float, prompt_tokens: int, out_tokens: 
     recommended = max_num_seqs + extra
 
     context = prompt_tokens + out_tokens
-    per_slot = decode_memory_per_slot_bytes(spec, context, tp=tp)["total"]
-    weights = weights_per_gpu_bytes(spec, tp=tp)
+    per_slot = decode_memory_per_slot_bytes(spec, context, tp=dtp)["total"]
+    weights = weights_per_gpu_bytes(spec, tp=dtp)
     usable = gpu_memory_utilization * gpu.hbm_bytes
     needed = weights + recommended * per_slot
     return CapacityPlan(
         model=spec.name, prompt_tokens=prompt_tokens, out_tokens=out_tokens, qps=qps, tpot_s=tpot_s,
-        link=link.name, link_bytes_per_s=link.bytes_per_s, tp=tp,
+        link=link.name, link_bytes_per_s=link.bytes_per_s, tp=tp, prefill_tp=ptp, decode_tp=dtp,
         kv_bytes=parts["kv"], ssm_bytes=parts["ssm"], conv_bytes=parts["conv"], total_bytes=total,
-        transfer_s=transfer_time_s(total, link, tp=tp),
+        transfer_s=transfer_time_s(total, link, tp=min(ptp, dtp)),
         slots_held=held, max_num_seqs=max_num_seqs, headroom=headroom, headroom_slots=headroom_slots,
         utilization=held / max_num_seqs, fits=fits, status=status,
         verdict=_verdict(status, held, max_num_seqs, headroom, headroom_slots),
@@ -354,7 +364,7 @@ def plan(model: str | ModelSpec, *, qps: float, prompt_tokens: int, out_tokens: 
         context_tokens=context, memory_per_slot_bytes=per_slot, extra_memory_bytes=extra * per_slot,
         gpu=gpu.name, hbm_bytes=gpu.hbm_bytes, gpu_memory_utilization=gpu_memory_utilization,
         usable_hbm_bytes=usable, weights_per_gpu_bytes=weights, memory_needed_bytes=needed,
-        max_slots_in_memory=max_slots_in_memory(spec, context_tokens=context, tp=tp, gpu=gpu,
+        max_slots_in_memory=max_slots_in_memory(spec, context_tokens=context, tp=dtp, gpu=gpu,
                                                 gpu_memory_utilization=gpu_memory_utilization),
         memory_fits=needed <= usable,
     )

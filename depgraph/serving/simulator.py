@@ -60,6 +60,7 @@ from ..errors import ConfigError
 from ..core.graph import add_dep, add_event
 from ..specs.hardware import DEFAULT_LINK, load_gpu, load_link
 from ..specs.models import ModelSpec, handoff_bytes, load_model
+from ..workloads.ranks import check_tp_pair
 from .memory import max_slots_in_memory
 
 __all__ = ["HANDOFFS", "LoadModel", "LoadResult", "loadtest", "arrivals", "read_trace", "run_graph", "MAX_REQUESTS",
@@ -92,7 +93,10 @@ SLOT_SCOPES = ("running", "reserved")
 class LoadModel:
     """Every assumption of the load model, with its default and why.
 
-    ``gpu = "h200"``, ``tp = 8``, ``link = "ib-ndr"`` (400 Gbit/s = 50 GB/s)
+    ``gpu = "h200"``, ``tp = 8`` (``prefill_tp`` and ``decode_tp`` set the
+    sides apart: prefill over the first, decode steps and slot memory over
+    the second, a handoff over as many NICs as the smaller has),
+    ``link = "ib-ndr"`` (400 Gbit/s = 50 GB/s)
     per GPU: the study's servers (the study's scenario names ``50GBps``, the
     same bandwidth without the per-message latency). ``prefill_mfu = 0.4``. ``hbm_efficiency = 1.0``: decode reads
     at the GPU's peak HBM bandwidth, everything else the step costs being in
@@ -121,6 +125,8 @@ class LoadModel:
 
     gpu: str = "h200"
     tp: int = 8
+    prefill_tp: int | None = None  # None: tp
+    decode_tp: int | None = None  # None: tp
     link: str = DEFAULT_LINK
     prefill_mfu: float = 0.4
     hbm_efficiency: float = 1.0
@@ -137,12 +143,23 @@ class LoadModel:
         load_gpu(self.gpu)
         load_link(self.link)
         positive_int("tp", self.tp, upper=1024)
+        check_tp_pair(self.ptp, self.dtp)
         positive_number("prefill_mfu", self.prefill_mfu, upper=1.0)
         positive_number("hbm_efficiency", self.hbm_efficiency, upper=1.0)
         positive_int("prefill_servers", self.prefill_servers, upper=100_000, allow_zero=True)
         for name in ("decode_step_overhead_s", "posting_base_s", "posting_per_block_s", "relay_s"):
             positive_number(name, getattr(self, name), allow_zero=True, upper=60.0)
         positive_int("block_tokens", self.block_tokens, upper=1_000_000)
+
+    @property
+    def ptp(self) -> int:
+        """The prefill side's tensor-parallel size (``prefill_tp``, else ``tp``)."""
+        return self.tp if self.prefill_tp is None else self.prefill_tp
+
+    @property
+    def dtp(self) -> int:
+        """The decode side's tensor-parallel size (``decode_tp``, else ``tp``)."""
+        return self.tp if self.decode_tp is None else self.decode_tp
 
     def posting_s(self, prompt_tokens: int) -> float:
         """Posting work on the decode loop for one request's blocks."""
@@ -406,7 +423,7 @@ def estimated_iterations(table: pd.DataFrame, *, model: ModelSpec, cost: CostMod
     posting = rate * params.posting_s(int(table["prompt_tokens"].mean())) if handoff == "pull" else 0.0
 
     def token_s(batch: int) -> float:
-        step = params.decode_step_overhead_s + cost.decode_step_s(model, [context] * batch) / params.tp
+        step = params.decode_step_overhead_s + cost.decode_step_s(model, [context] * batch) / params.dtp
         return step / (1.0 - posting) if posting < 1.0 else math.inf
 
     running = float(min(max_num_seqs, n))
@@ -463,7 +480,7 @@ class _Simulation:
         """The most slots of the run's longest context a decode server's HBM holds (weights at this TP
         first; :mod:`depgraph.serving.memory`), and whether ``max_num_seqs`` fits in it."""
         longest = int((df.prompt_tokens + df.output_tokens).max())
-        fit = max_slots_in_memory(self.model, context_tokens=longest, tp=self.p.tp, gpu=self.cost.gpu)
+        fit = max_slots_in_memory(self.model, context_tokens=longest, tp=self.p.dtp, gpu=self.cost.gpu)
         return {"memory_max_num_seqs": fit, "memory_fits": self.slots <= fit}
 
     def push_event(self, t: float, kind: str, i: int) -> None:
@@ -472,7 +489,7 @@ class _Simulation:
 
     def prefill_s(self, prompt: int) -> float:
         if prompt not in self._prefill_s:
-            self._prefill_s[prompt] = self.cost.prefill_s(self.model, prompt) / self.p.tp
+            self._prefill_s[prompt] = self.cost.prefill_s(self.model, prompt) / self.p.ptp
         return self._prefill_s[prompt]
 
     def transfer_s(self, prompt: int) -> float:
@@ -480,13 +497,14 @@ class _Simulation:
             # one rank's share of the bytes over all ranks (KV heads replicated past their count); the KV is
             # linear in the prompt and the rest fixed, so the sharding is worked out once, for one token
             if self.model.has_sliding_window:  # KV capped per layer: not linear in the prompt
-                nbytes = sum(handoff_bytes(self.model, prompt_tokens=prompt, tp=self.p.tp).values())
+                nbytes = sum(handoff_bytes(self.model, prompt_tokens=prompt, tp=self.p.dtp).values())
             else:
                 if self._bytes_1 is None:
-                    self._bytes_1 = handoff_bytes(self.model, prompt_tokens=1, tp=self.p.tp)
+                    self._bytes_1 = handoff_bytes(self.model, prompt_tokens=1, tp=self.p.dtp)
                 b = self._bytes_1
                 nbytes = b["kv"] * prompt + b["ssm"] + b["conv"]
-            self._transfer_s[prompt] = self.link.transfer_s(nbytes / self.p.tp)
+            # the decode side's shards, over min(prefill, decode) NICs at once (a rank with fan-out sends in turn)
+            self._transfer_s[prompt] = self.link.transfer_s(nbytes / min(self.p.ptp, self.p.dtp))
         return self._transfer_s[prompt]
 
     def step_s(self, contexts: list[int]) -> float:
@@ -503,7 +521,7 @@ class _Simulation:
         if self._window_token_s:
             contexts = list(contexts)
             per_request += sum(s * sum(min(c, w) for c in contexts) for w, s in self._window_token_s)
-        return self.p.decode_step_overhead_s + (self._weights_s[batch] + per_request) / self.p.tp
+        return self.p.decode_step_overhead_s + (self._weights_s[batch] + per_request) / self.p.dtp
 
     def log_waiting(self, t: float) -> None:
         self.waiting_log.append((t, len(self.slot_queue)))
@@ -702,7 +720,8 @@ class _Simulation:
                   "time_in_slot_mean_window_s": float(inside.time_in_slot_s.mean()) if len(inside) else math.nan}
         summary = {
             "handoff": self.handoff, "requests": len(df), "max_num_seqs": self.slots,
-            "gpu": self.cost.gpu.name, "link": self.link.name, "tp": self.p.tp, "prefill_mfu": self.cost.mfu,
+            "gpu": self.cost.gpu.name, "link": self.link.name, "tp": self.p.tp, "prefill_tp": self.p.ptp,
+            "decode_tp": self.p.dtp, "prefill_mfu": self.cost.mfu,
             "hbm_efficiency": self.cost.decode_hbm_efficiency,
             **self._memory(df),
             **{f"ttft_p{q}_s": float(np.percentile(df.ttft_s, q)) for q in (50, 90, 99)},

@@ -34,7 +34,7 @@ from ..specs.models import LayerSpec
 __all__ = ["shard_transfers", "check_tp_pair", "MAX_TP"]
 
 #: Largest tensor-parallel size a side may have.
-MAX_TP = 64
+MAX_TP = 1024
 
 
 def check_tp_pair(prefill_tp: int, decode_tp: int) -> tuple[int, int]:
