@@ -34,6 +34,22 @@ def report_text(ctx: dict, claims: pd.DataFrame) -> str:
             + _pushpull_section(ctx) + _VIEWS)
 
 
+def _devices(ctx: dict) -> str:
+    """The GPUs and links the sweeps ran on, read from their tables (every row names its GPU)."""
+    parts = []
+    for name in ("single", "replay", "pushpull"):
+        table = ctx.get(name)
+        if table is not None and "gpu" in table.columns and len(table):
+            gpus = ", ".join(f"`{g}`" for g in dict.fromkeys(table.gpu.astype(str)))
+            links = ", ".join(f"`{k}`" for k in dict.fromkeys(table.link.astype(str)))
+            parts.append(f"{name} on {gpus} over {links}")
+    if not parts:
+        return ""
+    return ("GPUs and links: " + "; ".join(parts) + " (`study-effective` is the first study's calibration "
+            "device, an H100's peaks divided by 4 and used whole; the other GPUs are datasheet figures, "
+            "`depgraph gpus`).\n")
+
+
 def _claims_section(ctx: dict, claims: pd.DataFrame) -> str:
     n_match = int(claims.matched.sum())
     fmt = claims.assign(
@@ -49,6 +65,7 @@ Calibration: see `docs/calibration.md`. Every number below is a deterministic
 model output; the same inputs give the same bytes in every file. Sweeps:
 `single.csv` ({len(ctx['single'])} rows, `workloads/single.toml`) and `replay.csv`
 ({len(ctx['replay'])} rows, `workloads/replay.toml`: 648 points x policy x admission).
+{_devices(ctx)}
 
 ## Claims, the study's value next to ours
 
