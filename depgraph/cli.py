@@ -222,8 +222,9 @@ def _budget_arg(text: str) -> float:
 def _budget_from(argv: Sequence[str], flag: str = "--memory-budget") -> str | None:
     """The value of ``flag`` (``--memory-budget``, ``--hardware``) in ``argv``,
     read before the parser runs so that the worker processes started first see
-    it too (the parser, or the reader of the value, checks it)."""
-    for i, arg in enumerate(argv):
+    it too (the parser, or the reader of the value, checks it); the last one
+    given, as argparse reads it."""
+    for i, arg in reversed(list(enumerate(argv))):
         if arg.startswith(f"{flag}="):
             return arg.split("=", 1)[1]
         if arg == flag and i + 1 < len(argv):
@@ -287,7 +288,12 @@ def run_sweep_command(args: argparse.Namespace) -> int:
         gpus = tuple(dict.fromkeys(load_gpu(g).name for g in args.gpu))
         scenario = _replace(scenario, grid={**scenario.grid, "gpus": gpus})
     out = Path(args.out)
+    from .specs.hardware import HARDWARE_ENV
+
     address = getattr(args, "scheduler", None)
+    if address and os.environ.get(HARDWARE_ENV):
+        raise DepgraphError("--hardware: not with --scheduler (the cluster's workers would not read the file); "
+                            "add the entries to the installed depgraph's hardware data there instead")
     client = _connect(address, args.workers) if address else None
     try:
         table = sweep(scenario, out_dir=out, workers=args.workers, progress=not args.quiet, resume=not args.fresh,
@@ -389,7 +395,7 @@ def run_capacity_command(args: argparse.Namespace) -> int:
           f"({p.link_bytes_per_s / gb:g} GB/s) per GPU")
     print(f"  handoff bytes    {p.total_bytes / gb:10.2f} GB{state}")
     nics = min(p.prefill_tp, p.decode_tp)
-    slice_text = ("one GPU sends it all" if nics == 1
+    slice_text = ("one NIC at a time" if nics == 1
                   else f"{nics} NICs at once, {p.total_bytes / nics / gb:.2f} GB each")
     print(f"  transfer         {p.transfer_s * 1e3:10.2f} ms  ({slice_text})")
     print(f"  slots held       {p.slots_held:10.2f}     (Little's law: {p.qps:g} x {p.out_tokens:,} x "
@@ -614,7 +620,7 @@ def _cmd_ttft(args) -> int:
         "breakdown_s": {k: v for k, v in parts.items() if k != "total_s"},
         "critical_path_nodes": len(S.critical_path()),
     }
-    out.update({k: G.graph[k] for k in ("prefill_tp", "decode_tp", "nic") if k in G.graph})
+    out.update({k: G.graph[k] for k in ("prefill_tp", "decode_tp", "prefill_pp", "decode_pp", "nic") if k in G.graph})
     if len(S.ttft_by_request) > 1:
         out["ttft_by_request_s"] = {str(r): v for r, v in S.ttft_by_request.items()}
     if point["workload"] == "batch":  # the one workload with a running batch to stall
@@ -632,7 +638,9 @@ def _cmd_ttft(args) -> int:
     print(f"{out['model']}, {args.prompt_tokens:,} tokens, {out['link']}, {out['gpu']} (prefill MFU {out['mfu']:g}, "
           f"decode HBM efficiency {out['hbm_efficiency']:g}), {out['timing']} timing, {out['policy']} readiness, "
           f"workload {out['workload']}" + (f", prefill TP {out['prefill_tp']} -> decode TP {out['decode_tp']} "
-                                           f"(NIC {out['nic']})" if "decode_tp" in out else ""))
+                                           f"(NIC {out['nic']})" if "decode_tp" in out else "")
+          + (f", prefill PP {out['prefill_pp']} -> decode PP {out['decode_pp']} (NIC {out['nic']})"
+             if "decode_pp" in out else ""))
     print(f"  TTFT            {out['ttft_s'] * 1e3:10.3f} ms" + ("  (expected over the arrival phase)"
                                                                  if out.get("phase") == "expected" else ""))
     for k, v in out["breakdown_s"].items():
@@ -735,7 +743,7 @@ def _cmd_loadtest(args) -> int:
           f"peak {s['waiting_peak']}, mean {s['waiting_mean']:.2f}")
     print(f"  decode loop time spent posting handoffs: {100 * s['loop_posting_share']:.1f}%")
     if not s["memory_fits"]:
-        print(f"  warning: max_num_seqs {s['max_num_seqs']} does not fit in decode memory: {s['gpu']} x TP {s['tp']} "
+        print(f"  warning: max_num_seqs {s['max_num_seqs']} does not fit in decode memory: {s['gpu']} x TP {s['decode_tp']} "
               f"holds {s['memory_max_num_seqs']} requests of the run's longest context beside the weights")
     parts = result.requests[["prefill_queue_s", "prefill_s", "handoff_s", "slot_wait_s", "decode_s"]].mean()
     print("  mean TTFT parts: " + ", ".join(f"{k[:-2]} {v * 1e3:.1f} ms" for k, v in parts.items()))

@@ -249,3 +249,18 @@ def test_gpus_and_links_commands(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "depgraph.cli", "ttft", "qwen3-32b", "--prompt-tokens", "10",
                           "--hardware", str(tmp_path / "missing.toml")], capture_output=True, text=True)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "missing.toml" in bad.stderr
+
+
+def test_an_entry_named_like_a_shipped_alias_is_that_entry(tmp_path, monkeypatch):
+    from depgraph.specs import hardware
+
+    monkeypatch.delenv(hardware.HARDWARE_ENV, raising=False)
+    path = tmp_path / "h.toml"
+    path.write_text('[gpus.h100]\npeak_bf16_flops = 1e14\nhbm_bytes_per_s = 1e12\nhbm_bytes = 8e10\ndescription = "ours"\n')
+    try:
+        hardware.use_hardware(path)
+        assert dg.load_gpu("h100").peak_bf16_flops == 1e14 and dg.load_gpu("h100").name == "h100"
+        assert dg.load_gpu("h100-sxm").peak_bf16_flops == 989.5e12
+        assert gpu_names().count("h100-sxm") == 1
+    finally:
+        hardware.use_hardware(None)

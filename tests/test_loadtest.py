@@ -251,3 +251,14 @@ def test_prefill_and_decode_tp_apart():
     assert (hetero.summary["prefill_tp"], hetero.summary["decode_tp"]) == (4, 8)
     with pytest.raises(dg.ConfigError, match=r"decode_tp: 8 and prefill_tp 3"):
         dg.loadtest("qwen3-32b", prefill_tp=3, decode_tp=8, **kw)
+
+
+def test_each_side_must_shard_the_model():
+    from depgraph.serving.capacity import plan
+
+    with pytest.raises(dg.ConfigError, match=r"^prefill_tp: 3 does not divide num_attention_heads \(64\)"):
+        dg.loadtest("qwen3-32b", handoff="push", qps=4, prompt_tokens=1600, out_tokens=20, num_prompts=5,
+                    prefill_tp=3, decode_tp=1)
+    with pytest.raises(dg.ConfigError, match=r"^prefill_tp: 3 does not divide"):
+        plan("qwen3-32b", qps=1, prompt_tokens=100, out_tokens=10, tpot_s=0.01, max_num_seqs=8, prefill_tp=3,
+             decode_tp=1)

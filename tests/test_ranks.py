@@ -229,3 +229,31 @@ def test_different_pipeline_depths_per_side():
         dg.single_request("qwen3.6-35b-a3b", prompt_tokens=10, prefill_pp=2, decode_tp=2)
     with pytest.raises(dg.ConfigError, match=r"decode_pp: expected at most the model's 40 layers, got 41"):
         dg.single_request("qwen3.6-35b-a3b", prompt_tokens=10, decode_pp=41)
+
+
+def test_one_all_reduce_per_row_parallel_block():
+    """A Nemotron-H layer is a mixer or an MLP/MoE: one all-reduce; a dense layer has both: two."""
+    cm = dg.CostModel()
+    nemo, dense = dg.load_model("nemotron-3-nano-30b-a3b"), dg.load_model("qwen3-32b")
+    one = cm.allreduce_s(4096 * nemo.hidden_size * 2, 4)
+    assert all(cm.layer_collectives_s(nemo, layer, 4096, 4) == pytest.approx(one, rel=1e-12) for layer in nemo.layers)
+    assert cm.layer_collectives_s(dense, dense.layers[0], 4096, 4) == pytest.approx(
+        2 * cm.allreduce_s(4096 * dense.hidden_size * 2, 4), rel=1e-12)
+
+
+@pytest.mark.parametrize("pair", [(2, 2), (4, 2), (2, 8)])
+def test_compute_then_move_waits_for_the_prefill_all_reduces_as_migration_does(pair):
+    a = _graph("qwen3-32b", prefill_tp=pair[0], decode_tp=pair[1])
+    b = _graph("qwen3-32b", prefill_tp=pair[0], decode_tp=pair[1], timing="migration")
+    assert dg.schedule(a, policy="compute-then-move").ttft_s == pytest.approx(
+        dg.schedule(b, policy="compute-then-move").ttft_s, rel=1e-12)
+
+
+def test_the_ttft_json_names_the_stages(capsys):
+    from depgraph.cli import main
+
+    assert main(["ttft", "qwen3-32b", "--prompt-tokens", "4096", "--prefill-pp", "4", "--decode-pp", "2", "--json"]) == 0
+    import json
+
+    out = json.loads(capsys.readouterr().out)
+    assert (out["prefill_pp"], out["decode_pp"], out["nic"]) == (4, 2, "per-gpu")

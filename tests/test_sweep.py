@@ -572,3 +572,20 @@ def test_points_run_with_the_collector_paused_and_restored():
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_a_hardware_file_is_part_of_every_part_name(tmp_path, monkeypatch):
+    """Resuming with another --hardware file (or none) recomputes: its entries change what a GPU name means."""
+    from depgraph.sweeps import parts
+    from depgraph.specs.hardware import HARDWARE_ENV
+
+    point = {"key": "k", "model": "qwen3-32b"}
+    monkeypatch.delenv(HARDWARE_ENV, raising=False)
+    plain = parts.part_id(point, "r", "m")
+    hw = tmp_path / "h.toml"
+    hw.write_text('[links.lab]\nbandwidth_gbps = 1\nlatency_s = 0\ndescription = "x"\n')
+    monkeypatch.setenv(HARDWARE_ENV, str(hw))
+    one = parts.part_id(point, "r", "m")
+    hw.write_text('[links.lab]\nbandwidth_gbps = 2\nlatency_s = 0\ndescription = "x"\n')
+    two = parts.part_id(point, "r", "m")
+    assert len({plain, one, two}) == 3

@@ -98,6 +98,11 @@ def _compute_then_move(G: nx.DiGraph) -> nx.DiGraph:
     H = G.copy()
     _add_global_wait(H, G)
     prefill = _groups(G, "prefill", lambda d: d.get("request"))
+    # a tensor-parallel prefill's all-reduces (collectives on a request's prefill devices) are prefill work too
+    devices = {(G.nodes[n].get("request"), G.nodes[n].get("device")) for nodes in prefill.values() for n in nodes}
+    for n, d in G.nodes(data=True):
+        if d.get("kind") == "collective" and (d.get("request"), d.get("device")) in devices:
+            prefill[d.get("request")].append(n)
     sends = _groups(G, "send", lambda d: d.get("request"))
     for r, nodes in sends.items():
         barrier = f"r{r}:barrier:prefill_done"

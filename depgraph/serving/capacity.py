@@ -45,7 +45,7 @@ from ..errors import ConfigError
 from ..specs.hardware import DEFAULT_LINK, GPU, Link, load_gpu, load_link
 from ..specs.models import ModelSpec, handoff_bytes, load_model
 from ..workloads.ranks import check_tp_pair
-from .memory import max_slots_in_memory, slot_bytes, weights_per_gpu_bytes
+from .memory import check_sides, max_slots_in_memory, slot_bytes, weights_per_gpu_bytes
 
 __all__ = [
     "CapacityPlan",
@@ -330,6 +330,8 @@ def plan(model: str | ModelSpec, *, qps: float, prompt_tokens: int, out_tokens: 
     link = load_link(link)
     gpu = load_gpu(DEFAULT_GPU if gpu is None else gpu)
     spec = load_model(model, kv_dtype=kv_dtype, ssm_dtype=ssm_dtype)
+    if (ptp, dtp) != (tp, tp):  # each side must shard the model (at tp alone the byte count checks it)
+        check_sides(spec, ptp, dtp)
     if prompt_tokens + out_tokens > MAX_TOKENS:
         raise ConfigError(f"out_tokens: expected prompt_tokens + out_tokens <= {MAX_TOKENS:,}, "
                           f"got {prompt_tokens:,} + {out_tokens:,}")

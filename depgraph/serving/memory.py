@@ -19,13 +19,24 @@ from __future__ import annotations
 import math
 
 from .._validate import positive_int, positive_number
+from ..errors import ConfigError
 from ..specs.hardware import GPU, load_gpu
 from ..specs.models import ModelSpec, handoff_bytes_per_rank
 
-__all__ = ["slot_bytes", "weights_per_gpu_bytes", "max_slots_in_memory", "GPU_MEMORY_UTILIZATION"]
+__all__ = ["slot_bytes", "weights_per_gpu_bytes", "max_slots_in_memory", "check_sides", "GPU_MEMORY_UTILIZATION"]
 
 #: The share of HBM the engine may use for weights and state (vLLM's ``--gpu-memory-utilization`` default).
 GPU_MEMORY_UTILIZATION = 0.9
+
+
+def check_sides(model: ModelSpec, prefill_tp: int, decode_tp: int) -> None:
+    """Refuse a tensor-parallel size either side could not shard the model at
+    (heads or channels not divisible), naming the side."""
+    for side, tp in (("prefill_tp", prefill_tp), ("decode_tp", decode_tp)):
+        try:
+            handoff_bytes_per_rank(model, prompt_tokens=1, tp=tp)
+        except ConfigError as exc:
+            raise ConfigError(f"{side}: {str(exc).removeprefix('tp: ')}") from None
 
 
 def slot_bytes(model: ModelSpec, context_tokens: int, *, tp: int = 1) -> dict[str, float]:

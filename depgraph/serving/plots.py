@@ -224,7 +224,9 @@ def _loadtest_title(result: Any, scale: float, ul: str) -> str:
     head = [str(cfg["model"])] if cfg.get("model") else []
     head.append(f"{s['handoff']} handoff")
     if s.get("gpu"):
-        head.append(f"{s['gpu']} x TP {s['tp']}, {s['link']} per GPU")
+        tp = f"TP {s['decode_tp']}" if s.get("prefill_tp", s["tp"]) == s.get("decode_tp", s["tp"]) else \
+            f"TP {s['prefill_tp']} -> {s['decode_tp']}"
+        head.append(f"{s['gpu']} x {tp}, {s['link']} per GPU")
     if cfg.get("qps") is not None:
         head.append(f"{float(cfg['qps']):g} req/s")
     prompts = result.requests["prompt_tokens"].unique()

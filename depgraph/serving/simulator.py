@@ -61,7 +61,7 @@ from ..core.graph import add_dep, add_event
 from ..specs.hardware import DEFAULT_LINK, load_gpu, load_link
 from ..specs.models import ModelSpec, handoff_bytes, load_model
 from ..workloads.ranks import check_tp_pair
-from .memory import max_slots_in_memory
+from .memory import check_sides, max_slots_in_memory
 
 __all__ = ["HANDOFFS", "LoadModel", "LoadResult", "loadtest", "arrivals", "read_trace", "run_graph", "MAX_REQUESTS",
            "MAX_ARRIVAL_S", "MAX_TRACE_FILE_BYTES"]
@@ -373,6 +373,7 @@ def loadtest(model: ModelSpec | str, *, handoff: str, qps: float | None = None, 
     model = load_model(model)
     handoff = one_of("handoff", handoff, HANDOFFS)
     params = replace(params or LoadModel(), **overrides)
+    check_sides(model, params.ptp, params.dtp)
     max_num_seqs = positive_int("max_num_seqs", max_num_seqs, upper=1_000_000)
     if trace is None and num_prompts is not None and not isinstance(num_prompts, bool) and isinstance(num_prompts, int):
         # the simulation keeps a record per request and per loop iteration (about 1 KB each)

@@ -29,8 +29,9 @@ documented once, here (``docs/calibration.md`` explains the choices):
     ``latency + 2 (n - 1) / n x B / (efficiency x interconnect bandwidth)``
     (a ring: each rank sends and receives ``2 (n - 1) / n`` of the data over
     its own link; ``interconnect_bytes_per_s`` per direction, from the GPU
-    catalog). vLLM runs two per decoder layer (after attention and after the
-    MLP or MoE), of ``tokens x hidden x dtype`` bytes. Both numbers are
+    catalog). vLLM runs one after each row-parallel block of a decoder layer
+    (the mixer, the MLP or MoE: two in most layers, one in a Nemotron-H
+    layer), of ``tokens x hidden x dtype`` bytes. Both numbers are
     assumptions, not measurements: NCCL's bus bandwidth on NVLink is
     typically below peak, and a small all-reduce costs some microseconds.
 ``recurrent_flops_per_state_elem = 4.0``
@@ -228,10 +229,13 @@ class CostModel:
                               "cannot be costed; choose a GPU from 'depgraph gpus' or give one with --hardware")
         return self.collective_latency_s + 2.0 * (ranks - 1) / ranks * nbytes / (bw * self.collective_efficiency)
 
-    def layer_collectives_s(self, model: ModelSpec, tokens: int, ranks: int) -> float:
-        """The two all-reduces one decoder layer runs at tensor-parallel size
-        ``ranks`` for ``tokens`` tokens (after the mixer, after the MLP/MoE)."""
-        return 2.0 * self.allreduce_s(float(tokens) * model.hidden_size * model.dtype_bytes, ranks)
+    def layer_collectives_s(self, model: ModelSpec, layer: LayerSpec, tokens: int, ranks: int) -> float:
+        """The all-reduces one decoder layer runs at tensor-parallel size
+        ``ranks`` for ``tokens`` tokens: one after the mixer and one after the
+        MLP or MoE, each only where the layer has it (a Nemotron-H layer is
+        a mixer or an MLP/MoE, so one)."""
+        count = (layer.mixer_params > 0) + (layer.ffn_dense_params + layer.expert_params > 0)
+        return count * self.allreduce_s(float(tokens) * model.hidden_size * model.dtype_bytes, ranks)
 
     # ----------------------------------------------------------- transfer
 

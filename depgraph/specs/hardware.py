@@ -129,6 +129,10 @@ def _merged(path: str) -> dict[str, Any]:
     merged = {k: dict(v) for k, v in _shipped().items()}
     for kind in ("gpus", "links", "gpu_aliases", "link_aliases"):
         merged[kind].update(extra.get(kind, {}))
+    for kind in ("gpus", "links"):  # an entry of the file named like a shipped alias is that name now
+        aliases = merged[f"{kind[:-1]}_aliases"]
+        for name in [a for a in aliases if a in merged[kind] and a not in extra.get(f"{kind[:-1]}_aliases", {})]:
+            del aliases[name]
     _check_aliases(merged, path)
     return merged
 

@@ -72,10 +72,27 @@ def model_digest(model: str) -> str:
         return "unreadable"
 
 
+def hardware_digest() -> str:
+    """SHA-256 of the hardware file ``--hardware`` names (``$DEPGRAPH_HARDWARE``), or ``""`` without one:
+    its entries change what a point's GPU or link name means."""
+    from ..specs.hardware import HARDWARE_ENV
+
+    path = os.environ.get(HARDWARE_ENV)
+    if not path:
+        return ""
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError:
+        return "unreadable"
+
+
 def part_id(point: dict, runner_id: str, model_digest: str) -> str:
     """The name of ``point``'s part: a hash of everything its rows depend on."""
     ident = {"format": PART_FORMAT, "point": point, "runner": runner_id, "depgraph": __version__,
              "code_sha256": code_digest(), "model_sha256": model_digest}
+    hardware = hardware_digest()
+    if hardware:  # only then, so that parts made without a hardware file keep their names
+        ident["hardware_sha256"] = hardware
     return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()
 
 

@@ -141,8 +141,8 @@ def _label_single(p: Mapping[str, Any]) -> str:
     """``-`` on one GPU a side; else ``tp{P}x{D}`` and/or ``pp{P}x{D}`` (``-shared-nic`` with one NIC per node)."""
     tp = (p.get("prefill_tp", 1), p.get("decode_tp", 1))
     pp = (p.get("prefill_pp", 1), p.get("decode_pp", 1))
-    if tp == pp == (1, 1):
-        return "-"
+    if tp == pp == (1, 1):  # nic changes nothing then, but two variants must not share a key
+        return "-" if p.get("nic", "per-gpu") == "per-gpu" else "shared-nic"
     label = "-".join(([f"tp{tp[0]}x{tp[1]}"] if tp != (1, 1) else []) + ([f"pp{pp[0]}x{pp[1]}"] if pp != (1, 1) else []))
     return label + ("-shared-nic" if p.get("nic", "per-gpu") == "per-node" else "")
 

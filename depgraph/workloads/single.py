@@ -233,8 +233,8 @@ def _ranked_parts(model: ModelSpec, *, prompt_tokens: int, link: Link, cost: Cos
 
     Prefill runs in lockstep across its ``prefill_tp`` ranks: each layer is
     ``r{r}:prefill:L{i}`` (its compute over ``prefill_tp``) then
-    ``r{r}:prefill:L{i}:allreduce`` (kind ``collective``: the layer's two
-    all-reduces). Every layer's state moves rank pair by rank pair
+    ``r{r}:prefill:L{i}:allreduce`` (kind ``collective``: the layer's
+    all-reduces, one per row-parallel block). Every layer's state moves rank pair by rank pair
     (:func:`~depgraph.workloads.ranks.shard_transfers`):
     ``r{r}:send:L{i}:{c}:p{p}d{d}`` on the sending prefill rank's NIC
     (``link:p{p}``) where a prefill rank serves several decode ranks, on the
@@ -263,7 +263,7 @@ def _ranked_parts(model: ModelSpec, *, prompt_tokens: int, link: Link, cost: Cos
         if P > 1:
             chain.append(rec.event(f"r{r}:prefill:{tag}:allreduce", kind="collective", request=r, layer=layer.index,
                                    device="prefill", operator="allreduce",
-                                   duration_s=cost.layer_collectives_s(model, prompt_tokens, P)))
+                                   duration_s=cost.layer_collectives_s(model, layer, prompt_tokens, P)))
     rec.chain(chain, "program")
     done = None
     if timing == "migration":
@@ -321,7 +321,8 @@ def _ranked_parts(model: ModelSpec, *, prompt_tokens: int, link: Link, cost: Cos
             ends.append(prev)
         seq += len(ops)
         coll = rec.event(f"r{r}:decode:{tag}:allreduce", kind="collective", request=r, layer=layer.index,
-                         device="decode", operator="allreduce", duration_s=cost.layer_collectives_s(model, 1, D))
+                         device="decode", operator="allreduce",
+                         duration_s=cost.layer_collectives_s(model, layer, 1, D))
         for e in ends:
             rec.dep(e, coll, "program")
         last_collective = coll
