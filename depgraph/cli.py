@@ -100,15 +100,21 @@ def _add_workload_args(group) -> None:
     from .workloads.registry import GRAPH_WORKLOADS, WORKLOADS, workload_names
 
     group.add_argument("--workload", default="single", help=f"{workload_names(GRAPH_WORKLOADS)} (default single)")
+    users: dict[str, list[str]] = {}  # a parameter several workloads take is one flag
+    first: dict[str, Any] = {}
     for name in GRAPH_WORKLOADS:
         for param in WORKLOADS[name].params:
-            if param.kind == "bool":
-                group.add_argument(param.flag, action="store_true", default=None, help=f"{name}: {param.help}")
-                continue
-            default = "the expectation over a uniform phase" if param.name == "phase" else param.default
-            kind = {"int": int, "float": float}.get(param.kind)
-            group.add_argument(param.flag, type=_number(kind, param.flag) if kind else str, default=None,
-                               metavar=param.metavar, help=f"{name}: {param.help} (default {default})")
+            users.setdefault(param.name, []).append(name)
+            first.setdefault(param.name, param)
+    for pname, param in first.items():
+        who = ", ".join(users[pname])
+        if param.kind == "bool":
+            group.add_argument(param.flag, action="store_true", default=None, help=f"{who}: {param.help}")
+            continue
+        default = "the expectation over a uniform phase" if param.name == "phase" else param.default
+        kind = {"int": int, "float": float}.get(param.kind)
+        group.add_argument(param.flag, type=_number(kind, param.flag) if kind else str, default=None,
+                           metavar=param.metavar, help=f"{who}: {param.help} (default {default})")
 
 
 def _build_parser() -> argparse.ArgumentParser:

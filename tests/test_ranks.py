@@ -257,3 +257,42 @@ def test_the_ttft_json_names_the_stages(capsys):
 
     out = json.loads(capsys.readouterr().out)
     assert (out["prefill_pp"], out["decode_pp"], out["nic"]) == (4, 2, "per-gpu")
+
+
+# ------------------------------------------------------------ ranks in the multi-request workloads
+
+
+@pytest.mark.parametrize("build", [
+    lambda **kw: dg.speculative("qwen3.6-35b-a3b", prompt_tokens=2048, spec_k=2, **kw),
+    lambda **kw: dg.interleaved("qwen3.6-35b-a3b", prompt_tokens=2048, requests=3, **kw),
+    lambda **kw: dg.interleaved("qwen3-32b", prompt_tokens=2048, requests=2, rule="layer-round-robin",
+                                prefill="serial", **kw),
+], ids=["speculative", "interleaved", "interleaved-serial-lrr"])
+@pytest.mark.parametrize("pair", [(2, 2), (2, 4), (4, 2)])
+def test_speculative_and_interleaved_take_ranks(build, pair):
+    plain, one = build(), build(prefill_tp=1, decode_tp=1)
+    assert nx.utils.graphs_equal(plain, one)  # TP 1: the graph of before, event for event
+    G = build(prefill_tp=pair[0], decode_tp=pair[1])
+    dg.validate_graph(G)
+    assert G.graph["decode_tp"] == pair[1] and any(d.get("rank") == pair[1] - 1 for _, d in G.nodes(data=True))
+    t = []
+    for p in dg.POLICY_NAMES:
+        S, R = dg.schedule(G, policy=p), ref.schedule(G, policy=p)
+        assert S.makespan_s == float(R.finish.max())
+        t.append(S.ttft_s)
+    assert all(a >= b * (1 - 1e-12) for a, b in zip(t, t[1:]))
+    sends = [n for n, d in G.nodes(data=True) if d["kind"] == "send"]
+    cards = {G.nodes[n]["resource"] for n in sends}
+    assert len(cards) == min(pair)  # the side without fan-out has one NIC a rank in use
+    if G.graph["workload"] == "interleaved":
+        assert set(G.graph["resource_rules"]) == cards  # every rank pair's NIC takes the requests under the rule
+
+
+def test_a_speculative_draft_runs_sharded():
+    one = dg.speculative("qwen3-32b", prompt_tokens=2048, spec_k=2)
+    four = dg.speculative("qwen3-32b", prompt_tokens=2048, spec_k=2, prefill_tp=4, decode_tp=4)
+    cm = dg.CostModel()
+    m = dg.load_model("qwen3-32b")
+    want = one.nodes["r0:draft:1"]["duration_s"] / 4 + cm.layer_collectives_s(m, m.layers[0], 1, 4)
+    assert four.nodes["r0:draft:1"]["duration_s"] == pytest.approx(want, rel=1e-12)
+    assert dg.schedule(four, policy="layer").ttft_s < dg.schedule(one, policy="layer").ttft_s

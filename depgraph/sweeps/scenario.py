@@ -38,11 +38,13 @@ single         ``prefill_tp``, ``decode_tp`` 1..64 [1] (one a         ``-``, ``t
                multiple of the other), ``prefill_pp``,                ``pp2x4``
                ``decode_pp`` 1..1024 [1] (not with TP), ``nic``
                per-gpu|per-node [per-gpu]
-speculative    ``spec_k`` 1..64 [3], ``draft_layers`` 1..10,000 [1]   ``k=3``
+speculative    ``spec_k`` 1..64 [3], ``draft_layers`` 1..10,000 [1],  ``k=3``
+               ``prefill_tp``, ``decode_tp``, ``nic`` as single
 batch          ``batch`` 1..4096 (running requests c),                ``c=8``
                ``hook_scope`` batch|request [request]
 interleaved    ``interleave`` 1..4096 (K), ``rule`` fifo|             ``K=16``
-               request-order|layer-round-robin [fifo]
+               request-order|layer-round-robin [fifo], ``prefill_tp``,
+               ``decode_tp``, ``nic`` as single
 pipeline       ``stages`` 2..1024 (at most the model's layers),       ``pp4-shared``
                ``shared_link`` true|false [false]
 loadtest       ``handoff`` push|pull|pull-thread, ``qps`` > 0         ``pull,qps=8``

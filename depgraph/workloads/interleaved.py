@@ -24,7 +24,8 @@ import networkx as nx
 from .._validate import one_of
 from ..core.graph import add_dep, check_graph_size
 from ..specs.models import load_model
-from .single import RequestCopier, add_parts, new_graph, request_parts
+from .ranks import check_tp_pair
+from .single import NIC_MODES, RequestCopier, add_parts, new_graph, request_parts
 from ..specs.hardware import DEFAULT_LINK
 
 __all__ = ["interleaved", "LINK_RULES", "PREFILL_MODES"]
@@ -36,7 +37,8 @@ PREFILL_MODES = ("parallel", "serial")
 
 def interleaved(model, *, prompt_tokens: int, link=DEFAULT_LINK,
                 mfu: float | None = None, gpu=None, timing: str = "handoff", cost=None,
-                requests: int = 4, rule: str = "fifo", prefill: str = "parallel", as_table: bool = False):
+                requests: int = 4, rule: str = "fifo", prefill: str = "parallel", prefill_tp: int = 1,
+                decode_tp: int = 1, nic: str = "per-gpu", as_table: bool = False):
     """The event graph of ``requests`` requests sharing one link (an
     :class:`~depgraph.EventTable` with ``as_table``, see :func:`single_request`).
 
@@ -45,15 +47,21 @@ def interleaved(model, *, prompt_tokens: int, link=DEFAULT_LINK,
     >>> S = dg.schedule(G, policy="layer")
     >>> sorted(S.ttft_by_request) == [0, 1, 2, 3]
     True
+
+    With ``prefill_tp`` / ``decode_tp`` every request moves rank pair by
+    rank pair (:func:`~depgraph.single_request`); the requests share each
+    rank pair's NIC, under ``rule``.
     """
     model = load_model(model)
-    per_request = sum(1 + 2 * len(layer.components) + 2 for layer in model.layers) + 2
+    P, D = check_tp_pair(prefill_tp, decode_tp)
+    ranked = {} if (P, D) == (1, 1) else {"prefill_tp": P, "decode_tp": D, "nic": one_of("nic", nic, NIC_MODES)}
+    per_request = sum(1 + 2 * len(layer.components) + 2 for layer in model.layers) * max(P, D) + 2
     check_graph_size("interleave", requests, per_request, unit="requests")
     rule = one_of("rule", rule, LINK_RULES)
     prefill = one_of("prefill", prefill, PREFILL_MODES)
     G, model, prompt_tokens, link, timing, cost = new_graph(
         "interleaved", model, prompt_tokens=prompt_tokens, link=link, mfu=mfu, gpu=gpu, timing=timing, cost=cost,
-        requests=requests, rule=rule, prefill=prefill, as_table=as_table)
+        requests=requests, rule=rule, prefill=prefill, as_table=as_table, **ranked)
     G.graph["target_request"] = requests - 1
     G.graph["resource_rules"] = {"link": "fifo" if rule == "fifo" else "priority"}
     last_prefill = None
@@ -62,7 +70,7 @@ def interleaved(model, *, prompt_tokens: int, link=DEFAULT_LINK,
         device = "prefill" if prefill == "serial" else f"prefill-r{r}"
         if copier is None:
             parts = request_parts(model, prompt_tokens=prompt_tokens, link=link, cost=cost, timing=timing,
-                                  request=r, prefill_device=device)
+                                  request=r, prefill_device=device, **ranked)
             copier = RequestCopier(parts)
             nodes = add_parts(G, parts)
         else:  # the requests are alike: the first one's events, renamed
@@ -74,4 +82,7 @@ def interleaved(model, *, prompt_tokens: int, link=DEFAULT_LINK,
         if rule == "layer-round-robin":
             for k, s in enumerate(nodes["send"]):
                 G.nodes[s]["priority"] = (G.nodes[s]["layer"], r, k)
+    if ranked:  # every rank pair's NIC takes the requests under the rule
+        cards = {G.nodes[s]["resource"] for s in nodes["send"]}
+        G.graph["resource_rules"] = {c: "fifo" if rule == "fifo" else "priority" for c in sorted(cards)}
     return G.to_table() if as_table else G

@@ -137,6 +137,22 @@ class Workload:
         return self.builder(model, **kwargs)
 
 
+#: Tensor parallelism on each side, for the workloads whose graphs have ranks.
+_PREFILL_TP = Param("prefill_tp", "int", 1, 1, 64, help="tensor-parallel size of the prefill side", metavar="P")
+_DECODE_TP = Param("decode_tp", "int", 1, 1, 64, help="tensor-parallel size of the decode side (a multiple or "
+                                                     "divisor of --prefill-tp)", metavar="D")
+_NIC = Param("nic", "choice", "per-gpu", choices=NIC_MODES,
+             help="per-gpu (each rank its own NIC) or per-node (the ranks share one)")
+
+
+def _tp_suffix(p: Mapping[str, Any]) -> str:
+    """``,tp4x8`` (``,tp4x8-shared-nic``) where a workload's graph has ranks, else nothing."""
+    tp = (p.get("prefill_tp", 1), p.get("decode_tp", 1))
+    if tp == (1, 1):
+        return ""
+    return f",tp{tp[0]}x{tp[1]}" + ("-shared-nic" if p.get("nic", "per-gpu") == "per-node" else "")
+
+
 def _label_single(p: Mapping[str, Any]) -> str:
     """``-`` on one GPU a side; else ``tp{P}x{D}`` and/or ``pp{P}x{D}`` (``-shared-nic`` with one NIC per node)."""
     tp = (p.get("prefill_tp", 1), p.get("decode_tp", 1))
@@ -148,7 +164,7 @@ def _label_single(p: Mapping[str, Any]) -> str:
 
 
 def _label_speculative(p: dict) -> str:
-    return f"k={p['spec_k']}" + (f",draft={p['draft_layers']}" if p["draft_layers"] != 1 else "")
+    return f"k={p['spec_k']}" + (f",draft={p['draft_layers']}" if p["draft_layers"] != 1 else "") + _tp_suffix(p)
 
 
 def _label_batch(p: dict) -> str:
@@ -156,7 +172,7 @@ def _label_batch(p: dict) -> str:
 
 
 def _label_interleaved(p: dict) -> str:
-    return f"K={p['interleave']}" + (f",rule={p['rule']}" if p["rule"] != "fifo" else "")
+    return f"K={p['interleave']}" + (f",rule={p['rule']}" if p["rule"] != "fifo" else "") + _tp_suffix(p)
 
 
 def _label_pipeline(p: dict) -> str:
@@ -173,17 +189,15 @@ def _label_loadtest(p: dict) -> str:
 #: Every workload, in the order the command line and the gallery list them.
 WORKLOADS: dict[str, Workload] = {w.name: w for w in (
     Workload("single", single_request, (
-        Param("prefill_tp", "int", 1, 1, 64, help="tensor-parallel size of the prefill side", metavar="P"),
-        Param("decode_tp", "int", 1, 1, 64, help="tensor-parallel size of the decode side (a multiple or "
-                                                  "divisor of --prefill-tp)", metavar="D"),
+        _PREFILL_TP, _DECODE_TP,
         Param("prefill_pp", "int", 1, 1, 1024, help="pipeline stages of the prefill side", metavar="S"),
         Param("decode_pp", "int", 1, 1, 1024, help="pipeline stages of the decode side", metavar="S"),
-        Param("nic", "choice", "per-gpu", choices=NIC_MODES,
-              help="per-gpu (each rank its own NIC) or per-node (the ranks share one)"),
+        _NIC,
     ), _label_single, aliases=("single_request",), description="one request: prefill, handoff, decode"),
     Workload("speculative", speculative, (
         Param("spec_k", "int", 3, 1, 64, help="draft candidates", metavar="K"),
         Param("draft_layers", "int", 1, 1, 1000, help="layers of the draft model", metavar="L"),
+        _PREFILL_TP, _DECODE_TP, _NIC,
     ), _label_speculative, description="speculative decoding: a draft proposes, the target verifies"),
     Workload("batch", continuous_batching, (
         Param("batch", "int", 8, 1, 4096, required=True, help="running requests in the batch", metavar="C"),
@@ -199,6 +213,7 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in (
         Param("rule", "choice", "fifo", choices=LINK_RULES, help=", ".join(LINK_RULES)),
         Param("prefill", "choice", "parallel", choices=PREFILL_MODES, sweepable=False,
               help="parallel or serial: the requests' prefills at once or one after another"),
+        _PREFILL_TP, _DECODE_TP, _NIC,
     ), _label_interleaved, description="K requests' handoffs interleaved on one link"),
     Workload("pipeline", pipeline, (
         Param("stages", "int", 2, 2, 1024, required=True, help="stages", metavar="P"),

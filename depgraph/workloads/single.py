@@ -171,7 +171,7 @@ def request_parts(
             raise ConfigError("prefill_tp/decode_tp: tensor parallelism with pipeline stages is not modelled yet")
         return _ranked_parts(model, prompt_tokens=prompt_tokens, link=link, cost=cost, timing=timing, request=request,
                              prefill_tp=prefill_tp, decode_tp=decode_tp, nic=nic, decode=decode, token=token,
-                             spec_tokens=spec_tokens)
+                             spec_tokens=spec_tokens, prefill_device=prefill_device)
     r = request
     stages = list(placement) if placement is not None else [0] * model.num_layers
     dstages = list(decode_placement) if decode_placement is not None else stages
@@ -228,7 +228,7 @@ NIC_MODES = ("per-gpu", "per-node")
 
 def _ranked_parts(model: ModelSpec, *, prompt_tokens: int, link: Link, cost: CostModel, timing: str, request: int,
                   prefill_tp: int, decode_tp: int, nic: str, decode: bool, token: bool,
-                  spec_tokens: int) -> RequestParts:
+                  spec_tokens: int, prefill_device: str = "prefill") -> RequestParts:
     """One request with tensor parallelism on each side: the graph's ranks.
 
     Prefill runs in lockstep across its ``prefill_tp`` ranks: each layer is
@@ -256,18 +256,18 @@ def _ranked_parts(model: ModelSpec, *, prompt_tokens: int, link: Link, cost: Cos
     chain: list[Hashable] = []
     for layer in model.layers:
         tag = layer_tag(layer.index)
-        p = rec.event(f"r{r}:prefill:{tag}", kind="prefill", request=r, layer=layer.index, device="prefill",
+        p = rec.event(f"r{r}:prefill:{tag}", kind="prefill", request=r, layer=layer.index, device=prefill_device,
                       duration_s=cost.prefill_layer_s(layer, prompt_tokens) / P)
         nodes["prefill"].append(p)
         chain.append(p)
         if P > 1:
             chain.append(rec.event(f"r{r}:prefill:{tag}:allreduce", kind="collective", request=r, layer=layer.index,
-                                   device="prefill", operator="allreduce",
+                                   device=prefill_device, operator="allreduce",
                                    duration_s=cost.layer_collectives_s(model, layer, prompt_tokens, P)))
     rec.chain(chain, "program")
     done = None
     if timing == "migration":
-        done = rec.event(f"r{r}:barrier:prefill_done", kind="barrier", request=r, device="prefill",
+        done = rec.event(f"r{r}:barrier:prefill_done", kind="barrier", request=r, device=prefill_device,
                          operator="prefill_done")
         rec.dep(chain[-1], done, "data")
     bw = cost.decode_bytes_per_s
@@ -335,7 +335,7 @@ def _ranked_parts(model: ModelSpec, *, prompt_tokens: int, link: Link, cost: Cos
             t = rec.event(f"r{r}:token", kind="token", request=r, device="decode")
             rec.dep(head, t, "program")
             nodes["token"].append(t)
-    return RequestParts(nodes, rec.nodes, rec.edges, r, "prefill")
+    return RequestParts(nodes, rec.nodes, rec.edges, r, prefill_device)
 
 
 class _Recorder:

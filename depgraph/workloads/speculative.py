@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import networkx as nx
 
-from .._validate import positive_int
+from .._validate import one_of, positive_int
 from ..core.graph import add_dep, add_event
-from .single import add_request, new_graph
+from .ranks import check_tp_pair
+from .single import NIC_MODES, add_request, new_graph
 from ..specs.hardware import DEFAULT_LINK
 
 __all__ = ["speculative"]
@@ -25,7 +26,8 @@ __all__ = ["speculative"]
 
 def speculative(model, *, prompt_tokens: int, link=DEFAULT_LINK,
                 mfu: float | None = None, gpu=None, timing: str = "handoff",
-                cost=None, spec_k: int = 3, draft_layers: int = 1, as_table: bool = False):
+                cost=None, spec_k: int = 3, draft_layers: int = 1, prefill_tp: int = 1, decode_tp: int = 1,
+                nic: str = "per-gpu", as_table: bool = False):
     """The event graph of one request under speculative decoding (an
     :class:`~depgraph.EventTable` with ``as_table``, see :func:`~depgraph.single_request`).
 
@@ -36,17 +38,26 @@ def speculative(model, *, prompt_tokens: int, link=DEFAULT_LINK,
     >>> S1 = dg.schedule(dg.single_request("qwen3.6-35b-a3b", prompt_tokens=1024, link="25g", mfu=1.0), policy="layer")
     >>> dg.schedule(G, policy="layer").ttft_s > S1.ttft_s
     True
+
+    With ``prefill_tp`` / ``decode_tp`` the target's handoff and decode run
+    on ranks (:func:`~depgraph.single_request`); the draft steps and the
+    verification run sharded over the decode ranks too, each layer followed
+    by its all-reduces.
     """
     spec_k = positive_int("spec_k", spec_k, upper=64)
     draft_layers = positive_int("draft_layers", draft_layers, upper=1000)
+    P, D = check_tp_pair(prefill_tp, decode_tp)
+    ranked = {} if (P, D) == (1, 1) else {"prefill_tp": P, "decode_tp": D, "nic": one_of("nic", nic, NIC_MODES)}
     G, model, prompt_tokens, link, timing, cost = new_graph(
         "speculative", model, prompt_tokens=prompt_tokens, link=link, mfu=mfu, gpu=gpu, timing=timing, cost=cost,
-        spec_k=spec_k, draft_layers=draft_layers, as_table=as_table)
+        spec_k=spec_k, draft_layers=draft_layers, as_table=as_table, **ranked)
     # vLLM sizes every conv tail kernel - 1 + spec_k rows under speculative decoding: the handoff carries them
     nodes = add_request(G, model, prompt_tokens=prompt_tokens, link=link, cost=cost, timing=timing, request=0,
-                        token=False, spec_tokens=spec_k)
+                        token=False, spec_tokens=spec_k, **ranked)
     shape = next((layer for layer in model.layers if layer.kv_bytes_per_token), model.layers[0])
     draft_s = draft_layers * cost.decode_layer_s(model, shape, prompt_tokens) + cost.decode_head_s(model)
+    if D > 1:
+        draft_s = draft_s / D + draft_layers * cost.layer_collectives_s(model, shape, 1, D)
     prev = nodes["decode"][-1]
     seq = G.nodes[prev]["seq"] + 1
     for j in range(1, spec_k + 1):
@@ -59,6 +70,8 @@ def speculative(model, *, prompt_tokens: int, link=DEFAULT_LINK,
     verify_s -= spec_k * sum(layer.component_bytes("kv", prompt_tokens) + layer.ssm_bytes + layer.conv_bytes
                              for layer in model.layers) / cost.decode_bytes_per_s
     verify_s += cost.decode_head_s(model)
+    if D > 1:
+        verify_s = verify_s / D + sum(cost.layer_collectives_s(model, layer, spec_k + 1, D) for layer in model.layers)
     v = add_event(G, "r0:decode:verify", kind="decode", request=0, operator="verify", device="decode",
                   duration_s=verify_s, reads=(), seq=seq)
     add_dep(G, prev, v, "data")
