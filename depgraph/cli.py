@@ -225,7 +225,7 @@ def _budget_arg(text: str) -> float:
     return value
 
 
-def _budget_from(argv: Sequence[str], flag: str = "--memory-budget") -> str | None:
+def _flag_value(argv: Sequence[str], flag: str = "--memory-budget") -> str | None:
     """The value of ``flag`` (``--memory-budget``, ``--hardware``) in ``argv``,
     read before the parser runs so that the worker processes started first see
     it too (the parser, or the reader of the value, checks it); the last one
@@ -838,8 +838,8 @@ def _main(argv: Sequence[str] | None) -> int:
     from .specs.hardware import HARDWARE_ENV, use_hardware
 
     argv = list(sys.argv[1:] if argv is None else argv)
-    budget, before = _budget_from(argv), os.environ.get(ENV)
-    hardware, hardware_before = _budget_from(argv, "--hardware"), os.environ.get(HARDWARE_ENV)
+    budget, before = _flag_value(argv), os.environ.get(ENV)
+    hardware, hardware_before = _flag_value(argv, "--hardware"), os.environ.get(HARDWARE_ENV)
     try:
         if budget is not None:
             os.environ[ENV] = budget

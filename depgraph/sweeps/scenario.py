@@ -399,24 +399,22 @@ class _Checker:
         raise self.fail(where, f"expected one of {', '.join(allowed)}; got {got}{hint}")
 
     def links(self, value: Any, where: str) -> tuple[str, ...]:
-        items = self.values(value, where)
-        canon = []
-        for w, v in items:
-            try:
-                canon.append(load_link(v).name)
-            except ConfigError as exc:
-                raise self.fail(w, str(exc).removeprefix("link: ")) from None
-        return self.distinct(items, canon, "link")
+        return self.catalog_names(value, where, load_link, "link")
 
     def gpus(self, value: Any, where: str) -> tuple[str, ...]:
+        return self.catalog_names(value, where, load_gpu, "gpu")
+
+    def catalog_names(self, value: Any, where: str, load: Any, field: str) -> tuple[str, ...]:
+        """Canonical names of a hardware list (``load`` is :func:`load_link` or :func:`load_gpu`), each
+        refused under its own key path, and none twice."""
         items = self.values(value, where)
         canon = []
         for w, v in items:
             try:
-                canon.append(load_gpu(v).name)
+                canon.append(load(v).name)
             except ConfigError as exc:
-                raise self.fail(w, str(exc).removeprefix("gpu: ")) from None
-        return self.distinct(items, canon, "gpu")
+                raise self.fail(w, str(exc).removeprefix(f"{field}: ")) from None
+        return self.distinct(items, canon, field)
 
     def models(self, items: list[tuple[str, Any]]) -> tuple[str, ...]:
         """Canonical model names (catalog names, or the config path as given, anchored at the scenario's
