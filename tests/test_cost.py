@@ -40,7 +40,9 @@ def test_defaults():
     assert study.replace(gpu="h200").decode_hbm_efficiency == 0.8  # a GPU's efficiency does not stick
     assert dg.CostModel(gpu="h200", hbm_efficiency=0.7).decode_bytes_per_s == 4.8e12 * 0.7  # the field wins
     assert cm.describe() == "h100-sxm, prefill MFU 0.6, decode HBM efficiency 0.8"
-    assert cm.as_dict() == {"gpu": "h100-sxm", "mfu": 0.6, "hbm_efficiency": 0.8}
+    assert cm.as_dict() == {"gpu": "h100-sxm", "link": "ib-ndr", "mfu": 0.6, "hbm_efficiency": 0.8, "prefill_tp": 1,
+                            "decode_tp": 1, "prefill_pp": 1, "decode_pp": 1}
+    assert cm.link == dg.load_link("ib-ndr") and dg.CostModel(link="25g").link.name == "25g"
     with pytest.raises(dg.ConfigError, match=r"hbm_efficiency: expected a finite number > 0 and <= 1"):
         dg.CostModel(hbm_efficiency=1.5)
 

@@ -110,6 +110,17 @@ def test_random_dags_on_the_large_graph_paths_match_the_reference(G):
     assert_same_schedule(S, ref.schedule(G))
 
 
+@settings(max_examples=150)
+@given(event_dags())
+def test_random_small_dags_scheduled_by_parts_match_the_reference(G):
+    # below SMALL_GRAPH_EDGES the users' ancestors come as positions, not a mask: by parts must take
+    # either (a TP 8 x PP 2 graph once crashed here, its many NICs chaining evenly)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(_kernel, "MIN_USERS_PER_STEP", 0)
+        S = dg.schedule(G)
+    assert_same_schedule(S, ref.schedule(G))
+
+
 @pytest.mark.parametrize("requests, workers", [(12, 3), (9, 9), (20, 1)])
 def test_a_trace_scheduled_by_parts_matches_the_reference(monkeypatch, requests, workers):
     _every_graph_large(monkeypatch)

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import depgraph as dg
-from depgraph.workloads.ranks import shard_transfers
+from depgraph.specs.parallel import shard_transfers, stage_placement
 
 import reference as ref
 
@@ -225,8 +225,6 @@ def test_different_pipeline_depths_per_side():
     assert G.nodes[s]["device"] == "link-s1" and G.nodes["r0:arrive:L39:kv"]["device"] == "decode-s3"
     shared = dg.single_request("qwen3.6-35b-a3b", prompt_tokens=2048, prefill_pp=2, decode_pp=4, nic="per-node")
     assert {shared.nodes[n]["device"] for n in shared if shared.nodes[n]["kind"] == "send"} == {"link"}
-    with pytest.raises(dg.ConfigError, match=r"prefill_pp/decode_pp: pipeline stages together with tensor"):
-        dg.single_request("qwen3.6-35b-a3b", prompt_tokens=10, prefill_pp=2, decode_tp=2)
     with pytest.raises(dg.ConfigError, match=r"decode_pp: expected at most the model's 40 layers, got 41"):
         dg.single_request("qwen3.6-35b-a3b", prompt_tokens=10, decode_pp=41)
 
@@ -296,3 +294,89 @@ def test_a_speculative_draft_runs_sharded():
     want = one.nodes["r0:draft:1"]["duration_s"] / 4 + cm.layer_collectives_s(m, m.layers[0], 1, 4)
     assert four.nodes["r0:draft:1"]["duration_s"] == pytest.approx(want, rel=1e-12)
     assert dg.schedule(four, policy="layer").ttft_s < dg.schedule(one, policy="layer").ttft_s
+
+
+# ---------------------------------------------- tensor and pipeline parallelism together
+
+
+@pytest.mark.parametrize("layers, stages, sizes", [
+    (10, 4, [2, 3, 3, 2]), (7, 3, [2, 3, 2]), (64, 3, [21, 22, 21]), (5, 4, [1, 1, 2, 1]), (40, 4, [10] * 4),
+    (9, 2, [5, 4]), (3, 3, [1, 1, 1])])
+def test_stages_hold_the_layers_vllm_gives_them(layers, stages, sizes):
+    """vLLM's get_pp_indices: the remainder goes one layer each to the stages just before the last."""
+    placement = stage_placement(layers, stages)
+    assert [placement.count(k) for k in range(stages)] == sizes
+    assert placement == sorted(placement)
+
+
+TP_PP = [(2, 2, 2, 2), (2, 4, 2, 2), (4, 2, 1, 2), (8, 8, 2, 4), (1, 2, 4, 1)]
+
+
+@pytest.mark.parametrize("ptp, dtp, ppp, dpp", TP_PP)
+def test_tp_and_pp_together(ptp, dtp, ppp, dpp):
+    cost = dg.CostModel(prefill_tp=ptp, decode_tp=dtp, prefill_pp=ppp, decode_pp=dpp)
+    m = dg.load_model("qwen3-32b")
+    G = dg.single_request(m, prompt_tokens=4096, cost=cost)
+    dg.validate_graph(G)
+    # every decode rank of every stage gets exactly its shard; the bytes are handoff_bytes at decode TP
+    sent = {}
+    for _, d in G.nodes(data=True):
+        if d["kind"] == "send":
+            sent[d["component"]] = sent.get(d["component"], 0) + d["bytes"]
+    assert sent == {k: v for k, v in dg.handoff_bytes(m, prompt_tokens=4096, tp=dtp).items() if v}
+    decode_devices = {d for _, d in G.nodes(data="device") if d.startswith("decode")}
+    ranks = {f"decode-s{k}:{r}" if dpp > 1 else f"decode:{r}" for k in range(dpp) for r in range(dtp)}
+    assert ranks <= decode_devices
+    hops = [n for n, d in G.nodes(data=True) if d["kind"] == "hop"]
+    assert sum(":prefill:hop:" in n for n in hops) == ppp - 1 and sum(":decode:hop:" in n for n in hops) == dpp - 1
+    # the graph's prefill critical path and its decode chain are the cost model's side costs
+    S = dg.schedule(G, policy="global")
+    prefill_end = max(S.finish_s[n] for n, d in G.nodes(data=True) if d["kind"] in ("prefill", "collective", "hop")
+                      and str(n).startswith("r0:prefill"))
+    assert prefill_end == pytest.approx(cost.prefill_side_s(m, 4096), rel=1e-12)
+    last_arrival = max(S.finish_s[n] for n, d in G.nodes(data=True) if d["kind"] == "arrive")
+    assert S.ttft_s - last_arrival == pytest.approx(cost.decode_side_step_s(m, 4096), rel=1e-9)
+    # under migration every send waits for the whole prefill: the busiest card's queue is handoff_s
+    M = dg.schedule(dg.single_request(m, prompt_tokens=4096, cost=cost, timing="migration"), policy="global")
+    assert last_arrival_of(M) - prefill_end == pytest.approx(cost.handoff_s(m, 4096), rel=1e-9)
+    # the graph users see and the compiled scheduler agree
+    R = ref.schedule(G, policy="layer")
+    S = dg.schedule(G, policy="layer")
+    assert all(S.start_s[n] == t for n, t in zip(R.compiled.nodes, R.start.tolist()))
+
+
+def last_arrival_of(S):
+    G = S.graph
+    return max(S.finish_s[n] for n, d in G.nodes(data=True) if d["kind"] == "arrive")
+
+
+def test_the_cost_model_carries_the_deployment_and_builder_keywords_win():
+    cost = dg.CostModel(gpu="h200", link="ib-xdr", prefill_tp=2, decode_tp=4)
+    a = dg.single_request("qwen3-32b", prompt_tokens=2048, cost=cost)
+    b = dg.single_request("qwen3-32b", prompt_tokens=2048, gpu="h200", link="ib-xdr", prefill_tp=2, decode_tp=4)
+    assert nx.utils.graphs_equal(a, b) and a.graph["link"] == "ib-xdr" and a.graph["decode_tp"] == 4
+    c = dg.single_request("qwen3-32b", prompt_tokens=2048, cost=cost, decode_tp=2)
+    assert c.graph["decode_tp"] == 2
+    assert dg.speculative("qwen3-32b", prompt_tokens=512, cost=cost).graph["prefill_tp"] == 2
+    assert dg.interleaved("qwen3-32b", prompt_tokens=512, cost=cost, requests=2).graph["decode_tp"] == 4
+    with pytest.raises(dg.ConfigError, match=r"prefill_tp/decode_tp: the batch workload does not model tensor"):
+        dg.continuous_batching("qwen3-32b", prompt_tokens=512, cost=cost)
+    with pytest.raises(dg.ConfigError, match=r"prefill_pp/decode_pp: the speculative workload does not model"):
+        dg.speculative("qwen3-32b", prompt_tokens=512, cost=dg.CostModel(decode_pp=2))
+    with pytest.raises(dg.ConfigError, match=r"decode_tp: 3 and prefill_tp 2"):
+        dg.CostModel(prefill_tp=2, decode_tp=3)
+    with pytest.raises(dg.ConfigError, match=r"decode_pp: expected at most the model's 64 layers, got 65"):
+        dg.single_request("qwen3-32b", prompt_tokens=10, cost=dg.CostModel(decode_pp=65))
+    assert cost.as_dict()["link"] == "ib-xdr" and cost.as_dict()["decode_tp"] == 4
+    assert cost.describe().endswith("TP 2 -> TP 4")
+
+
+def test_tensor_parallelism_past_one_server_runs_its_all_reduce_over_the_network():
+    cm = dg.CostModel(link="ib-ndr")
+    nbytes = 64e6
+    inside = cm.allreduce_s(nbytes, 8)
+    across = cm.allreduce_s(nbytes, 16)
+    link = dg.load_link("ib-ndr")
+    assert across == pytest.approx(cm.collective_latency_s + link.latency_s
+                                   + 2 * 15 / 16 * nbytes / (link.bytes_per_s * cm.collective_efficiency), rel=1e-12)
+    assert across > 5 * inside  # NDR's 50 GB/s against NVLink 4's 450 GB/s per direction

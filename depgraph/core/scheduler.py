@@ -406,6 +406,10 @@ def _resolve(table: EventTable) -> tuple[EventTable, CompiledGraph, tuple | None
     resolved = table.extend_positions(cg.order[a[new]], cg.order[b[new]], kind="resource")
     times = None
     if upstream is not None and not waits:
+        if upstream.dtype != np.bool_:  # the small-graph branch gave positions: as a mask
+            mask = np.zeros(cg.num_nodes, dtype=bool)
+            mask[upstream] = True
+            upstream = mask
         times = _times_by_parts(cg, upstream, users, release, orders)
     return resolved, cg, times
 

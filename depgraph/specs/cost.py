@@ -34,6 +34,17 @@ documented once, here (``docs/calibration.md`` explains the choices):
     layer), of ``tokens x hidden x dtype`` bytes. Both numbers are
     assumptions, not measurements: NCCL's bus bandwidth on NVLink is
     typically below peak, and a small all-reduce costs some microseconds.
+``link = "ib-ndr"``
+    The network between the prefill and decode GPUs (:data:`~depgraph.specs.hardware.DEFAULT_LINK`;
+    ``depgraph links``), one NIC per GPU unless a builder says ``nic="per-node"``.
+    Tensor parallelism wider than a server (``gpu.gpus_per_node``, 8) runs
+    its all-reduce over it too.
+``prefill_tp = decode_tp = 1`` and ``prefill_pp = decode_pp = 1``
+    Tensor-parallel size and pipeline depth of each side (one TP a whole
+    multiple of the other, as vLLM's connectors need; a depth at most the
+    model's layers). The builders take them from here unless given their
+    own; :meth:`prefill_side_s`, :meth:`decode_side_step_s` and
+    :meth:`handoff_s` cost a whole side at them.
 ``recurrent_flops_per_state_elem = 4.0``
     Prefill FLOPs per prompt token per recurrent-state element (the
     recurrence's update and read-out; small next to the projections).
@@ -55,6 +66,11 @@ of every request in the batch, over the effective HBM bandwidth.
 0.826
 >>> dg.CostModel().describe()
 'h100-sxm, prefill MFU 0.6, decode HBM efficiency 0.8'
+>>> tp8 = dg.CostModel(prefill_tp=8, decode_tp=8)
+>>> tp8.describe()
+'h100-sxm, prefill MFU 0.6, decode HBM efficiency 0.8, TP 8 -> TP 8'
+>>> round(tp8.prefill_side_s(m, 16_384) / dg.CostModel().prefill_side_s(m, 16_384), 3)   # all-reduces included
+0.173
 
 """
 
@@ -65,8 +81,9 @@ from typing import Sequence
 
 from .._validate import positive_int, positive_number
 from ..errors import ConfigError
-from .hardware import GPU, Link, load_gpu, load_link
+from .hardware import DEFAULT_LINK, GPU, Link, load_gpu, load_link
 from .models import LayerSpec, ModelSpec
+from .parallel import check_pp, check_tp_pair, nic_card, shard_transfers, stage_placement
 
 __all__ = ["CostModel", "DEFAULT_GPU", "STUDY_GPU", "DEFAULT_MFU", "DEFAULT_HBM_EFFICIENCY"]
 
@@ -92,9 +109,18 @@ class CostModel:
     recurrent_flops_per_state_elem: float = 4.0
     collective_efficiency: float = 0.8
     collective_latency_s: float = 10e-6
+    link: Link = field(default_factory=lambda: load_link(DEFAULT_LINK))
+    prefill_tp: int = 1
+    decode_tp: int = 1
+    prefill_pp: int = 1
+    decode_pp: int = 1
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "gpu", load_gpu(self.gpu))
+        object.__setattr__(self, "link", load_link(self.link))
+        check_tp_pair(self.prefill_tp, self.decode_tp)
+        check_pp("prefill_pp", self.prefill_pp)
+        check_pp("decode_pp", self.decode_pp)
         positive_number("mfu", self.mfu, upper=1.0)
         positive_number("conv_share", self.conv_share, upper=1.0)
         positive_number("activation_hop_s", self.activation_hop_s, allow_zero=True, upper=10.0)
@@ -120,13 +146,25 @@ class CostModel:
         """HBM bytes per second a memory-bound decode step reads at."""
         return self.gpu.hbm_bytes_per_s * self.decode_hbm_efficiency
 
+    @property
+    def parallel(self) -> dict[str, int]:
+        """``prefill_tp``, ``decode_tp``, ``prefill_pp``, ``decode_pp``."""
+        return {"prefill_tp": self.prefill_tp, "decode_tp": self.decode_tp, "prefill_pp": self.prefill_pp,
+                "decode_pp": self.decode_pp}
+
     def describe(self) -> str:
-        """The GPU and efficiencies, as every output names them."""
-        return f"{self.gpu.name}, prefill MFU {self.mfu:g}, decode HBM efficiency {self.decode_hbm_efficiency:g}"
+        """The GPU and efficiencies (and the parallelism, where any), as every output names them."""
+        text = f"{self.gpu.name}, prefill MFU {self.mfu:g}, decode HBM efficiency {self.decode_hbm_efficiency:g}"
+        if set(self.parallel.values()) != {1}:
+            side = [f"TP {tp}" + (f" PP {pp}" if pp > 1 else "") for tp, pp in
+                    ((self.prefill_tp, self.prefill_pp), (self.decode_tp, self.decode_pp))]
+            text += f", {side[0]} -> {side[1]}"
+        return text
 
     def as_dict(self) -> dict[str, float | str]:
-        """The GPU and efficiencies as JSON fields (``gpu``, ``mfu``, ``hbm_efficiency``)."""
-        return {"gpu": self.gpu.name, "mfu": self.mfu, "hbm_efficiency": self.decode_hbm_efficiency}
+        """The GPU, link, efficiencies and parallelism as JSON fields."""
+        return {"gpu": self.gpu.name, "link": self.link.name, "mfu": self.mfu,
+                "hbm_efficiency": self.decode_hbm_efficiency, **self.parallel}
 
     # ------------------------------------------------------------ prefill
 
@@ -158,11 +196,17 @@ class CostModel:
         e, k = layer.num_experts, layer.experts_per_token
         return e * (1.0 - (1.0 - k / e) ** tokens)
 
-    def decode_layer_bytes(self, model: ModelSpec, layer: LayerSpec, context_tokens: Sequence[int]) -> float:
+    def decode_layer_bytes(self, model: ModelSpec, layer: LayerSpec, context_tokens: Sequence[int], *,
+                           tp: int = 1) -> float:
         """Bytes one decode step reads for ``layer``, with one request per entry
-        of ``context_tokens`` (each entry is that request's context length)."""
+        of ``context_tokens`` (each entry is that request's context length), on
+        each of ``tp`` ranks: ``1 / tp`` of the weights and the rank's shard of
+        every request's state (KV heads replicated past their count read in full)."""
         batch = len(context_tokens)
         weights = layer.mixer_params + layer.ffn_dense_params + self.distinct_experts(layer, batch) * layer.expert_params
+        if tp > 1:
+            shard = sum(layer.sharded_bytes(c, int(t), tp)[0] for c in layer.components for t in context_tokens)
+            return weights * model.dtype_bytes / tp + shard
         kv = 0
         if layer.kv_bytes_per_token:
             held = layer.kv_tokens  # the whole context, or a sliding window's last W - 1 tokens
@@ -170,12 +214,14 @@ class CostModel:
         state = kv + batch * (layer.ssm_bytes + layer.conv_bytes)
         return weights * model.dtype_bytes + state
 
-    def decode_layer_s(self, model: ModelSpec, layer: LayerSpec, context_tokens: Sequence[int] | int) -> float:
-        """Seconds of one memory-bound decode step for ``layer``."""
+    def decode_layer_s(self, model: ModelSpec, layer: LayerSpec, context_tokens: Sequence[int] | int, *,
+                       tp: int = 1) -> float:
+        """Seconds of one memory-bound decode step for ``layer`` on one of ``tp``
+        ranks (its collectives apart: :meth:`layer_collectives_s`)."""
         if isinstance(context_tokens, int):
             context_tokens = (context_tokens,)
         bw = self.decode_bytes_per_s
-        return self.decode_layer_overhead_s + self.decode_layer_bytes(model, layer, context_tokens) / bw
+        return self.decode_layer_overhead_s + self.decode_layer_bytes(model, layer, context_tokens, tp=tp) / bw
 
     def decode_head_s(self, model: ModelSpec) -> float:
         """Seconds to read the LM head (final norm and vocabulary projection), once per
@@ -219,15 +265,22 @@ class CostModel:
     # -------------------------------------------------------- collectives
 
     def allreduce_s(self, nbytes: float, ranks: int) -> float:
-        """Seconds of one ring all-reduce of ``nbytes`` over ``ranks`` GPUs on
-        the GPU's interconnect (0 for one rank)."""
+        """Seconds of one ring all-reduce of ``nbytes`` over ``ranks`` GPUs (0
+        for one rank): on the GPU's interconnect within a server; past
+        ``gpu.gpus_per_node`` ranks the ring crosses servers, each GPU's hop
+        at most its NIC's speed (``link``), and each step pays the link's
+        per-message latency too."""
         if ranks <= 1:
             return 0.0
         bw = self.gpu.interconnect_bytes_per_s
         if not bw:
             raise ConfigError(f"gpu: {self.gpu.name} has no interconnect_bytes_per_s, so tensor parallelism "
                               "cannot be costed; choose a GPU from 'depgraph gpus' or give one with --hardware")
-        return self.collective_latency_s + 2.0 * (ranks - 1) / ranks * nbytes / (bw * self.collective_efficiency)
+        latency = self.collective_latency_s
+        if ranks > self.gpu.gpus_per_node:
+            bw = min(bw, self.link.bytes_per_s)
+            latency += self.link.latency_s
+        return latency + 2.0 * (ranks - 1) / ranks * nbytes / (bw * self.collective_efficiency)
 
     def layer_collectives_s(self, model: ModelSpec, layer: LayerSpec, tokens: int, ranks: int) -> float:
         """The all-reduces one decoder layer runs at tensor-parallel size
@@ -236,6 +289,53 @@ class CostModel:
         a mixer or an MLP/MoE, so one)."""
         count = (layer.mixer_params > 0) + (layer.ffn_dense_params + layer.expert_params > 0)
         return count * self.allreduce_s(float(tokens) * model.hidden_size * model.dtype_bytes, ranks)
+
+    # ------------------------------------------------------- a whole side
+
+    def prefill_side_s(self, model: ModelSpec, prompt_tokens: int) -> float:
+        """Seconds of one prompt's prefill at ``prefill_tp`` x ``prefill_pp``:
+        every layer's compute over the TP ranks and its all-reduces, plus an
+        activation hop at each stage boundary (the critical path of the
+        prefill events :func:`~depgraph.single_request` builds)."""
+        tp, pp = self.prefill_tp, check_pp("prefill_pp", self.prefill_pp, model.num_layers)
+        compute = sum(self.prefill_layer_s(layer, prompt_tokens) / tp
+                      + self.layer_collectives_s(model, layer, prompt_tokens, tp) for layer in model.layers)
+        return compute + (pp - 1) * self.activation_hop_s
+
+    def decode_side_step_s(self, model: ModelSpec, context_tokens: Sequence[int] | int) -> float:
+        """Seconds of one decode step at ``decode_tp`` x ``decode_pp``: each
+        layer's slice on one rank (:meth:`decode_layer_s` with ``tp``) and its
+        all-reduces over the batch's tokens, the LM head split over the ranks,
+        an activation hop at each stage boundary. At TP 1, PP 1 it is
+        :meth:`decode_step_s`. One batch in flight (vLLM's pipeline keeps
+        several; that overlap is not modelled)."""
+        if isinstance(context_tokens, int):
+            context_tokens = (context_tokens,)
+        tp, pp = self.decode_tp, check_pp("decode_pp", self.decode_pp, model.num_layers)
+        if tp == 1 and pp == 1:
+            return self.decode_step_s(model, context_tokens)
+        positive_int("batch", len(context_tokens), upper=1_000_000)
+        layers = sum(self.decode_layer_s(model, layer, context_tokens, tp=tp)
+                     + self.layer_collectives_s(model, layer, len(context_tokens), tp) for layer in model.layers)
+        return layers + self.decode_head_s(model) / tp + (pp - 1) * self.activation_hop_s
+
+    def handoff_s(self, model: ModelSpec, prompt_tokens: int, *, nic: str = "per-gpu", spec_tokens: int = 0) -> float:
+        """Seconds to move one request's whole state once prefill is done:
+        every shard as :func:`~depgraph.specs.parallel.shard_transfers` maps
+        it, each on its card (:func:`~depgraph.specs.parallel.nic_card`; the
+        cards in parallel, a card's transfers in turn, each paying the link's
+        per-message latency), so the busiest card's total."""
+        P, D = self.prefill_tp, self.decode_tp
+        stages = stage_placement(model.num_layers, check_pp("prefill_pp", self.prefill_pp, model.num_layers))
+        busy: dict[str, float] = {}
+        for layer, stage in zip(model.layers, stages):
+            for c in layer.components:
+                for src, dst, nbytes in shard_transfers(layer, c, prompt_tokens=prompt_tokens, prefill_tp=P,
+                                                        decode_tp=D, spec_tokens=spec_tokens):
+                    card = nic_card(nic, stage=stage, src=src, dst=dst, prefill_tp=P, decode_tp=D,
+                                    prefill_pp=self.prefill_pp)
+                    busy[card] = busy.get(card, 0.0) + self.link.transfer_s(nbytes)
+        return max(busy.values(), default=0.0)
 
     # ----------------------------------------------------------- transfer
 

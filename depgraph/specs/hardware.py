@@ -72,7 +72,13 @@ class GPU:
     interconnect_bytes_per_s: float | None = None  # per GPU, per direction
     hbm_efficiency: float | None = None
     source: str = ""
+    gpus_per_node: int = 8  # GPUS_PER_NODE unless the entry says
 
+
+#: GPUs in one server, so on one intra-node interconnect, unless a catalog entry gives ``gpus_per_node``:
+#: the 8-GPU baseboards the shipped data-centre GPUs come on (NVIDIA HGX A100/H100/H200/B200, AMD
+#: Instinct MI300X/MI325X platforms). Tensor parallelism beyond it crosses the network.
+GPUS_PER_NODE = 8
 
 #: The link every API and command assumes unless told otherwise: one InfiniBand NDR NIC (400 Gbit/s) per GPU,
 #: as disaggregated deployments on H100 servers use (ConnectX-7); the handoff study's scenarios name theirs.
@@ -85,7 +91,8 @@ HARDWARE_ENV = "DEPGRAPH_HARDWARE"
 
 _GPU_NUMBERS = (("peak_bf16_flops", False, 1e18, True), ("hbm_bytes_per_s", False, 1e15, True),
                 ("hbm_bytes", False, 1e14, True), ("peak_fp8_flops", False, 1e18, False),
-                ("interconnect_bytes_per_s", False, 1e14, False), ("hbm_efficiency", False, 1.0, False))
+                ("interconnect_bytes_per_s", False, 1e14, False), ("hbm_efficiency", False, 1.0, False),
+                ("gpus_per_node", False, 4096, False))
 _LINK_NUMBERS = (("bandwidth_gbps", False, 1e6, True), ("latency_s", True, 10.0, True))
 
 
@@ -143,7 +150,7 @@ def use_hardware(path: str | os.PathLike | None) -> None:
     catalog. The file has the shipped file's shape (``[gpus.<name>]`` with
     ``peak_bf16_flops``, ``hbm_bytes_per_s``, ``hbm_bytes``, ``description``
     and optionally ``peak_fp8_flops``, ``interconnect``,
-    ``interconnect_bytes_per_s``, ``source``; ``[links.<name>]`` with
+    ``interconnect_bytes_per_s``, ``gpus_per_node``, ``source``; ``[links.<name>]`` with
     ``bandwidth_gbps``, ``latency_s``, ``description``, optionally
     ``source``) and is checked entry by entry before anything is used."""
     if path is None:
@@ -185,6 +192,9 @@ def _checked(data: Any, where: str, *, full: bool) -> dict[str, Any]:
                 if entry.get(name) is None and not required:
                     continue
                 positive_number(f"{where}: {kind}.{key}.{name}", entry.get(name), allow_zero=allow_zero, upper=upper)
+            if entry.get("gpus_per_node") is not None and entry["gpus_per_node"] != int(entry["gpus_per_node"]):
+                raise ConfigError(f"{where}: {kind}.{key}.gpus_per_node: expected a whole number of GPUs, got "
+                                  f"{entry['gpus_per_node']!r}")
             for name in ("description", "source", "interconnect"):
                 if (name in entry or name == "description") and not isinstance(entry.get(name), str):
                     raise ConfigError(f"{where}: {kind}.{key}.{name}: expected a string, got {entry.get(name)!r}")
@@ -292,4 +302,4 @@ def load_gpu(gpu: str | GPU) -> GPU:
                 if e.get(k) is not None}
     return GPU(name=key, peak_bf16_flops=float(e["peak_bf16_flops"]), hbm_bytes_per_s=float(e["hbm_bytes_per_s"]),
                hbm_bytes=float(e["hbm_bytes"]), description=e["description"], interconnect=e.get("interconnect", ""),
-               source=e.get("source", ""), **optional)
+               source=e.get("source", ""), gpus_per_node=int(e.get("gpus_per_node", GPUS_PER_NODE)), **optional)

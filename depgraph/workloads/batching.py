@@ -48,7 +48,6 @@ from ..core.graph import add_dep, add_event, chain, event_attrs, layer_tag
 from ..core.policies import Policy, get_policy
 from ..core.scheduler import Schedule, schedule
 from .single import add_request, new_graph
-from ..specs.hardware import DEFAULT_LINK
 
 __all__ = ["continuous_batching", "continuous_batching_tables", "expected_step_admission", "step_admission_expectation",
            "stall_s", "ADMISSIONS", "HOOK_SCOPES"]
@@ -57,7 +56,7 @@ ADMISSIONS = ("step", "async")
 HOOK_SCOPES = ("batch", "request")
 
 
-def continuous_batching(model, *, prompt_tokens: int, link=DEFAULT_LINK,
+def continuous_batching(model, *, prompt_tokens: int, link=None,
                         mfu: float | None = None, gpu=None, timing: str = "handoff",
                         cost=None, batch: int = 8, admission: str = "step", hook_scope: str = "request",
                         phase: float = 0.5, policy="layer", context_tokens: int | None = None) -> nx.DiGraph:
@@ -82,7 +81,7 @@ def continuous_batching(model, *, prompt_tokens: int, link=DEFAULT_LINK,
     return table.to_networkx()
 
 
-def continuous_batching_tables(model, *, prompt_tokens: int, link=DEFAULT_LINK,
+def continuous_batching_tables(model, *, prompt_tokens: int, link=None,
                                mfu: float | None = None, gpu=None, timing: str = "handoff",
                                cost=None, batch: int = 8, admission: str = "step", hook_scope: str = "request",
                                phase: float = 0.5, policies=("layer",),
@@ -220,7 +219,7 @@ def _fits(boundary: float, plan: dict) -> bool:
     return True
 
 
-def expected_step_admission(model, *, prompt_tokens: int, link=DEFAULT_LINK,
+def expected_step_admission(model, *, prompt_tokens: int, link=None,
                             mfu: float | None = None, gpu=None, timing: str = "handoff",
                             cost=None, batch: int = 8, policy="layer", context_tokens: int | None = None) -> dict:
     """Step admission averaged exactly over a uniform arrival phase.

@@ -24,9 +24,7 @@ import networkx as nx
 from .._validate import one_of
 from ..core.graph import add_dep, check_graph_size
 from ..specs.models import load_model
-from .ranks import check_tp_pair
-from .single import NIC_MODES, RequestCopier, add_parts, new_graph, request_parts
-from ..specs.hardware import DEFAULT_LINK
+from .single import NIC_MODES, RequestCopier, add_parts, new_graph, request_parts, with_overrides
 
 __all__ = ["interleaved", "LINK_RULES", "PREFILL_MODES"]
 
@@ -35,10 +33,10 @@ LINK_RULES = ("fifo", "request-order", "layer-round-robin")
 PREFILL_MODES = ("parallel", "serial")
 
 
-def interleaved(model, *, prompt_tokens: int, link=DEFAULT_LINK,
+def interleaved(model, *, prompt_tokens: int, link=None,
                 mfu: float | None = None, gpu=None, timing: str = "handoff", cost=None,
-                requests: int = 4, rule: str = "fifo", prefill: str = "parallel", prefill_tp: int = 1,
-                decode_tp: int = 1, nic: str = "per-gpu", as_table: bool = False):
+                requests: int = 4, rule: str = "fifo", prefill: str = "parallel", prefill_tp: int | None = None,
+                decode_tp: int | None = None, nic: str = "per-gpu", as_table: bool = False):
     """The event graph of ``requests`` requests sharing one link (an
     :class:`~depgraph.EventTable` with ``as_table``, see :func:`single_request`).
 
@@ -53,15 +51,19 @@ def interleaved(model, *, prompt_tokens: int, link=DEFAULT_LINK,
     rank pair's NIC, under ``rule``.
     """
     model = load_model(model)
-    P, D = check_tp_pair(prefill_tp, decode_tp)
-    ranked = {} if (P, D) == (1, 1) else {"prefill_tp": P, "decode_tp": D, "nic": one_of("nic", nic, NIC_MODES)}
+    nic = one_of("nic", nic, NIC_MODES)
+    cost = with_overrides(cost, prefill_tp=prefill_tp, decode_tp=decode_tp)
+    P, D = cost.prefill_tp, cost.decode_tp
     per_request = sum(1 + 2 * len(layer.components) + 2 for layer in model.layers) * max(P, D) + 2
     check_graph_size("interleave", requests, per_request, unit="requests")
     rule = one_of("rule", rule, LINK_RULES)
     prefill = one_of("prefill", prefill, PREFILL_MODES)
     G, model, prompt_tokens, link, timing, cost = new_graph(
         "interleaved", model, prompt_tokens=prompt_tokens, link=link, mfu=mfu, gpu=gpu, timing=timing, cost=cost,
-        requests=requests, rule=rule, prefill=prefill, as_table=as_table, **ranked)
+        requests=requests, rule=rule, prefill=prefill, as_table=as_table, parallel=("tp",))
+    ranked = {} if (P, D) == (1, 1) else {"prefill_tp": P, "decode_tp": D, "nic": nic}
+    if ranked:
+        G.graph["nic"] = nic
     G.graph["target_request"] = requests - 1
     G.graph["resource_rules"] = {"link": "fifo" if rule == "fifo" else "priority"}
     last_prefill = None

@@ -1,7 +1,8 @@
 """Pipeline parallelism: the model cut into ``stages`` contiguous blocks of layers.
 
-Prefill and decode each run on ``stages`` GPUs; stage ``s`` holds layers
-``[s * L / P, (s + 1) * L / P)``. An activation crossing a stage boundary
+Prefill and decode each run on ``stages`` GPUs; the stages hold contiguous
+blocks of layers as vLLM cuts them (:func:`~depgraph.specs.parallel.stage_placement`:
+``L // stages`` each, the remainder to the stages before the last). An activation crossing a stage boundary
 costs ``cost.activation_hop_s`` (the study's 0.05 ms) on both sides. Each
 stage's state goes to its decode stage over a private link
 (``shared_link=False``: ``link-s0``, ``link-s1``, ...) or over one shared
@@ -15,13 +16,13 @@ from __future__ import annotations
 import networkx as nx
 
 from .._validate import positive_int
-from .single import add_request, new_graph, stage_placement
-from ..specs.hardware import DEFAULT_LINK
+from ..specs.parallel import stage_placement
+from .single import add_request, new_graph
 
 __all__ = ["pipeline", "stage_placement"]
 
 
-def pipeline(model, *, prompt_tokens: int, link=DEFAULT_LINK,
+def pipeline(model, *, prompt_tokens: int, link=None,
              mfu: float | None = None, gpu=None, timing: str = "handoff", cost=None,
              stages: int = 2, shared_link: bool = False, as_table: bool = False):
     """The event graph of one request on a ``stages``-deep pipeline (an

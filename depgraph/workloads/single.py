@@ -27,25 +27,16 @@ from .._validate import one_of, positive_int
 from ..specs.cost import CostModel
 from ..core.table import EventTable, TableBuilder
 from ..core.graph import event_attrs, layer_tag
-from ..specs.hardware import DEFAULT_LINK, GPU, Link, load_gpu, load_link
+from ..specs.hardware import GPU, Link
 from ..errors import ConfigError
 from ..specs.models import LayerSpec, ModelSpec, load_model
-from .ranks import check_tp_pair, shard_transfers
+from ..specs.parallel import NIC_MODES, check_pp, check_tp_pair, nic_card, shard_transfers, stage_placement
 
 __all__ = ["single_request", "add_request", "request_parts", "add_parts", "RequestCopier", "RequestParts",
-           "new_graph", "stage_placement", "TIMINGS", "NIC_MODES"]
+           "new_graph", "with_overrides", "stage_placement", "TIMINGS", "NIC_MODES"]
 
 TIMINGS = ("handoff", "migration")
 MAX_PROMPT_TOKENS = 10_000_000
-
-
-def stage_placement(num_layers: int, stages: int) -> list[int]:
-    """The stage of each layer for ``stages`` contiguous, near-equal blocks.
-
-    >>> stage_placement(10, 4)
-    [0, 0, 0, 1, 1, 2, 2, 2, 3, 3]
-    """
-    return [i * stages // num_layers for i in range(num_layers)]
 
 
 def _per_stage(value: str | Sequence[str], stage: int) -> str:
@@ -166,12 +157,13 @@ def request_parts(
     (:func:`_ranked_parts`; one stage, one named device per side).
     """
     if prefill_tp != 1 or decode_tp != 1:
-        if placement is not None or decode_placement is not None or not all(
-                isinstance(v, str) for v in (prefill_device, decode_device, link_device)):
-            raise ConfigError("prefill_tp/decode_tp: tensor parallelism with pipeline stages is not modelled yet")
+        if not all(isinstance(v, str) for v in (prefill_device, decode_device, link_device)):
+            raise ConfigError("prefill_tp/decode_tp: ranks take one device name per side; the stages are "
+                              "named from the placements")
         return _ranked_parts(model, prompt_tokens=prompt_tokens, link=link, cost=cost, timing=timing, request=request,
                              prefill_tp=prefill_tp, decode_tp=decode_tp, nic=nic, decode=decode, token=token,
-                             spec_tokens=spec_tokens, prefill_device=prefill_device)
+                             spec_tokens=spec_tokens, prefill_device=prefill_device, placement=placement,
+                             decode_placement=decode_placement)
     r = request
     stages = list(placement) if placement is not None else [0] * model.num_layers
     dstages = list(decode_placement) if decode_placement is not None else stages
@@ -220,70 +212,93 @@ def request_parts(
     return RequestParts(nodes, rec.nodes, rec.edges, r, prefill_device)
 
 
-#: How the ranks' transfers share network cards: one NIC per GPU (each rank pair's own, all pairs in
-#: parallel; a rank serving several peers sends to them one at a time), or one NIC per node (every
-#: transfer of the request in turn).
-NIC_MODES = ("per-gpu", "per-node")
-
-
 def _ranked_parts(model: ModelSpec, *, prompt_tokens: int, link: Link, cost: CostModel, timing: str, request: int,
                   prefill_tp: int, decode_tp: int, nic: str, decode: bool, token: bool,
-                  spec_tokens: int, prefill_device: str = "prefill") -> RequestParts:
+                  spec_tokens: int, prefill_device: str = "prefill", placement: Sequence[int] | None = None,
+                  decode_placement: Sequence[int] | None = None) -> RequestParts:
     """One request with tensor parallelism on each side: the graph's ranks.
 
     Prefill runs in lockstep across its ``prefill_tp`` ranks: each layer is
     ``r{r}:prefill:L{i}`` (its compute over ``prefill_tp``) then
     ``r{r}:prefill:L{i}:allreduce`` (kind ``collective``: the layer's
     all-reduces, one per row-parallel block). Every layer's state moves rank pair by rank pair
-    (:func:`~depgraph.workloads.ranks.shard_transfers`):
-    ``r{r}:send:L{i}:{c}:p{p}d{d}`` on the sending prefill rank's NIC
-    (``link:p{p}``) where a prefill rank serves several decode ranks, on the
-    receiving decode rank's (``link:d{d}``) otherwise, or on one shared
-    ``link`` with ``nic="per-node"``; ``r{r}:arrive:L{i}:{c}:d{d}`` once all
-    of decode rank ``d``'s shares are in. Each decode rank runs its slice of
-    every operator (``r{r}:decode:L{i}:{op}:d{d}`` on ``decode:{d}``,
-    ``rank`` = ``d``), and the layer's all-reduces
+    (:func:`~depgraph.specs.parallel.shard_transfers`):
+    ``r{r}:send:L{i}:{c}:p{p}d{d}`` on the card
+    :func:`~depgraph.specs.parallel.nic_card` names (``link:p{p}`` where a
+    prefill rank serves several decode ranks, ``link:d{d}`` otherwise, one
+    shared ``link`` with ``nic="per-node"``); ``r{r}:arrive:L{i}:{c}:d{d}``
+    once all of decode rank ``d``'s shares are in. Each decode rank runs its
+    slice of every operator (``r{r}:decode:L{i}:{op}:d{d}`` on
+    ``decode:{d}``, ``rank`` = ``d``), and the layer's all-reduces
     (``r{r}:decode:L{i}:allreduce``) wait for every rank before the next
-    layer starts anywhere. A rank's slice reads ``1 / decode_tp`` of the
-    layer's weights and its own shard of the state (KV heads replicated past
-    their count read in full).
+    layer starts anywhere. A rank's slice takes
+    :meth:`CostModel.decode_layer_s <depgraph.specs.cost.CostModel.decode_layer_s>`
+    at ``decode_tp`` (``1 / decode_tp`` of the weights, its own shard of the
+    state), split over the operators as the whole layer's time is.
+
+    With pipeline stages (``placement`` / ``decode_placement``, from
+    :func:`~depgraph.specs.parallel.stage_placement`) every stage is a TP
+    group: prefill stage ``k`` on ``prefill-s{k}``, its cards
+    ``link-s{k}:...``; decode stage ``k``'s ranks on ``decode-s{k}:{d}``
+    with its all-reduces on ``decode-s{k}`` (nodes carry ``stage``); an
+    activation hop joins consecutive stages on each side.
     """
     r = request
     nic = one_of("nic", nic, NIC_MODES)
     P, D = check_tp_pair(prefill_tp, decode_tp)
+    L = model.num_layers
+    stages = list(placement) if placement is not None else [0] * L
+    dstages = list(decode_placement) if decode_placement is not None else stages
+    prefill_pp, decode_pp = max(stages) + 1, max(dstages) + 1
+    staged = prefill_pp > 1 or decode_pp > 1
+
+    def pdev(stage: int) -> str:
+        return prefill_device if prefill_pp == 1 else f"{prefill_device}-s{stage}"
+
+    def ddev(stage: int) -> str:
+        return "decode" if decode_pp == 1 else f"decode-s{stage}"
+
+    def where(stage: int) -> dict:
+        return {"stage": stage} if staged else {}
+
     rec = _Recorder()
     nodes: dict[str, list[Hashable]] = {"prefill": [], "send": [], "arrive": [], "decode": [], "token": []}
     chain: list[Hashable] = []
-    for layer in model.layers:
+    for layer, stage in zip(model.layers, stages):
         tag = layer_tag(layer.index)
-        p = rec.event(f"r{r}:prefill:{tag}", kind="prefill", request=r, layer=layer.index, device=prefill_device,
-                      duration_s=cost.prefill_layer_s(layer, prompt_tokens) / P)
+        if chain and stages[layer.index - 1] != stage:
+            chain.append(rec.event(f"r{r}:prefill:hop:{tag}", kind="hop", request=r, layer=layer.index,
+                                   device=pdev(stage), operator="activation", duration_s=cost.activation_hop_s,
+                                   **where(stage)))
+        p = rec.event(f"r{r}:prefill:{tag}", kind="prefill", request=r, layer=layer.index, device=pdev(stage),
+                      duration_s=cost.prefill_layer_s(layer, prompt_tokens) / P, **where(stage))
         nodes["prefill"].append(p)
         chain.append(p)
         if P > 1:
             chain.append(rec.event(f"r{r}:prefill:{tag}:allreduce", kind="collective", request=r, layer=layer.index,
-                                   device=prefill_device, operator="allreduce",
-                                   duration_s=cost.layer_collectives_s(model, layer, prompt_tokens, P)))
+                                   device=pdev(stage), operator="allreduce",
+                                   duration_s=cost.layer_collectives_s(model, layer, prompt_tokens, P),
+                                   **where(stage)))
     rec.chain(chain, "program")
     done = None
     if timing == "migration":
-        done = rec.event(f"r{r}:barrier:prefill_done", kind="barrier", request=r, device=prefill_device,
+        done = rec.event(f"r{r}:barrier:prefill_done", kind="barrier", request=r, device=pdev(stages[-1]),
                          operator="prefill_done")
         rec.dep(chain[-1], done, "data")
-    bw = cost.decode_bytes_per_s
     seq = 0
     last_collective: Hashable | None = None
-    for layer, p in zip(model.layers, nodes["prefill"]):
+    for layer, p, stage, dstage in zip(model.layers, nodes["prefill"], stages, dstages):
         tag = layer_tag(layer.index)
         arrivals: dict[tuple[str, int], Hashable] = {}
         for c in layer.components:
             shares: dict[int, list[Hashable]] = {}
             for src, dst, nbytes in shard_transfers(layer, c, prompt_tokens=prompt_tokens, prefill_tp=P,
                                                     decode_tp=D, spec_tokens=spec_tokens):
-                card = "link" if nic == "per-node" else (f"link:p{src}" if D >= P and D > 1 else f"link:d{dst}")
+                card = nic_card(nic, stage=stage, src=src, dst=dst, prefill_tp=P, decode_tp=D, prefill_pp=prefill_pp)
                 snd = rec.event(f"r{r}:send:{tag}:{c}:p{src}d{dst}", kind="send", request=r, layer=layer.index,
                                 component=c, device=card, duration_s=link.transfer_s(nbytes), bytes=nbytes,
-                                resource=card, priority=(r, len(nodes["send"])), rank=dst, src_rank=src)
+                                resource=card, priority=(r, len(nodes["send"])), rank=dst, src_rank=src,
+                                **where(dstage))
                 rec.dep(done if done is not None else p, snd, "data")
                 if done is not None:
                     rec.dep(p, snd, "data")
@@ -291,27 +306,28 @@ def _ranked_parts(model: ModelSpec, *, prompt_tokens: int, link: Link, cost: Cos
                 shares.setdefault(dst, []).append(snd)
             for dst, sends in shares.items():
                 a = rec.event(f"r{r}:arrive:{tag}:{c}:d{dst}", kind="arrive", request=r, layer=layer.index,
-                              component=c, device=f"decode:{dst}", rank=dst)
+                              component=c, device=f"{ddev(dstage)}:{dst}", rank=dst, **where(dstage))
                 for snd in sends:
                     rec.dep(snd, a, "data")
                 nodes["arrive"].append(a)
                 arrivals[(c, dst)] = a
         if not decode:
             continue
+        if last_collective is not None and dstages[layer.index - 1] != dstage:
+            hop = rec.event(f"r{r}:decode:hop:{tag}", kind="hop", request=r, layer=layer.index, device=ddev(dstage),
+                            operator="activation", duration_s=cost.activation_hop_s, **where(dstage))
+            rec.dep(last_collective, hop, "program")
+            last_collective = hop
         ops = cost.decode_operators(model, layer, prompt_tokens)
         total = sum(dur for *_, dur in ops)
-        whole = layer.active_params * model.dtype_bytes + sum(layer.component_bytes(c, prompt_tokens)
-                                                              for c in layer.components)
-        part = layer.active_params * model.dtype_bytes / D + sum(
-            layer.sharded_bytes(c, prompt_tokens, D)[0] for c in layer.components)
-        share = (cost.decode_layer_overhead_s + part / bw) / total if total else 0.0
+        share = cost.decode_layer_s(model, layer, prompt_tokens, tp=D) / total if total else 0.0
         ends = []
         for rank in range(D):
             prev = last_collective
             for k, (op, reads, dur) in enumerate(ops):
                 d = rec.event(f"r{r}:decode:{tag}:{op}:d{rank}", kind="decode", request=r, layer=layer.index,
-                              operator=op, device=f"decode:{rank}", duration_s=dur * share, reads=reads,
-                              seq=seq + k, rank=rank)
+                              operator=op, device=f"{ddev(dstage)}:{rank}", duration_s=dur * share, reads=reads,
+                              seq=seq + k, rank=rank, **where(dstage))
                 for c in reads:
                     rec.dep(arrivals[(c, rank)], d, "data")
                 if prev is not None:
@@ -321,21 +337,23 @@ def _ranked_parts(model: ModelSpec, *, prompt_tokens: int, link: Link, cost: Cos
             ends.append(prev)
         seq += len(ops)
         coll = rec.event(f"r{r}:decode:{tag}:allreduce", kind="collective", request=r, layer=layer.index,
-                         device="decode", operator="allreduce",
-                         duration_s=cost.layer_collectives_s(model, layer, 1, D))
+                         device=ddev(dstage), operator="allreduce",
+                         duration_s=cost.layer_collectives_s(model, layer, 1, D), **where(dstage))
         for e in ends:
             rec.dep(e, coll, "program")
         last_collective = coll
     if decode:
-        head = rec.event(f"r{r}:decode:head", kind="decode", request=r, operator="head", device="decode",
-                         duration_s=cost.decode_head_s(model) / D, reads=(), seq=seq)
+        last = ddev(dstages[-1])
+        head = rec.event(f"r{r}:decode:head", kind="decode", request=r, operator="head", device=last,
+                         duration_s=cost.decode_head_s(model) / D, reads=(), seq=seq, **where(dstages[-1]))
         rec.dep(last_collective, head, "program")
         nodes["decode"].append(head)
         if token:
-            t = rec.event(f"r{r}:token", kind="token", request=r, device="decode")
+            t = rec.event(f"r{r}:token", kind="token", request=r, device=last)
             rec.dep(head, t, "program")
             nodes["token"].append(t)
-    return RequestParts(nodes, rec.nodes, rec.edges, r, prefill_device)
+    return RequestParts(nodes, rec.nodes, rec.edges, r, prefill_device if prefill_pp == 1 else
+                        [pdev(k) for k in range(prefill_pp)])
 
 
 class _Recorder:
@@ -410,44 +428,68 @@ def _transfer_events(rec: _Recorder, nodes: dict[str, list[Hashable]], layer: La
     return arrivals
 
 
-def new_graph(workload: str, model, *, prompt_tokens, link, mfu, timing, cost, gpu=None, as_table: bool = False,
-              **attrs):
+def with_overrides(cost: CostModel | None, *, gpu=None, mfu=None, link=None, prefill_tp=None, decode_tp=None,
+                   prefill_pp=None, decode_pp=None) -> CostModel:
+    """``cost`` (default :class:`~depgraph.specs.cost.CostModel`) with each
+    of these that is given (not ``None``) replacing its own: a builder's
+    keywords win over the cost model it is handed."""
+    cost = cost or CostModel()
+    if not isinstance(cost, CostModel):
+        raise ConfigError(f"cost: expected a depgraph.CostModel, got {type(cost).__name__}")
+    given = dict(gpu=gpu, mfu=mfu, link=link, prefill_tp=prefill_tp, decode_tp=decode_tp, prefill_pp=prefill_pp,
+                 decode_pp=decode_pp)
+    changes = {k: v for k, v in given.items() if v is not None}
+    return cost.replace(**changes) if changes else cost
+
+
+def new_graph(workload: str, model, *, prompt_tokens, link=None, mfu=None, timing, cost, gpu=None,
+              as_table: bool = False, prefill_tp=None, decode_tp=None, prefill_pp=None, decode_pp=None,
+              parallel: tuple[str, ...] = (), **attrs):
     """Validate the inputs every workload shares and start its graph (a
     :class:`~depgraph.EventTable` recorder with ``as_table``, which the
-    builder ends with ``G.to_table()``). ``gpu`` and ``mfu`` replace the
-    cost model's; the graph names the GPU, link and efficiencies it used.
+    builder ends with ``G.to_table()``). ``gpu``, ``mfu``, ``link`` and the
+    parallel sizes replace the cost model's (:func:`with_overrides`); the
+    graph names the GPU, link and efficiencies it used, and the sizes where
+    they are not 1. ``parallel`` says which the workload models (``"tp"``,
+    ``"pp"``): a cost model asking for another is refused, naming the workload.
 
     Returns ``(G, model, prompt_tokens, link, timing, cost)``.
     """
     model = load_model(model)
     prompt_tokens = model.check_context(positive_int("prompt_tokens", prompt_tokens, upper=MAX_PROMPT_TOKENS))
-    link = load_link(link)
     timing = one_of("timing", timing, TIMINGS)
-    cost = cost or CostModel()
-    if gpu is not None:
-        cost = cost.replace(gpu=load_gpu(gpu))
-    if mfu is not None:
-        cost = cost.replace(mfu=mfu)
+    cost = with_overrides(cost, gpu=gpu, mfu=mfu, link=link, prefill_tp=prefill_tp, decode_tp=decode_tp,
+                          prefill_pp=prefill_pp, decode_pp=decode_pp)
+    for kind, sizes in (("tp", (cost.prefill_tp, cost.decode_tp)), ("pp", (cost.prefill_pp, cost.decode_pp))):
+        if sizes == (1, 1):
+            continue
+        if kind not in parallel:
+            raise ConfigError(f"prefill_{kind}/decode_{kind}: the {workload} workload does not model "
+                              f"{'tensor' if kind == 'tp' else 'pipeline'} parallelism; give 1 and 1 "
+                              f"(got {sizes[0]} and {sizes[1]})")
+        for side, depth in zip(("prefill_pp", "decode_pp"), sizes if kind == "pp" else ()):
+            check_pp(side, depth, model.num_layers)
+        attrs = {f"prefill_{kind}": sizes[0], f"decode_{kind}": sizes[1], **attrs}
     make = TableBuilder if as_table else nx.DiGraph
-    G = make(workload=workload, model=model.name, prompt_tokens=prompt_tokens, link=link.name,
+    G = make(workload=workload, model=model.name, prompt_tokens=prompt_tokens, link=cost.link.name,
              mfu=cost.mfu, gpu=cost.gpu.name, hbm_efficiency=cost.decode_hbm_efficiency, timing=timing,
              target_request=0, **attrs)
-    return G, model, prompt_tokens, link, timing, cost
+    return G, model, prompt_tokens, cost.link, timing, cost
 
 
 def single_request(
     model: ModelSpec | str,
     *,
     prompt_tokens: int,
-    link: Link | str = DEFAULT_LINK,
+    link: Link | str | None = None,
     mfu: float | None = None,
     gpu: GPU | str | None = None,
     timing: str = "handoff",
     cost: CostModel | None = None,
-    prefill_tp: int = 1,
-    decode_tp: int = 1,
-    prefill_pp: int = 1,
-    decode_pp: int = 1,
+    prefill_tp: int | None = None,
+    decode_tp: int | None = None,
+    prefill_pp: int | None = None,
+    decode_pp: int | None = None,
     nic: str = "per-gpu",
     as_table: bool = False,
 ) -> nx.DiGraph | EventTable:
@@ -460,25 +502,32 @@ def single_request(
     prompt_tokens
         Prompt length in tokens.
     link
-        A :class:`~depgraph.specs.hardware.Link` or a link name (``"25g"``, ``"pcie4"``, ``"40gbps"``).
-    mfu
-        Prefill MFU; overrides ``cost.mfu``.
+        A :class:`~depgraph.specs.hardware.Link` or a link name (``"25g"``, ``"pcie4"``, ``"40gbps"``);
+        default the cost model's (``ib-ndr``).
+    mfu, gpu
+        Prefill MFU and the GPU; override the cost model's.
     timing
         ``"handoff"`` or ``"migration"``.
     cost
-        The :class:`~depgraph.specs.cost.CostModel` (defaults documented there).
+        The :class:`~depgraph.specs.cost.CostModel` (defaults documented
+        there); the GPU, link, efficiencies and parallel sizes come from it
+        unless given here.
     prefill_tp, decode_tp
-        Tensor-parallel size of each side (one a multiple of the other); above
-        1 the graph has ranks, shards moving rank pair by rank pair and the
-        layers' all-reduces (:func:`_ranked_parts`). At 1 and 1 the graph is
-        the single-GPU one, event for event.
+        Tensor-parallel size of each side (one a multiple of the other;
+        default the cost model's, 1); above 1 the graph has ranks, shards
+        moving rank pair by rank pair and the layers' all-reduces
+        (:func:`_ranked_parts`). At 1 and 1 the graph is the single-GPU one,
+        event for event.
     prefill_pp, decode_pp
-        Pipeline-parallel depth of each side: the layers cut into that many
-        contiguous stages (``prefill-s{k}``, ``decode-s{k}``), an activation
-        hop (``cost.activation_hop_s``) wherever consecutive layers change
-        stage, each prefill stage sending its layers' state from its own NIC
-        (``link-s{k}``; one shared ``link`` with ``nic="per-node"``). Not
-        combined with tensor parallelism yet.
+        Pipeline-parallel depth of each side (default the cost model's, 1):
+        the layers cut into that many contiguous stages as vLLM cuts them
+        (:func:`~depgraph.specs.parallel.stage_placement`; ``prefill-s{k}``,
+        ``decode-s{k}``), an activation hop (``cost.activation_hop_s``)
+        wherever consecutive layers change stage, each prefill stage sending
+        its layers' state from its own NIC (``link-s{k}``; one shared
+        ``link`` with ``nic="per-node"``). With tensor parallelism too, every
+        stage is a TP group (ranks ``decode-s{k}:{d}``, cards
+        ``link-s{k}:p{p}`` or ``link-s{k}:d{d}``).
     nic
         ``"per-gpu"`` (each rank its own NIC, the default) or ``"per-node"``
         (the ranks share one NIC, so their transfers go in turn).
@@ -492,27 +541,28 @@ def single_request(
     >>> G = dg.single_request("qwen3-32b", prompt_tokens=1024, link="100g", mfu=0.4)
     >>> G.number_of_nodes(), G.graph["timing"]
     (258, 'handoff')
+    >>> G = dg.single_request("qwen3-32b", prompt_tokens=1024, cost=dg.CostModel(prefill_tp=2, decode_tp=4,
+    ...                                                                           decode_pp=2))
+    >>> sorted({d for _, d in G.nodes(data="device") if d.startswith("decode-s1")})
+    ['decode-s1', 'decode-s1:0', 'decode-s1:1', 'decode-s1:2', 'decode-s1:3']
     """
-    P, D = check_tp_pair(prefill_tp, decode_tp)
-    pp = (positive_int("prefill_pp", prefill_pp, upper=1024), positive_int("decode_pp", decode_pp, upper=1024))
     nic = one_of("nic", nic, NIC_MODES)
-    if (P, D) != (1, 1) and pp != (1, 1):
-        raise ConfigError("prefill_pp/decode_pp: pipeline stages together with tensor parallelism are not "
-                          "modelled yet; give one or the other")
+    G, model, prompt_tokens, link, timing, cost = new_graph(
+        "single_request", model, prompt_tokens=prompt_tokens, link=link, mfu=mfu, gpu=gpu, timing=timing, cost=cost,
+        as_table=as_table, prefill_tp=prefill_tp, decode_tp=decode_tp, prefill_pp=prefill_pp, decode_pp=decode_pp,
+        parallel=("tp", "pp"))
+    P, D, pp = cost.prefill_tp, cost.decode_tp, (cost.prefill_pp, cost.decode_pp)
+    if (P, D, *pp) != (1, 1, 1, 1):
+        G.graph["nic"] = nic
     ranked = {} if (P, D) == (1, 1) else {"prefill_tp": P, "decode_tp": D, "nic": nic}
-    staged = {} if pp == (1, 1) else {"prefill_pp": pp[0], "decode_pp": pp[1], "nic": nic}
-    G, model, prompt_tokens, link, timing, cost = new_graph("single_request", model, prompt_tokens=prompt_tokens,
-                                                          link=link, mfu=mfu, gpu=gpu, timing=timing, cost=cost,
-                                                          as_table=as_table, **ranked, **staged)
-    if staged:
-        for key, depth in zip(("prefill_pp", "decode_pp"), pp):
-            if depth > model.num_layers:
-                raise ConfigError(f"{key}: expected at most the model's {model.num_layers} layers, got {depth}")
+    staged = {}
+    if pp != (1, 1):
         staged = {"placement": stage_placement(model.num_layers, pp[0]),
-                  "decode_placement": stage_placement(model.num_layers, pp[1]),
-                  "prefill_device": [f"prefill-s{k}" for k in range(pp[0])],
-                  "decode_device": [f"decode-s{k}" for k in range(pp[1])],
-                  "link_device": "link" if nic == "per-node" else [f"link-s{k}" for k in range(pp[0])]}
+                  "decode_placement": stage_placement(model.num_layers, pp[1])}
+        if not ranked:
+            staged.update(prefill_device=[f"prefill-s{k}" for k in range(pp[0])],
+                          decode_device=[f"decode-s{k}" for k in range(pp[1])],
+                          link_device="link" if nic == "per-node" else [f"link-s{k}" for k in range(pp[0])])
     add_request(G, model, prompt_tokens=prompt_tokens, link=link, cost=cost, timing=timing, request=0, **ranked,
                 **staged)
     return G.to_table() if as_table else G

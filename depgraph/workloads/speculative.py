@@ -17,16 +17,14 @@ import networkx as nx
 
 from .._validate import one_of, positive_int
 from ..core.graph import add_dep, add_event
-from .ranks import check_tp_pair
 from .single import NIC_MODES, add_request, new_graph
-from ..specs.hardware import DEFAULT_LINK
 
 __all__ = ["speculative"]
 
 
-def speculative(model, *, prompt_tokens: int, link=DEFAULT_LINK,
+def speculative(model, *, prompt_tokens: int, link=None,
                 mfu: float | None = None, gpu=None, timing: str = "handoff",
-                cost=None, spec_k: int = 3, draft_layers: int = 1, prefill_tp: int = 1, decode_tp: int = 1,
+                cost=None, spec_k: int = 3, draft_layers: int = 1, prefill_tp: int | None = None, decode_tp: int | None = None,
                 nic: str = "per-gpu", as_table: bool = False):
     """The event graph of one request under speculative decoding (an
     :class:`~depgraph.EventTable` with ``as_table``, see :func:`~depgraph.single_request`).
@@ -46,11 +44,15 @@ def speculative(model, *, prompt_tokens: int, link=DEFAULT_LINK,
     """
     spec_k = positive_int("spec_k", spec_k, upper=64)
     draft_layers = positive_int("draft_layers", draft_layers, upper=1000)
-    P, D = check_tp_pair(prefill_tp, decode_tp)
-    ranked = {} if (P, D) == (1, 1) else {"prefill_tp": P, "decode_tp": D, "nic": one_of("nic", nic, NIC_MODES)}
+    nic = one_of("nic", nic, NIC_MODES)
     G, model, prompt_tokens, link, timing, cost = new_graph(
         "speculative", model, prompt_tokens=prompt_tokens, link=link, mfu=mfu, gpu=gpu, timing=timing, cost=cost,
-        spec_k=spec_k, draft_layers=draft_layers, as_table=as_table, **ranked)
+        spec_k=spec_k, draft_layers=draft_layers, as_table=as_table, prefill_tp=prefill_tp, decode_tp=decode_tp,
+        parallel=("tp",))
+    P, D = cost.prefill_tp, cost.decode_tp
+    ranked = {} if (P, D) == (1, 1) else {"prefill_tp": P, "decode_tp": D, "nic": nic}
+    if ranked:
+        G.graph["nic"] = nic
     # vLLM sizes every conv tail kernel - 1 + spec_k rows under speculative decoding: the handoff carries them
     nodes = add_request(G, model, prompt_tokens=prompt_tokens, link=link, cost=cost, timing=timing, request=0,
                         token=False, spec_tokens=spec_k, **ranked)

@@ -37,7 +37,6 @@ from .._memory import check_memory
 from .._validate import positive_int
 from ..errors import ConfigError
 from .single import add_request, new_graph
-from ..specs.hardware import DEFAULT_LINK
 
 __all__ = ["BYTES_PER_EVENT", "batching_trace", "trace_ttft_s"]
 
@@ -46,7 +45,7 @@ __all__ = ["BYTES_PER_EVENT", "batching_trace", "trace_ttft_s"]
 BYTES_PER_EVENT = 400
 
 
-def batching_trace(model, *, requests: int, prompt_tokens: int, link=DEFAULT_LINK, mfu: float | None = None, gpu=None,
+def batching_trace(model, *, requests: int, prompt_tokens: int, link=None, mfu: float | None = None, gpu=None,
                    timing: str = "handoff", cost=None, interarrival_s: float = 0.05,
                    prefill_workers: int = 8) -> EventTable:
     """The event table of ``requests`` requests joining a running batch (see the module docstring)."""
