@@ -202,6 +202,23 @@ def test_gpus_is_a_grid_axis():
         parse_scenario(scenario_text(grid=grid_with(gpus='["h100-sxm", "H100"]')))  # the same GPU twice
 
 
+@pytest.mark.parametrize("table, message", [
+    ('prefill_tp = [2, 4]\ndecode_tp = 3', r"workloads\[0\]\.decode_tp: 3 and prefill_tp 2: expected one a whole multiple"),
+    ('decode_tp = [1, 3]', r"workloads\[0\]\.decode_tp: model 'qwen3.6-35b-a3b' \(grid.models\[0\]\): 3 does not "
+                           r"divide the recurrent state's heads \(32\)"),
+    ('decode_pp = [2, 48]', r"workloads\[0\]\.decode_pp: 48 stages for model 'qwen3.6-35b-a3b' \(grid.models\[0\]\), "
+                            r"which has 40 layers"),
+    ('prefill_pp = 65\nprefill_tp = 2', r"workloads\[0\]\.prefill_pp: 65 stages for model"),
+])
+def test_parallel_sizes_are_checked_when_the_scenario_loads(table, message):
+    grid = grid_with(models='["qwen3.6-35b-a3b", "qwen3-32b"]')
+    with pytest.raises(dg.ConfigError, match=message):
+        parse_scenario(scenario_text(grid=grid, workloads=f'[[workloads]]\nworkload = "single"\n{table}\n'))
+    ok = parse_scenario(scenario_text(grid=grid, workloads='[[workloads]]\nworkload = "single"\nprefill_tp = 2\n'
+                                                           'decode_tp = [4, 8]\ndecode_pp = [1, 2]\n'))
+    assert [p["variant"] for p in expand_scenario(ok)][:4] == ["tp2x4", "tp2x4-pp1x2", "tp2x8", "tp2x8-pp1x2"]
+
+
 def test_a_value_is_a_one_element_list():
     one = parse_scenario(scenario_text(grid=grid_with(models='"qwen3.6-35b-a3b"', prompt_tokens="1024", links='"25g"',
                                                       mfus="0.4", timings='"handoff"')))

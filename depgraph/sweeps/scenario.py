@@ -118,7 +118,8 @@ from ..errors import ConfigError
 from ..serving.simulator import MAX_ARRIVAL_S
 from ..specs.cost import DEFAULT_GPU
 from ..specs.hardware import load_gpu, load_link
-from ..specs.models import catalog, config_path, load_model
+from ..specs.models import catalog, config_path, handoff_bytes_per_rank, load_model
+from ..specs.parallel import check_tp_pair
 from ..workloads.registry import ALIASES, REQUIRED, WORKLOADS
 from ..workloads.single import MAX_PROMPT_TOKENS, TIMINGS
 
@@ -314,6 +315,7 @@ class _Checker:
         self.loadtest_window(specs, workloads)
         checked["models"] = self.models(models)
         self.pipeline_stages(specs, workloads, models, checked["models"])
+        self.parallel_sizes(specs, models, checked["models"])
         return Scenario(name=name, description=description, grid={k: checked[k] for k in GRID_KEYS},
                         workloads=specs, source=self.source)
 
@@ -354,6 +356,41 @@ class _Checker:
                         where = f"workloads[{i}].stages" + (f"[{j}]" if listed else "")
                         raise self.fail(where, f"{stages} stages for model {name!r} ({w}), which has {n} layers; "
                                                "expected at most one stage per layer")
+
+    def parallel_sizes(self, specs: tuple[WorkloadSpec, ...], items: list[tuple[str, Any]],
+                       models: tuple[str, ...]) -> None:
+        """Every variant's tensor-parallel pair and pipeline depths, checked before anything runs: one
+        TP a whole multiple of the other, each side's TP one every model can shard (heads, channels),
+        each depth at most every model's layers."""
+        keys = ("prefill_tp", "decode_tp", "prefill_pp", "decode_pp")
+        loaded = None
+        for i, spec in enumerate(specs):
+            names = {name for name, _ in spec.params}
+            if not names & set(keys):
+                continue
+            loaded = loaded or [(w, name, self.load(w, name)) for (w, _), name in zip(items, models)]
+            seen = set()
+            for _, p in spec.variants():
+                sizes = tuple(p.get(k, 1) for k in keys)
+                if sizes in seen:
+                    continue
+                seen.add(sizes)
+                try:
+                    check_tp_pair(*sizes[:2])
+                except ConfigError as exc:
+                    raise self.fail(f"workloads[{i}].decode_tp", str(exc).removeprefix("decode_tp: ")) from None
+                for w, name, model in loaded:
+                    for key, size in zip(keys, sizes):
+                        if key.endswith("_pp") and size > model.num_layers:
+                            raise self.fail(f"workloads[{i}].{key}", f"{size} stages for model {name!r} ({w}), "
+                                                                     f"which has {model.num_layers} layers; expected "
+                                                                     "at most one stage per layer")
+                        if key.endswith("_tp") and size > 1:
+                            try:
+                                handoff_bytes_per_rank(model, prompt_tokens=1, tp=size)
+                            except ConfigError as exc:
+                                raise self.fail(f"workloads[{i}].{key}", f"model {name!r} ({w}): "
+                                                + str(exc).removeprefix("tp: ")) from None
 
     def load(self, where: str, model: str):
         try:
