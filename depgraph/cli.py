@@ -178,6 +178,13 @@ def _build_parser() -> argparse.ArgumentParser:
                    help="tensor-parallel size of the prefill side (default --tp)")
     p.add_argument("--decode-tp", type=_number(int, "--decode-tp"), default=None, metavar="D",
                    help="tensor-parallel size of the decode side (default --tp)")
+    p.add_argument("--prefill-pp", type=_number(int, "--prefill-pp"), default=None, metavar="S",
+                   help="pipeline stages of the prefill side (default 1)")
+    p.add_argument("--decode-pp", type=_number(int, "--decode-pp"), default=None, metavar="S",
+                   help="pipeline stages of the decode side (default 1)")
+    p.add_argument("--collectives", action="store_true", default=None,
+                   help="add the cost model's per-layer all-reduces to every prefill and decode step (for an MFU "
+                        "and step overhead measured without them; the defaults are fitted with them inside)")
     p.add_argument("--link", default=None, help="per-GPU link (default ib-ndr: 400 Gbit/s, the study's bandwidth)")
     p.add_argument("--gpu", default=None, help="GPU of the prefill and decode servers (default h200, the study's)")
     p.add_argument("--seed", type=_number(int, "--seed"), default=0)
@@ -360,6 +367,10 @@ def add_capacity_command(subparsers) -> argparse.ArgumentParser:
                    help="tensor-parallel size of the prefill side (default --tp)")
     p.add_argument("--decode-tp", type=_number(int, "--decode-tp"), default=None, metavar="D",
                    help="tensor-parallel size of the decode side (default --tp)")
+    p.add_argument("--prefill-pp", type=_number(int, "--prefill-pp"), default=1, metavar="S",
+                   help="pipeline stages of the prefill side (default 1)")
+    p.add_argument("--decode-pp", type=_number(int, "--decode-pp"), default=1, metavar="S",
+                   help="pipeline stages of the decode side (default 1): memory per stage")
     p.add_argument("--headroom", type=_number(float, "--headroom"), default=0.8, metavar="H",
                    help="share of --max-num-seqs to stay under, in (0, 1] (default 0.8)")
     p.add_argument("--kv-dtype", default=None, help="store KV in this dtype, e.g. fp8")
@@ -389,7 +400,7 @@ def run_capacity_command(args: argparse.Namespace) -> int:
              tpot_s=args.tpot_ms / 1e3, max_num_seqs=args.max_num_seqs, link=args.link, tp=args.tp,
              headroom=args.headroom, kv_dtype=args.kv_dtype, ssm_dtype=args.ssm_dtype, gpu=args.gpu,
              gpu_memory_utilization=args.gpu_memory_utilization, prefill_tp=args.prefill_tp,
-             decode_tp=args.decode_tp)
+             decode_tp=args.decode_tp, prefill_pp=args.prefill_pp, decode_pp=args.decode_pp)
     if args.json:
         print(_dumps(p.to_dict()))
         return 0
@@ -397,10 +408,11 @@ def run_capacity_command(args: argparse.Namespace) -> int:
     state = "" if not (p.ssm_bytes or p.conv_bytes) else \
         f"  (KV {p.kv_bytes / gb:.2f} GB, ssm {p.ssm_bytes / gb:.3f} GB, conv {p.conv_bytes / gb:.4f} GB)"
     print(f"{p.model}: {p.qps:g} req/s, {p.prompt_tokens:,} prompt + {p.out_tokens:,} output tokens, "
-          f"{p.tpot_s * 1e3:g} ms/token, {p.gpu}, prefill TP {p.prefill_tp}, decode TP {p.decode_tp}, {p.link} "
+          f"{p.tpot_s * 1e3:g} ms/token, {p.gpu}, prefill TP {p.prefill_tp}{_pp_text(p.prefill_pp)}, decode TP "
+          f"{p.decode_tp}{_pp_text(p.decode_pp)}, {p.link} "
           f"({p.link_bytes_per_s / gb:g} GB/s) per GPU")
     print(f"  handoff bytes    {p.total_bytes / gb:10.2f} GB{state}")
-    nics = min(p.prefill_tp, p.decode_tp)
+    nics = min(p.prefill_tp, p.decode_tp) * min(p.prefill_pp, p.decode_pp)
     slice_text = ("one NIC at a time" if nics == 1
                   else f"{nics} NICs at once, {p.total_bytes / nics / gb:.2f} GB each")
     print(f"  transfer         {p.transfer_s * 1e3:10.2f} ms  ({slice_text})")
@@ -710,6 +722,10 @@ def _cmd_reproduce(args) -> int:
     return 0
 
 
+def _pp_text(stages: int) -> str:
+    return f" PP {stages}" if stages > 1 else ""
+
+
 def _cmd_loadtest(args) -> int:
     from .serving.simulator import loadtest
     from .io.atomic import atomic_write_text, save_figure
@@ -723,7 +739,9 @@ def _cmd_loadtest(args) -> int:
                       seed=args.seed, arrival=args.arrival, trace=args.trace, tp=args.tp,
                       prefill_servers=args.prefill_servers, slot_scope=args.slot_scope,
                       **{k: v for k, v in (("link", args.link), ("gpu", args.gpu), ("prefill_tp", args.prefill_tp),
-                                           ("decode_tp", args.decode_tp)) if v is not None})
+                                           ("decode_tp", args.decode_tp), ("prefill_pp", args.prefill_pp),
+                                           ("decode_pp", args.decode_pp), ("collectives", args.collectives))
+                         if v is not None})
     s = result.summary
     if args.plot:
         from .serving.plots import plot_loadtest
@@ -740,7 +758,8 @@ def _cmd_loadtest(args) -> int:
         print(_dumps({k: None if isinstance(v, float) and math.isnan(v) else v for k, v in s.items()}))
         return 0
     print(f"{result.config['model']}, {s['handoff']} handoff, {s['requests']} requests, max_num_seqs {s['max_num_seqs']}; "
-          f"{s['gpu']}, prefill TP {s['prefill_tp']}, decode TP {s['decode_tp']} (prefill MFU {s['prefill_mfu']:g}, "
+          f"{s['gpu']}, prefill TP {s['prefill_tp']}{_pp_text(s['prefill_pp'])}, decode TP {s['decode_tp']}"
+          f"{_pp_text(s['decode_pp'])}{', all-reduces added' if s['collectives'] else ''} (prefill MFU {s['prefill_mfu']:g}, "
           f"decode HBM efficiency {s['hbm_efficiency']:g}), "
           f"{s['link']} per GPU")
     print(f"  TTFT   p50 {s['ttft_p50_s'] * 1e3:9.1f} ms   p90 {s['ttft_p90_s'] * 1e3:9.1f} ms   p99 {s['ttft_p99_s'] * 1e3:9.1f} ms")

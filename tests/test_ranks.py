@@ -380,3 +380,46 @@ def test_tensor_parallelism_past_one_server_runs_its_all_reduce_over_the_network
     assert across == pytest.approx(cm.collective_latency_s + link.latency_s
                                    + 2 * 15 / 16 * nbytes / (link.bytes_per_s * cm.collective_efficiency), rel=1e-12)
     assert across > 5 * inside  # NDR's 50 GB/s against NVLink 4's 450 GB/s per direction
+
+
+# ------------------------------------------------ stages and all-reduces in the load model and capacity
+
+
+def test_decode_memory_per_pipeline_stage():
+    from depgraph.serving.memory import max_slots_in_memory, slot_bytes, weights_per_gpu_bytes
+
+    m = dg.load_model("qwen3-32b")
+    one = max_slots_in_memory(m, context_tokens=16_128, tp=4, gpu="h200")
+    two = max_slots_in_memory(m, context_tokens=16_128, tp=4, pp=2, gpu="h200")
+    assert two > 2 * one  # half the layers' weights and state per GPU: more than twice the slots
+    # a stage holds its layers' share exactly: the stages' slot bytes add up to the whole
+    halves = [slot_bytes(m, 16_128, tp=4, pp=2)["total"]] * 2
+    assert sum(halves) == slot_bytes(m, 16_128, tp=4)["total"]
+    # uneven stages: the heavier one binds (7 stages over 64 layers: the stages before the last hold 10)
+    assert weights_per_gpu_bytes(m, tp=1, pp=7) < weights_per_gpu_bytes(m, tp=1) / 5
+    assert slot_bytes(m, 1000, pp=7)["kv"] == 10 * m.layers[0].kv_bytes_per_token * 1000
+
+
+def test_capacity_and_the_load_model_take_stages_and_all_reduces():
+    from depgraph.serving.capacity import plan
+    from depgraph.serving.simulator import LoadModel, loadtest
+
+    kw = dict(qps=8, prompt_tokens=16_000, out_tokens=128, tpot_s=7e-3, max_num_seqs=8)
+    flat, staged = plan("qwen3-32b", tp=8, **kw), plan("qwen3-32b", tp=4, decode_pp=2, prefill_pp=2, **kw)
+    assert staged.transfer_s == flat.transfer_s  # 4 NICs a stage, 2 stages: 8 at once either way
+    assert (staged.prefill_pp, staged.decode_pp) == (2, 2)
+    lt = dict(handoff="push", qps=2, prompt_tokens=4096, out_tokens=32, num_prompts=40, tp=4)
+    base = loadtest("qwen3-32b", **lt)
+    hops = loadtest("qwen3-32b", **lt, prefill_pp=2, decode_pp=2)
+    both = loadtest("qwen3-32b", **lt, collectives=True)
+    cm = dg.CostModel(gpu="h200", mfu=0.4, hbm_efficiency=1.0, prefill_tp=4, decode_tp=4)
+    m = dg.load_model("qwen3-32b")
+    extra = sum(cm.layer_collectives_s(m, layer, 4096, 4) for layer in m.layers)
+    assert (both.requests.prefill_s - base.requests.prefill_s).max() == pytest.approx(extra, rel=1e-9)
+    assert (hops.requests.prefill_s - base.requests.prefill_s).max() == pytest.approx(cm.activation_hop_s, rel=1e-6)
+    assert hops.summary["tpot_p50_s"] > base.summary["tpot_p50_s"]
+    assert both.summary["collectives"] is True and hops.summary["decode_pp"] == 2
+    with pytest.raises(dg.ConfigError, match=r"decode_pp: expected at most the model's 64 layers, got 65"):
+        loadtest("qwen3-32b", **lt, decode_pp=65)
+    with pytest.raises(dg.ConfigError, match=r"collectives: expected true or false"):
+        LoadModel(collectives="yes")

@@ -44,7 +44,7 @@ from .._validate import positive_int, positive_number
 from ..errors import ConfigError
 from ..specs.hardware import DEFAULT_LINK, GPU, Link, load_gpu, load_link
 from ..specs.models import ModelSpec, handoff_bytes, load_model
-from ..specs.parallel import check_tp_pair
+from ..specs.parallel import check_pp, check_tp_pair
 from .memory import check_sides, max_slots_in_memory, slot_bytes, weights_per_gpu_bytes
 
 __all__ = [
@@ -104,6 +104,8 @@ class CapacityPlan:
     tp: int
     prefill_tp: int
     decode_tp: int
+    prefill_pp: int
+    decode_pp: int
     kv_bytes: int
     ssm_bytes: int
     conv_bytes: int
@@ -204,11 +206,13 @@ def slots_held(qps: float, out_tokens: int, tpot_s: float) -> float:
 
 
 def decode_memory_per_slot_bytes(model: str | ModelSpec, context_tokens: int, *, tp: int = 1,
-                                 kv_dtype: str | None = None, ssm_dtype: str | None = None) -> dict[str, float]:
+                                 kv_dtype: str | None = None, ssm_dtype: str | None = None,
+                                 pp: int = 1) -> dict[str, float]:
     """Decode memory one slot occupies per GPU: KV for ``context_tokens`` plus
     the per-request recurrent (``ssm``) and ``conv`` state, as one of ``tp``
     GPUs holds it (:func:`depgraph.specs.models.handoff_bytes_per_rank`: KV
-    heads replicated once the GPUs outnumber them, as vLLM does).
+    heads replicated once the GPUs outnumber them, as vLLM does); with ``pp``
+    pipeline stages, a GPU of the stage holding the most.
 
     Returns
     -------
@@ -227,7 +231,7 @@ def decode_memory_per_slot_bytes(model: str | ModelSpec, context_tokens: int, *,
     """
     model = load_model(model, kv_dtype=kv_dtype, ssm_dtype=ssm_dtype)
     tp = positive_int("tp", tp, upper=MAX_TP)
-    return slot_bytes(model, positive_int("context_tokens", context_tokens, upper=MAX_TOKENS), tp=tp)
+    return slot_bytes(model, positive_int("context_tokens", context_tokens, upper=MAX_TOKENS), tp=tp, pp=pp)
 
 
 # ------------------------------------------------------------------ the plan
@@ -258,7 +262,7 @@ def plan(model: str | ModelSpec, *, qps: float, prompt_tokens: int, out_tokens: 
          max_num_seqs: int, link: str | Link = DEFAULT_LINK, tp: int = 1, headroom: float = 0.8,
          kv_dtype: str | None = None, ssm_dtype: str | None = None, gpu: str | GPU | None = None,
          gpu_memory_utilization: float = 0.9, prefill_tp: int | None = None,
-         decode_tp: int | None = None) -> CapacityPlan:
+         decode_tp: int | None = None, prefill_pp: int = 1, decode_pp: int = 1) -> CapacityPlan:
     """Size the decode pool for ``qps`` requests per second of one shape.
 
     Parameters
@@ -283,6 +287,11 @@ def plan(model: str | ModelSpec, *, qps: float, prompt_tokens: int, out_tokens: 
         other): the decode side's shards are the bytes and its GPUs hold
         them, and the handoff runs over as many NICs at once as the smaller
         side has.
+    prefill_pp, decode_pp
+        Pipeline stages of each side (default 1): a decode GPU holds its
+        stage's layers (the memory check takes the stage that fits fewest
+        slots, the per-slot and weight figures the largest stage's), and the
+        handoff spreads over the stages both sides have (``min`` of the two).
     headroom
         Share of ``max_num_seqs`` the mean load should stay under, in (0, 1]
         (default 0.8, the study's advice).
@@ -325,6 +334,7 @@ def plan(model: str | ModelSpec, *, qps: float, prompt_tokens: int, out_tokens: 
     max_num_seqs = positive_int("max_num_seqs", max_num_seqs, upper=MAX_NUM_SEQS)
     tp = positive_int("tp", tp, upper=MAX_TP)
     ptp, dtp = check_tp_pair(tp if prefill_tp is None else prefill_tp, tp if decode_tp is None else decode_tp)
+    ppp, dpp = check_pp("prefill_pp", prefill_pp), check_pp("decode_pp", decode_pp)
     headroom = positive_number("headroom", headroom, upper=1.0)
     gpu_memory_utilization = positive_number("gpu_memory_utilization", gpu_memory_utilization, upper=1.0)
     link = load_link(link)
@@ -336,6 +346,8 @@ def plan(model: str | ModelSpec, *, qps: float, prompt_tokens: int, out_tokens: 
         raise ConfigError(f"out_tokens: expected prompt_tokens + out_tokens <= {MAX_TOKENS:,}, "
                           f"got {prompt_tokens:,} + {out_tokens:,}")
     spec.check_context(prompt_tokens + out_tokens, field="out_tokens", what="a prompt plus its output")
+    for side, depth in (("prefill_pp", ppp), ("decode_pp", dpp)):
+        check_pp(side, depth, spec.num_layers)
 
     parts = handoff_bytes(spec, prompt_tokens=prompt_tokens, tp=dtp)  # over the decode ranks, replication included
     total = sum(parts.values())
@@ -350,15 +362,16 @@ def plan(model: str | ModelSpec, *, qps: float, prompt_tokens: int, out_tokens: 
     recommended = max_num_seqs + extra
 
     context = prompt_tokens + out_tokens
-    per_slot = decode_memory_per_slot_bytes(spec, context, tp=dtp)["total"]
-    weights = weights_per_gpu_bytes(spec, tp=dtp)
+    per_slot = decode_memory_per_slot_bytes(spec, context, tp=dtp, pp=dpp)["total"]
+    weights = weights_per_gpu_bytes(spec, tp=dtp, pp=dpp)
     usable = gpu_memory_utilization * gpu.hbm_bytes
     needed = weights + recommended * per_slot
     return CapacityPlan(
         model=spec.name, prompt_tokens=prompt_tokens, out_tokens=out_tokens, qps=qps, tpot_s=tpot_s,
         link=link.name, link_bytes_per_s=link.bytes_per_s, tp=tp, prefill_tp=ptp, decode_tp=dtp,
+        prefill_pp=ppp, decode_pp=dpp,
         kv_bytes=parts["kv"], ssm_bytes=parts["ssm"], conv_bytes=parts["conv"], total_bytes=total,
-        transfer_s=transfer_time_s(total, link, tp=min(ptp, dtp)),
+        transfer_s=transfer_time_s(total, link, tp=min(ptp, dtp) * min(ppp, dpp)),
         slots_held=held, max_num_seqs=max_num_seqs, headroom=headroom, headroom_slots=headroom_slots,
         utilization=held / max_num_seqs, fits=fits, status=status,
         verdict=_verdict(status, held, max_num_seqs, headroom, headroom_slots),
@@ -367,6 +380,6 @@ def plan(model: str | ModelSpec, *, qps: float, prompt_tokens: int, out_tokens: 
         gpu=gpu.name, hbm_bytes=gpu.hbm_bytes, gpu_memory_utilization=gpu_memory_utilization,
         usable_hbm_bytes=usable, weights_per_gpu_bytes=weights, memory_needed_bytes=needed,
         max_slots_in_memory=max_slots_in_memory(spec, context_tokens=context, tp=dtp, gpu=gpu,
-                                                gpu_memory_utilization=gpu_memory_utilization),
+                                                gpu_memory_utilization=gpu_memory_utilization, pp=dpp),
         memory_fits=needed <= usable,
     )

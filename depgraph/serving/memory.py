@@ -12,6 +12,15 @@ once the GPUs outnumber them, as vLLM does). The engine may use
 >>> from depgraph.serving.memory import max_slots_in_memory
 >>> max_slots_in_memory(dg.load_model("qwen3-32b"), context_tokens=16_128, tp=8, gpu="h200")
 224
+
+With pipeline depth ``pp`` each GPU holds only its stage's layers (as
+:func:`~depgraph.specs.parallel.stage_placement` cuts them; the first stage
+the embeddings, the last the LM head), so a slot's share and the weights are
+per stage and the stage that fits the fewest slots bounds the server (here the same eight
+GPUs as TP 8, cut the other way, hold as many):
+
+>>> max_slots_in_memory(dg.load_model("qwen3-32b"), context_tokens=16_128, tp=4, pp=2, gpu="h200")
+224
 """
 
 from __future__ import annotations
@@ -22,6 +31,7 @@ from .._validate import positive_int, positive_number
 from ..errors import ConfigError
 from ..specs.hardware import GPU, load_gpu
 from ..specs.models import ModelSpec, handoff_bytes_per_rank
+from ..specs.parallel import check_pp, stage_placement
 
 __all__ = ["slot_bytes", "weights_per_gpu_bytes", "max_slots_in_memory", "check_sides", "GPU_MEMORY_UTILIZATION"]
 
@@ -39,28 +49,62 @@ def check_sides(model: ModelSpec, prefill_tp: int, decode_tp: int) -> None:
             raise ConfigError(f"{side}: {str(exc).removeprefix('tp: ')}") from None
 
 
-def slot_bytes(model: ModelSpec, context_tokens: int, *, tp: int = 1) -> dict[str, float]:
-    """``{"kv", "ssm", "conv", "total"}``: bytes one slot of ``context_tokens`` holds on each of ``tp`` GPUs."""
-    parts = handoff_bytes_per_rank(model, prompt_tokens=context_tokens, tp=tp)
-    out = {k: float(v) for k, v in parts.items()}
-    out["total"] = sum(out.values())
+def _stages(model: ModelSpec, pp: int) -> list[list]:
+    placement = stage_placement(model.num_layers, check_pp("pp", pp, model.num_layers))
+    out: list[list] = [[] for _ in range(pp)]
+    for layer, stage in zip(model.layers, placement):
+        out[stage].append(layer)
     return out
 
 
-def weights_per_gpu_bytes(model: ModelSpec, *, tp: int = 1) -> float:
-    """Bytes of weights one of ``tp`` GPUs holds."""
-    return (model.total_params + model.embedding_params + model.lm_head_params) * model.dtype_bytes / tp
+def _stage_slot_bytes(model: ModelSpec, context_tokens: int, tp: int, pp: int) -> list[dict[str, float]]:
+    """Per stage, ``{"kv", "ssm", "conv", "total"}`` one slot holds on one of its ``tp`` GPUs."""
+    if pp == 1:
+        parts = handoff_bytes_per_rank(model, prompt_tokens=context_tokens, tp=tp)
+        out = {k: float(v) for k, v in parts.items()}
+        out["total"] = sum(out.values())
+        return [out]
+    handoff_bytes_per_rank(model, prompt_tokens=1, tp=tp)  # refuses a tp the model cannot be sharded at
+    stages = []
+    for layers in _stages(model, pp):
+        out = {c: float(sum(layer.sharded_bytes(c, context_tokens, tp)[0] for layer in layers if c in layer.components))
+               for c in ("kv", "ssm", "conv")}
+        out["total"] = sum(out.values())
+        stages.append(out)
+    return stages
+
+
+def _stage_weights_bytes(model: ModelSpec, tp: int, pp: int) -> list[float]:
+    """Per stage, the bytes of weights one of its ``tp`` GPUs holds."""
+    if pp == 1:
+        return [(model.total_params + model.embedding_params + model.lm_head_params) * model.dtype_bytes / tp]
+    stages = _stages(model, pp)
+    return [(sum(layer.total_params for layer in layers) + (model.embedding_params if k == 0 else 0)
+             + (model.lm_head_params if k == pp - 1 else 0)) * model.dtype_bytes / tp
+            for k, layers in enumerate(stages)]
+
+
+def slot_bytes(model: ModelSpec, context_tokens: int, *, tp: int = 1, pp: int = 1) -> dict[str, float]:
+    """``{"kv", "ssm", "conv", "total"}``: bytes one slot of ``context_tokens`` holds on each of ``tp`` GPUs
+    (with ``pp`` stages, on a GPU of the stage holding the most)."""
+    return max(_stage_slot_bytes(model, context_tokens, tp, pp), key=lambda parts: parts["total"])
+
+
+def weights_per_gpu_bytes(model: ModelSpec, *, tp: int = 1, pp: int = 1) -> float:
+    """Bytes of weights one of ``tp`` GPUs holds (with ``pp`` stages, one of the heaviest stage's)."""
+    return max(_stage_weights_bytes(model, tp, pp))
 
 
 def max_slots_in_memory(model: ModelSpec, *, context_tokens: int, tp: int, gpu: str | GPU,
-                        gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION) -> int:
-    """The most requests of ``context_tokens`` one decode server (``tp`` GPUs) can hold at once:
-    0 when the weights alone do not fit."""
+                        gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION, pp: int = 1) -> int:
+    """The most requests of ``context_tokens`` one decode server (``tp`` x ``pp`` GPUs) can hold at
+    once: the fewest any stage fits, 0 when a stage's weights alone do not fit."""
     tp = positive_int("tp", tp, upper=1024)
     gpu = load_gpu(gpu)
     positive_number("gpu_memory_utilization", gpu_memory_utilization, upper=1.0)
-    free = gpu_memory_utilization * gpu.hbm_bytes - weights_per_gpu_bytes(model, tp=tp)
-    per = slot_bytes(model, context_tokens, tp=tp)["total"]
-    if free <= 0:
-        return 0
-    return math.floor(free / per) if per else 1_000_000
+    fits = []
+    for weights, parts in zip(_stage_weights_bytes(model, tp, pp), _stage_slot_bytes(model, context_tokens, tp, pp)):
+        free = gpu_memory_utilization * gpu.hbm_bytes - weights
+        per = parts["total"]
+        fits.append(0 if free <= 0 else math.floor(free / per) if per else 1_000_000)
+    return min(fits)

@@ -60,7 +60,7 @@ from ..errors import ConfigError
 from ..core.graph import add_dep, add_event
 from ..specs.hardware import DEFAULT_LINK, load_gpu, load_link
 from ..specs.models import ModelSpec, handoff_bytes, load_model
-from ..specs.parallel import check_tp_pair
+from ..specs.parallel import check_pp, check_tp_pair
 from .memory import check_sides, max_slots_in_memory
 
 __all__ = ["HANDOFFS", "LoadModel", "LoadResult", "loadtest", "arrivals", "read_trace", "run_graph", "MAX_REQUESTS",
@@ -96,6 +96,16 @@ class LoadModel:
     ``gpu = "h200"``, ``tp = 8`` (``prefill_tp`` and ``decode_tp`` set the
     sides apart: prefill over the first, decode steps and slot memory over
     the second, a handoff over as many NICs as the smaller has),
+    ``prefill_pp = decode_pp = 1`` (pipeline stages: an activation hop of the
+    cost model's 0.05 ms per stage boundary on a prefill and on a decode
+    step, slot memory per stage, the handoff spread over the stages' NICs;
+    one batch in flight, vLLM's overlap of several is not modelled),
+    ``collectives = False``: the fitted ``prefill_mfu`` and
+    ``decode_step_overhead_s`` below already hold the tensor-parallel
+    all-reduces of the study's servers; ``True`` adds the cost model's
+    per-layer all-reduces (:meth:`~depgraph.specs.cost.CostModel.allreduce_s`)
+    to every prefill and decode step, for an MFU and overhead measured
+    without them (kernel profiles),
     ``link = "ib-ndr"`` (400 Gbit/s = 50 GB/s)
     per GPU: the study's servers (the study's scenario names ``50GBps``, the
     same bandwidth without the per-message latency). ``prefill_mfu = 0.4``. ``hbm_efficiency = 1.0``: decode reads
@@ -131,6 +141,9 @@ class LoadModel:
     prefill_mfu: float = 0.4
     hbm_efficiency: float = 1.0
     prefill_servers: int = 0
+    prefill_pp: int = 1
+    decode_pp: int = 1
+    collectives: bool = False
     decode_step_overhead_s: float = 4.4e-3
     posting_base_s: float = 11.06e-3
     posting_per_block_s: float = 29.1e-6
@@ -144,6 +157,10 @@ class LoadModel:
         load_link(self.link)
         positive_int("tp", self.tp, upper=1024)
         check_tp_pair(self.ptp, self.dtp)
+        check_pp("prefill_pp", self.prefill_pp)
+        check_pp("decode_pp", self.decode_pp)
+        if not isinstance(self.collectives, bool):
+            raise ConfigError(f"collectives: expected true or false, got {self.collectives!r}")
         positive_number("prefill_mfu", self.prefill_mfu, upper=1.0)
         positive_number("hbm_efficiency", self.hbm_efficiency, upper=1.0)
         positive_int("prefill_servers", self.prefill_servers, upper=100_000, allow_zero=True)
@@ -374,6 +391,8 @@ def loadtest(model: ModelSpec | str, *, handoff: str, qps: float | None = None, 
     handoff = one_of("handoff", handoff, HANDOFFS)
     params = replace(params or LoadModel(), **overrides)
     check_sides(model, params.ptp, params.dtp)
+    for side, depth in (("prefill_pp", params.prefill_pp), ("decode_pp", params.decode_pp)):
+        check_pp(side, depth, model.num_layers)
     max_num_seqs = positive_int("max_num_seqs", max_num_seqs, upper=1_000_000)
     if trace is None and num_prompts is not None and not isinstance(num_prompts, bool) and isinstance(num_prompts, int):
         # the simulation keeps a record per request and per loop iteration (about 1 KB each)
@@ -390,8 +409,10 @@ def loadtest(model: ModelSpec | str, *, handoff: str, qps: float | None = None, 
             raise ConfigError(f"{missing[0]}: required unless a trace is given")
         table = arrivals(qps=qps, num_prompts=num_prompts, prompt_tokens=prompt_tokens, out_tokens=out_tokens,
                          process=arrival, seed=seed)
-    cost = CostModel(gpu=params.gpu, mfu=params.prefill_mfu, hbm_efficiency=params.hbm_efficiency)
-    link = load_link(params.link)
+    cost = CostModel(gpu=params.gpu, mfu=params.prefill_mfu, hbm_efficiency=params.hbm_efficiency, link=params.link,
+                     prefill_tp=params.ptp, decode_tp=params.dtp, prefill_pp=params.prefill_pp,
+                     decode_pp=params.decode_pp)
+    link = cost.link
     if len(table):  # every request's prompt and output within the model's context
         model.check_context(int((table["prompt_tokens"] + table["output_tokens"]).max()),
                             field="prompt_tokens" if trace is None else "trace", what="a prompt plus its output")
@@ -466,6 +487,7 @@ class _Simulation:
         self._bytes_1: dict[str, int] | None = None  # handoff bytes of a one-token prompt at this TP
         bw = cost.decode_bytes_per_s
         self._weights_s: dict[int, float] = {}
+        self._fixed_s: dict[int, float] = {}  # per batch size: pipeline hops and (collectives=True) all-reduces
         # KV read per token of context: whole-context layers linearly, sliding-window layers up to their window
         self._kv_token_s = sum(layer.kv_bytes_per_token for layer in model.layers if not layer.kv_window_tokens) / bw
         windows: dict[int, int] = {}
@@ -481,7 +503,8 @@ class _Simulation:
         """The most slots of the run's longest context a decode server's HBM holds (weights at this TP
         first; :mod:`depgraph.serving.memory`), and whether ``max_num_seqs`` fits in it."""
         longest = int((df.prompt_tokens + df.output_tokens).max())
-        fit = max_slots_in_memory(self.model, context_tokens=longest, tp=self.p.dtp, gpu=self.cost.gpu)
+        fit = max_slots_in_memory(self.model, context_tokens=longest, tp=self.p.dtp, gpu=self.cost.gpu,
+                                  pp=self.p.decode_pp)
         return {"memory_max_num_seqs": fit, "memory_fits": self.slots <= fit}
 
     def push_event(self, t: float, kind: str, i: int) -> None:
@@ -490,7 +513,13 @@ class _Simulation:
 
     def prefill_s(self, prompt: int) -> float:
         if prompt not in self._prefill_s:
-            self._prefill_s[prompt] = self.cost.prefill_s(self.model, prompt) / self.p.ptp
+            t = self.cost.prefill_s(self.model, prompt) / self.p.ptp
+            if self.p.collectives:
+                t += sum(self.cost.layer_collectives_s(self.model, layer, prompt, self.p.ptp)
+                         for layer in self.model.layers)
+            if self.p.prefill_pp > 1:
+                t += (self.p.prefill_pp - 1) * self.cost.activation_hop_s
+            self._prefill_s[prompt] = t
         return self._prefill_s[prompt]
 
     def transfer_s(self, prompt: int) -> float:
@@ -504,8 +533,10 @@ class _Simulation:
                     self._bytes_1 = handoff_bytes(self.model, prompt_tokens=1, tp=self.p.dtp)
                 b = self._bytes_1
                 nbytes = b["kv"] * prompt + b["ssm"] + b["conv"]
-            # the decode side's shards, over min(prefill, decode) NICs at once (a rank with fan-out sends in turn)
-            self._transfer_s[prompt] = self.link.transfer_s(nbytes / min(self.p.ptp, self.p.dtp))
+            # the decode side's shards, over min(prefill, decode) NICs at once (a rank with fan-out sends in turn),
+            # in every pipeline stage the two sides share
+            nics = min(self.p.ptp, self.p.dtp) * min(self.p.prefill_pp, self.p.decode_pp)
+            self._transfer_s[prompt] = self.link.transfer_s(nbytes / nics)
         return self._transfer_s[prompt]
 
     def step_s(self, contexts: list[int]) -> float:
@@ -518,11 +549,17 @@ class _Simulation:
         (``contexts``, each request's, only needed by a model with sliding windows)."""
         if batch not in self._weights_s:
             self._weights_s[batch] = self.cost.decode_step_s(self.model, [0] * batch) - batch * self._state_s
+            fixed = (self.p.decode_pp - 1) * self.cost.activation_hop_s
+            if self.p.collectives:
+                fixed += sum(self.cost.layer_collectives_s(self.model, layer, batch, self.p.dtp)
+                             for layer in self.model.layers)
+            self._fixed_s[batch] = fixed
         per_request = self._kv_token_s * context_tokens + batch * self._state_s
         if self._window_token_s:
             contexts = list(contexts)
             per_request += sum(s * sum(min(c, w) for c in contexts) for w, s in self._window_token_s)
-        return self.p.decode_step_overhead_s + (self._weights_s[batch] + per_request) / self.p.dtp
+        step = self.p.decode_step_overhead_s + (self._weights_s[batch] + per_request) / self.p.dtp
+        return step + self._fixed_s[batch] if self._fixed_s[batch] else step
 
     def log_waiting(self, t: float) -> None:
         self.waiting_log.append((t, len(self.slot_queue)))
@@ -722,7 +759,8 @@ class _Simulation:
         summary = {
             "handoff": self.handoff, "requests": len(df), "max_num_seqs": self.slots,
             "gpu": self.cost.gpu.name, "link": self.link.name, "tp": self.p.tp, "prefill_tp": self.p.ptp,
-            "decode_tp": self.p.dtp, "prefill_mfu": self.cost.mfu,
+            "decode_tp": self.p.dtp, "prefill_pp": self.p.prefill_pp, "decode_pp": self.p.decode_pp,
+            "collectives": self.p.collectives, "prefill_mfu": self.cost.mfu,
             "hbm_efficiency": self.cost.decode_hbm_efficiency,
             **self._memory(df),
             **{f"ttft_p{q}_s": float(np.percentile(df.ttft_s, q)) for q in (50, 90, 99)},
