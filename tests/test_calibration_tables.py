@@ -41,3 +41,17 @@ def test_the_16k_qwen3_32b_handoff_at_each_tp(row):
     t = {p: dg.schedule(G, policy=p) for p in dg.POLICY_NAMES}
     assert [f"{t[p].ttft_s * 1e3:.1f}" for p in dg.POLICY_NAMES] == rest[:4]
     assert f"{t['layer'].breakdown().get('collective_s', 0.0) * 1e3:.1f}" == rest[4]
+
+
+@pytest.mark.parametrize("row", _rows("| TP x PP (each side) |"), ids=lambda r: r[0].replace(" ", ""))
+def test_the_16k_qwen3_32b_handoff_cut_into_tp_and_pp(row):
+    split, events, prefill_ms, handoff_ms, step_ms, *ttfts = row
+    tp, pp = (int(x) for x in split.split(" x "))
+    m = dg.load_model("qwen3-32b")
+    cost = dg.CostModel(prefill_tp=tp, decode_tp=tp, prefill_pp=pp, decode_pp=pp)
+    G = dg.single_request(m, prompt_tokens=16384, cost=cost)
+    assert G.number_of_nodes() == int(events)
+    assert f"{cost.prefill_side_s(m, 16384) * 1e3:.1f}" == prefill_ms
+    assert f"{cost.handoff_s(m, 16384) * 1e3:.2f}" == handoff_ms
+    assert f"{cost.decode_side_step_s(m, 16384) * 1e3:.2f}" == step_ms
+    assert [f"{dg.schedule(G, policy=p).ttft_s * 1e3:.1f}" for p in dg.POLICY_NAMES] == ttfts
