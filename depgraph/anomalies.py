@@ -53,6 +53,7 @@ from .core.scheduler import Schedule, schedule
 from .core.graph import request_tag
 from .specs.cost import DEFAULT_GPU
 from .specs.hardware import gbps_text, load_gpu
+from .specs.parallel import check_tp_pair
 from .units import TIME_SCALES, UNIT_LABELS, pick_time_unit
 from .workloads import ADMISSIONS, HOOK_SCOPES, LINK_RULES, TIMINGS, stall_s
 from .workloads.interleaved import PREFILL_MODES
@@ -334,13 +335,17 @@ class _Case:
     timing: str
     workload: tuple[tuple[str, Any], ...]  # the builder's own keyword arguments
     gpu: str = DEFAULT_GPU  # fixed for a search (not shrunk)
+    prefill_tp: int = 1  # fixed for a search too
+    decode_tp: int = 1
 
     def config(self) -> dict:
         return _config(self.model_family, self.layers, dict(self.dims))
 
     def params(self) -> dict:
+        ranks = {} if (self.prefill_tp, self.decode_tp) == (1, 1) else {"prefill_tp": self.prefill_tp,
+                                                                          "decode_tp": self.decode_tp}
         return {"prompt_tokens": self.prompt_tokens, "link": gbps_text(self.link_tenths), "gpu": self.gpu,
-                "mfu": self.mfu, "timing": self.timing, **dict(self.workload)}
+                "mfu": self.mfu, "timing": self.timing, **dict(self.workload), **ranks}
 
 
 def _config(family: str, layers: tuple[str, ...], d: dict) -> dict:
@@ -362,6 +367,23 @@ def _config(family: str, layers: tuple[str, ...], d: dict) -> dict:
     else:
         cfg.update(model_type="qwen3")
     return cfg
+
+
+#: The families whose builders take prefill_tp and decode_tp, and the largest a search runs at.
+_RANKED_FAMILIES = ("single", "speculative", "interleaved")
+_MAX_SEARCH_TP = 8
+
+
+def _sharded(case: _Case, prefill_tp: int, decode_tp: int) -> _Case:
+    """``case`` at these tensor-parallel sizes, every head count it shards by raised to at least the
+    larger (all are powers of two up to 8, so then a multiple); unchanged at 1 and 1."""
+    t = max(prefill_tp, decode_tp)
+    if t == 1:
+        return case
+    dims = dict(case.dims)
+    for name in ("heads", "linear_heads", "mamba_heads"):
+        dims[name] = max(dims[name], t)
+    return replace(case, dims=tuple(sorted(dims.items())), prefill_tp=prefill_tp, decode_tp=decode_tp)
 
 
 def _log_uniform_int(rnd: random.Random, lo: int, hi: int) -> int:
@@ -498,7 +520,8 @@ def workload_name(family: Any) -> str:
 
 
 def find_anomalies(family: str, *, kind: str = "policy", max_examples: int = 200, seed: int = 0,
-                   max_anomalies: int | None = None, gpu: str = DEFAULT_GPU) -> list[Anomaly]:
+                   max_anomalies: int | None = None, gpu: str = DEFAULT_GPU, prefill_tp: int = 1,
+                   decode_tp: int = 1) -> list[Anomaly]:
     """Search ``family`` for cases where a finer policy (``kind="policy"``) or
     a faster link (``kind="bandwidth"``) makes a request slower.
 
@@ -524,6 +547,12 @@ def find_anomalies(family: str, *, kind: str = "policy", max_examples: int = 200
         Stop once this many are found (default: try all ``max_examples``).
     gpu
         The GPU every case runs on (default the cost model's, ``h100-sxm``).
+    prefill_tp, decode_tp
+        Tensor-parallel sizes every case runs at (``single``,
+        ``speculative`` and ``interleaved``; each at most 8). The random
+        models' head counts are raised to a multiple of the larger where
+        they fall short, so every case shards; at 1 and 1 the search is the
+        one without ranks, case for case.
 
     Returns
     -------
@@ -551,6 +580,14 @@ def find_anomalies(family: str, *, kind: str = "policy", max_examples: int = 200
     family = workload_name(family)
     kind = one_of("kind", kind, KINDS)
     gpu = load_gpu(gpu).name
+    tp = check_tp_pair(prefill_tp, decode_tp)
+    if tp != (1, 1):
+        if family not in _RANKED_FAMILIES:
+            raise ConfigError(f"prefill_tp/decode_tp: the {family} family does not model tensor parallelism; "
+                              f"expected one of {', '.join(_RANKED_FAMILIES)} or 1 and 1")
+        if max(tp) > _MAX_SEARCH_TP:
+            raise ConfigError(f"prefill_tp/decode_tp: expected at most {_MAX_SEARCH_TP} in a search (the random "
+                              f"models have at most 8 heads); got {tp[0]} and {tp[1]}")
     max_examples = positive_int("max_examples", max_examples, upper=_MAX_EXAMPLES)
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise ConfigError(f"seed: expected an integer, got {seed!r}")
@@ -561,7 +598,7 @@ def find_anomalies(family: str, *, kind: str = "policy", max_examples: int = 200
     keys = _comparisons(family, kind)
     found: dict[tuple, Anomaly] = {}
     for _ in range(max_examples):
-        case = replace(_random_case(rnd, family, kind), gpu=gpu)
+        case = _sharded(replace(_random_case(rnd, family, kind), gpu=gpu), *tp)
         cache: dict = {}
         for key in keys:
             if key not in found and _slowdown(family, kind, case, key, cache):

@@ -442,6 +442,10 @@ def add_anomalies_command(subparsers) -> argparse.ArgumentParser:
                    help="random cases to try (default 200; bandwidth anomalies are rarer, try 2000)")
     p.add_argument("--seed", type=int, default=0, metavar="S", help="search seed (default 0)")
     p.add_argument("--gpu", default=None, help="the GPU every case runs on (default h100-sxm)")
+    p.add_argument("--prefill-tp", type=_number(int, "--prefill-tp"), default=1, metavar="P",
+                   help="tensor-parallel size of the prefill side in every case (single, speculative, interleaved)")
+    p.add_argument("--decode-tp", type=_number(int, "--decode-tp"), default=1, metavar="D",
+                   help="tensor-parallel size of the decode side in every case")
     p.add_argument("-o", "--output", default=None, metavar="DIR",
                    help="write each anomaly's side-by-side drawing (SVG), Gantt charts (PNG) and parameters (JSON)")
     return p
@@ -459,6 +463,7 @@ def run_anomalies_command(args) -> int:
     from .io.atomic import atomic_write_bytes, atomic_write_text, save_figure
 
     found = find_anomalies(args.family, kind=args.kind, max_examples=args.max_examples, seed=args.seed,
+                           prefill_tp=args.prefill_tp, decode_tp=args.decode_tp,
                            **({"gpu": args.gpu} if args.gpu else {}))
     if not found:  # the arguments were valid: find_anomalies checked them
         print(f"{workload_name(args.family)}: no {one_of('kind', args.kind, KINDS)} anomaly found ({args.max_examples} examples, "

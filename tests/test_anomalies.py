@@ -177,3 +177,31 @@ def test_cli_prints_each_anomaly_and_writes_its_pictures(capsys, tmp_path):
 def test_cli_says_when_nothing_is_found(capsys):
     code, out = run_cli(capsys, "single", "--max-examples", "20")
     assert code == 0 and out == "single: no policy anomaly found (20 examples, seed 0)\n"
+
+
+def test_a_search_at_fixed_tensor_parallel_sizes():
+    """Every random case is raised to shardable head counts and built with its ranks; the same seed at
+    1 and 1 is the search without ranks, case for case."""
+    import random
+
+    from depgraph import anomalies as A
+
+    rnd = random.Random(7)
+    for _ in range(200):
+        case = A._random_case(rnd, "single", "policy")
+        assert A._sharded(case, 1, 1) is case
+        sharded = A._sharded(case, 2, 8)
+        model = A._model(json.dumps(sharded.config(), sort_keys=True))
+        for tp in (2, 8):
+            dg.handoff_bytes_per_rank(model, prompt_tokens=1, tp=tp)  # shards: no ConfigError
+        assert sharded.params()["decode_tp"] == 8 and "decode_tp" not in case.params()
+    S = A._schedule_case("interleaved", sharded, "layer")
+    assert S.graph_attrs["prefill_tp"] == 2 and any(d.get("rank") == 7 for _, d in S.graph.nodes(data=True))
+    assert find_anomalies("single", max_examples=20, prefill_tp=1, decode_tp=1) == \
+        find_anomalies("single", max_examples=20)
+    for a in find_anomalies("interleaved", max_examples=40, prefill_tp=2, decode_tp=2):
+        assert (a.params["prefill_tp"], a.params["decode_tp"]) == (2, 2)
+    with pytest.raises(dg.ConfigError, match=r"prefill_tp/decode_tp: the batch family does not model tensor"):
+        find_anomalies("batch", prefill_tp=2)
+    with pytest.raises(dg.ConfigError, match=r"expected at most 8 in a search"):
+        find_anomalies("single", decode_tp=16)
