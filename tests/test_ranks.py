@@ -359,8 +359,9 @@ def test_the_cost_model_carries_the_deployment_and_builder_keywords_win():
     assert c.graph["decode_tp"] == 2
     assert dg.speculative("qwen3-32b", prompt_tokens=512, cost=cost).graph["prefill_tp"] == 2
     assert dg.interleaved("qwen3-32b", prompt_tokens=512, cost=cost, requests=2).graph["decode_tp"] == 4
-    with pytest.raises(dg.ConfigError, match=r"prefill_tp/decode_tp: the batch workload does not model tensor"):
-        dg.continuous_batching("qwen3-32b", prompt_tokens=512, cost=cost)
+    assert dg.continuous_batching("qwen3-32b", prompt_tokens=512, cost=cost).graph["decode_tp"] == 4
+    with pytest.raises(dg.ConfigError, match=r"prefill_tp/decode_tp: the pipeline workload does not model tensor"):
+        dg.pipeline("qwen3-32b", prompt_tokens=512, cost=cost)
     with pytest.raises(dg.ConfigError, match=r"prefill_pp/decode_pp: the speculative workload does not model"):
         dg.speculative("qwen3-32b", prompt_tokens=512, cost=dg.CostModel(decode_pp=2))
     with pytest.raises(dg.ConfigError, match=r"decode_tp: 3 and prefill_tp 2"):
@@ -423,3 +424,44 @@ def test_capacity_and_the_load_model_take_stages_and_all_reduces():
         loadtest("qwen3-32b", **lt, decode_pp=65)
     with pytest.raises(dg.ConfigError, match=r"collectives: expected true or false"):
         LoadModel(collectives="yes")
+
+
+# ------------------------------------------------------------- ranks in continuous batching
+
+RB = dict(prompt_tokens=2048, link="ib-ndr", gpu="h100-sxm", batch=8)
+
+
+def test_batching_at_tp1_is_the_graph_without_ranks():
+    for admission in ("step", "async"):
+        a = dg.continuous_batching("qwen3.6-35b-a3b", admission=admission, **RB)
+        b = dg.continuous_batching("qwen3.6-35b-a3b", admission=admission, prefill_tp=1, decode_tp=1, **RB)
+        assert nx.utils.graphs_equal(a, b) and "decode_tp" not in a.graph
+
+
+@pytest.mark.parametrize("pair", [(2, 2), (2, 4), (4, 2), (8, 8)])
+@pytest.mark.parametrize("policy", dg.POLICY_NAMES)
+def test_a_request_joins_a_batch_running_on_ranks(pair, policy):
+    m = dg.load_model("qwen3.6-35b-a3b")
+    G = dg.continuous_batching(m, policy=policy, prefill_tp=pair[0], decode_tp=pair[1], **RB)
+    cost = dg.CostModel(prefill_tp=pair[0], decode_tp=pair[1])
+    assert G.graph["step_s"] == cost.decode_side_step_s(m, [2048] * 8)
+    S = dg.schedule(G)
+    assert dg.stall_s(S) == 0.0  # request scope: the join never makes the batch wait
+    # a joined layer waits for every decode rank's shard of it (the batch runs in lockstep)
+    arrivals = [n for n, d in G.nodes(data=True) if d["kind"] == "arrive" and d["layer"] == 3]
+    first = next(n for n in G if n.startswith("batch:join:L03:"))
+    assert {d["rank"] for a in arrivals for d in [G.nodes[a]]} == set(range(pair[1]))
+    assert all(nx.has_path(G, a, first) for a in arrivals)
+    assert sum(d["kind"] == "collective" and str(n).startswith("batch:join") for n, d in G.nodes(data=True)) == 40
+    R = ref.schedule(G)
+    assert all(S.start_s[n] == t for n, t in zip(R.compiled.nodes, R.start.tolist()))
+
+
+def test_the_layer_policy_gates_a_lockstep_operator_on_every_ranks_shards():
+    """A decode operator without a rank waits, under layer readiness, for all ranks' arrivals of its layer."""
+    G = dg.continuous_batching("qwen3.6-35b-a3b", policy="component", prefill_tp=2, decode_tp=4, **RB)
+    H = dg.get_policy("layer").apply(G)
+    first = "batch:join:L00:conv"
+    arrivals = {n for n, d in G.nodes(data=True) if d["kind"] == "arrive" and d["layer"] == 0}
+    assert {u for u in G.predecessors(first) if u in arrivals} == {a for a in arrivals if ":conv:" in a}
+    assert {u for u in H.predecessors(first) if u in arrivals} == arrivals  # the ssm shards too, every rank's

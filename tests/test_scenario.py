@@ -157,7 +157,8 @@ def test_key_joins_the_fields():
     assert p["key"] == "qwen3.6-35b-a3b|1024|25g|h100-sxm|1.0|handoff|batch|c=8"  # canonical names, mfu as a float
     assert p == {"key": p["key"], "model": "qwen3.6-35b-a3b", "prompt_tokens": 1024, "link": "25g", "gpu": "h100-sxm",
                  "mfu": 1.0,
-                 "timing": "handoff", "workload": "batch", "variant": "c=8", "batch": 8, "hook_scope": "request"}
+                 "timing": "handoff", "workload": "batch", "variant": "c=8", "batch": 8, "hook_scope": "request",
+                 "prefill_tp": 1, "decode_tp": 1, "nic": "per-gpu"}
 
 
 @pytest.mark.parametrize("table, labels", [
@@ -247,7 +248,8 @@ def test_scenario_is_a_frozen_hashable_value():
     sc = parse_scenario(scenario_text(workloads='[[workloads]]\nworkload = "batch"\nbatch = [8, 32]\n'),
                         source="inline")
     assert isinstance(sc, Scenario) and sc.source == "inline" and sc.description == ""
-    assert sc.workloads == (WorkloadSpec("batch", (("batch", (8, 32)), ("hook_scope", ("request",)))),)
+    assert sc.workloads == (WorkloadSpec("batch", (("batch", (8, 32)), ("hook_scope", ("request",)), ("prefill_tp", (1,)),
+                                                   ("decode_tp", (1,)), ("nic", ("per-gpu",)))),)
     assert hash(sc) == hash(parse_scenario(scenario_text(workloads='[[workloads]]\nworkload = "batch"\nbatch = [8, 32]\n'),
                                            source="inline"))
     with pytest.raises(AttributeError):

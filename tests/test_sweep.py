@@ -128,7 +128,8 @@ def test_the_runner_sees_the_point_without_its_key(scenario):
     seen = []
     sweep(scenario, workers=1, runner=lambda p: seen.append(p) or _fake_rows(p), progress=False)
     assert seen[1] == {"model": "qwen3.6-35b-a3b", "prompt_tokens": 1024, "link": "25g", "gpu": "h100-sxm",
-                       "mfu": 0.4, "timing": "handoff", "workload": "batch", "variant": "c=8", "batch": 8, "hook_scope": "request"}
+                       "mfu": 0.4, "timing": "handoff", "workload": "batch", "variant": "c=8", "batch": 8, "hook_scope": "request",
+                       "prefill_tp": 1, "decode_tp": 1, "nic": "per-gpu"}
 
 
 def test_point_fields_win_over_runner_columns(scenario):

@@ -60,13 +60,15 @@ def _first_decode(G: nx.DiGraph, key: Callable[[dict], object]) -> dict:
 
 def _per_layer(G: nx.DiGraph) -> nx.DiGraph:
     H = G.copy()
-    # by rank where the graph has ranks: a decode layer starts on a rank when that rank's shards are in
+    # by rank where the graph has ranks: a decode layer starts on a rank when that rank's shards are in;
+    # an operator with no rank (a batch in lockstep over the ranks) waits for every rank's shards
     arrivals = _groups(G, "arrive", lambda d: (d.get("request"), d.get("layer"), d.get("rank")))
     consumers = _first_decode(G, lambda d: (d.get("request"), d.get("layer"), d.get("rank")))
-    for k, nodes in arrivals.items():
-        if k in consumers:
+    for (r, layer, rank), nodes in arrivals.items():
+        consumer = consumers.get((r, layer, rank), consumers.get((r, layer, None)))
+        if consumer is not None:
             for a in nodes:
-                add_dep(H, a, consumers[k], "policy")
+                add_dep(H, a, consumer, "policy")
     return H
 
 

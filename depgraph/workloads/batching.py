@@ -47,6 +47,7 @@ from ..errors import ConfigError
 from ..core.graph import add_dep, add_event, chain, event_attrs, layer_tag
 from ..core.policies import Policy, get_policy
 from ..core.scheduler import Schedule, schedule
+from ..specs.parallel import NIC_MODES
 from .single import add_request, new_graph
 
 __all__ = ["continuous_batching", "continuous_batching_tables", "expected_step_admission", "step_admission_expectation",
@@ -59,7 +60,9 @@ HOOK_SCOPES = ("batch", "request")
 def continuous_batching(model, *, prompt_tokens: int, link=None,
                         mfu: float | None = None, gpu=None, timing: str = "handoff",
                         cost=None, batch: int = 8, admission: str = "step", hook_scope: str = "request",
-                        phase: float = 0.5, policy="layer", context_tokens: int | None = None) -> nx.DiGraph:
+                        phase: float = 0.5, policy="layer", context_tokens: int | None = None,
+                        prefill_tp: int | None = None, decode_tp: int | None = None,
+                        nic: str = "per-gpu") -> nx.DiGraph:
     """The realised event graph of a new request joining a running batch.
 
     The readiness ``policy`` is applied here (which step the request joins
@@ -73,11 +76,19 @@ def continuous_batching(model, *, prompt_tokens: int, link=None,
     >>> S = dg.schedule(G)
     >>> G.graph["join_step"], round(S.ttft_s * 1e3, 1), dg.stall_s(S)
     (3, 81.4, 0.0)
+
+    With ``prefill_tp`` / ``decode_tp`` the new request's handoff runs on
+    ranks (:func:`~depgraph.single_request`) and the batch runs its steps in
+    lockstep over the decode ranks: each step is
+    :meth:`~depgraph.specs.cost.CostModel.decode_side_step_s` (a rank's
+    slice of every layer plus the layer's all-reduces), and in the step the
+    request joins, a layer waits for every rank's shard of it, then its
+    all-reduces (``collective`` events) run.
     """
     (table,) = continuous_batching_tables(
         model, prompt_tokens=prompt_tokens, link=link, mfu=mfu, gpu=gpu, timing=timing, cost=cost, batch=batch,
         admission=admission, hook_scope=hook_scope, phase=phase, policies=(policy,),
-        context_tokens=context_tokens).values()
+        context_tokens=context_tokens, prefill_tp=prefill_tp, decode_tp=decode_tp, nic=nic).values()
     return table.to_networkx()
 
 
@@ -85,7 +96,8 @@ def continuous_batching_tables(model, *, prompt_tokens: int, link=None,
                                mfu: float | None = None, gpu=None, timing: str = "handoff",
                                cost=None, batch: int = 8, admission: str = "step", hook_scope: str = "request",
                                phase: float = 0.5, policies=("layer",),
-                               context_tokens: int | None = None) -> dict[str, EventTable]:
+                               context_tokens: int | None = None, prefill_tp: int | None = None,
+                               decode_tp: int | None = None, nic: str = "per-gpu") -> dict[str, EventTable]:
     """:func:`continuous_batching` under each of ``policies``, as
     :class:`~depgraph.EventTable` s keyed by policy name (``to_networkx()``
     gives the graph :func:`continuous_batching` returns). The request and the
@@ -99,19 +111,25 @@ def continuous_batching_tables(model, *, prompt_tokens: int, link=None,
     if isinstance(policies, (str, Policy)) or not policies:
         raise ConfigError(f"policies: expected a non-empty sequence of policies, got {policies!r}")
     pols = [get_policy(p) for p in policies]
+    nic = one_of("nic", nic, NIC_MODES)
     G, model, prompt_tokens, link, timing, cost = new_graph(
         "batch", model, prompt_tokens=prompt_tokens, link=link, mfu=mfu, gpu=gpu, timing=timing, cost=cost, batch=batch,
-        admission=admission, hook_scope=hook_scope, phase=phase, policy=pols[0].name, as_table=True)
+        admission=admission, hook_scope=hook_scope, phase=phase, policy=pols[0].name, as_table=True,
+        prefill_tp=prefill_tp, decode_tp=decode_tp, parallel=("tp",))
+    ranked = {} if (cost.prefill_tp, cost.decode_tp) == (1, 1) else {
+        "prefill_tp": cost.prefill_tp, "decode_tp": cost.decode_tp, "nic": nic}
+    if ranked:
+        G.graph["nic"] = nic
     context = positive_int("context_tokens", context_tokens if context_tokens is not None else prompt_tokens,
                            upper=10_000_000)
-    step_s = cost.decode_step_s(model, [context] * batch)
+    step_s = cost.decode_side_step_s(model, [context] * batch)  # at TP 1: decode_step_s
     G.graph["step_s"] = step_s
     remainder = add_event(G, "batch:step00", kind="decode", request="batch", operator="step", device="decode",
                           duration_s=(1.0 - phase) * step_s, step=0)
 
     out: dict[str, EventTable] = {}
     if admission == "async":
-        add_request(G, model, prompt_tokens=prompt_tokens, link=link, cost=cost, timing=timing, request=0)
+        add_request(G, model, prompt_tokens=prompt_tokens, link=link, cost=cost, timing=timing, request=0, **ranked)
         step = add_event(G, "batch:step01", kind="decode", request="batch", operator="step", device="decode",
                          duration_s=step_s, step=1)
         add_dep(G, remainder, step, "program")
@@ -122,7 +140,7 @@ def continuous_batching_tables(model, *, prompt_tokens: int, link=None,
         return out
 
     join_ops = _add_join(G, model, prompt_tokens=prompt_tokens, link=link, cost=cost, timing=timing, batch=batch,
-                         context=context)
+                         context=context, ranked=ranked)
     base = G.to_table()
     first = (1.0 - phase) * step_s
     for pol in pols:
@@ -148,26 +166,44 @@ def continuous_batching_tables(model, *, prompt_tokens: int, link=None,
     return out
 
 
-def _add_join(G, model, *, prompt_tokens, link, cost, timing, batch, context) -> list:
+def _add_join(G, model, *, prompt_tokens, link, cost, timing, batch, context, ranked=None) -> list:
     """Add the new request (without its own decode) and the batched step it
     joins, one operator per layer for all ``batch + 1`` requests, to ``G``;
-    return the joined step's operators in program order."""
+    return the joined step's operators in program order. With ``ranked``
+    (tensor parallelism) the step runs in lockstep over the decode ranks: an
+    operator reads every rank's shard and takes one rank's slice of the
+    layer's time, and each layer ends with its all-reduces."""
     nodes = add_request(G, model, prompt_tokens=prompt_tokens, link=link, cost=cost, timing=timing, request=0,
-                        decode=False)
-    arrivals = {(G.nodes[a]["layer"], G.nodes[a]["component"]): a for a in nodes["arrive"]}
+                        decode=False, **(ranked or {}))
+    arrivals: dict[tuple, list] = {}
+    for a in nodes["arrive"]:
+        arrivals.setdefault((G.nodes[a]["layer"], G.nodes[a]["component"]), []).append(a)
     contexts = [context] * batch + [prompt_tokens]
+    D = ranked["decode_tp"] if ranked else 1
     join_ops = []
     seq = 0
     for layer in model.layers:
-        for op, reads, dur in cost.decode_operators(model, layer, contexts):
+        ops = cost.decode_operators(model, layer, contexts)
+        share = 1.0
+        if D > 1:
+            total = sum(dur for *_, dur in ops)
+            share = cost.decode_layer_s(model, layer, contexts, tp=D) / total if total else 0.0
+        for op, reads, dur in ops:
             d = add_event(G, f"batch:join:{layer_tag(layer.index)}:{op}", kind="decode", request=0, layer=layer.index,
-                          operator=op, device="decode", duration_s=dur, reads=reads, seq=seq, batched=True)
+                          operator=op, device="decode", duration_s=dur * share if D > 1 else dur, reads=reads,
+                          seq=seq, batched=True)
             seq += 1
             for c in reads:
-                add_dep(G, arrivals[(layer.index, c)], d, "data")
+                for a in arrivals[(layer.index, c)]:
+                    add_dep(G, a, d, "data")
             join_ops.append(d)
+        if D > 1:
+            join_ops.append(add_event(G, f"batch:join:{layer_tag(layer.index)}:allreduce", kind="collective",
+                                      request=0, layer=layer.index, operator="allreduce", device="decode",
+                                      duration_s=cost.layer_collectives_s(model, layer, len(contexts), D),
+                                      batched=True))
     head = add_event(G, "batch:join:head", kind="decode", request=0, operator="head", device="decode",
-                     duration_s=cost.decode_head_s(model), reads=(), seq=seq, batched=True)
+                     duration_s=cost.decode_head_s(model) / D, reads=(), seq=seq, batched=True)
     join_ops.append(head)
     chain(G, join_ops, "program")
     token = add_event(G, "r0:token", kind="token", request=0, device="decode")
@@ -221,7 +257,8 @@ def _fits(boundary: float, plan: dict) -> bool:
 
 def expected_step_admission(model, *, prompt_tokens: int, link=None,
                             mfu: float | None = None, gpu=None, timing: str = "handoff",
-                            cost=None, batch: int = 8, policy="layer", context_tokens: int | None = None) -> dict:
+                            cost=None, batch: int = 8, policy="layer", context_tokens: int | None = None,
+                            prefill_tp: int | None = None, decode_tp: int | None = None, nic: str = "per-gpu") -> dict:
     """Step admission averaged exactly over a uniform arrival phase.
 
     With boundaries every ``D_c``, the wait from any instant to the next
@@ -245,7 +282,8 @@ def expected_step_admission(model, *, prompt_tokens: int, link=None,
     (88.7, 22.7)
     """
     G = continuous_batching(model, prompt_tokens=prompt_tokens, link=link, mfu=mfu, gpu=gpu, timing=timing, cost=cost,
-                            batch=batch, admission="step", policy=policy, context_tokens=context_tokens)
+                            batch=batch, admission="step", policy=policy, context_tokens=context_tokens,
+                            prefill_tp=prefill_tp, decode_tp=decode_tp, nic=nic)
     return step_admission_expectation(G)
 
 

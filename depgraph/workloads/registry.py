@@ -16,7 +16,7 @@ are accepted everywhere as aliases.
 ['single', 'speculative', 'batch', 'interleaved', 'pipeline', 'loadtest']
 >>> w = get_workload("continuous_batching")
 >>> w.name, [p.name for p in w.params if p.sweepable]
-('batch', ['batch', 'hook_scope'])
+('batch', ['batch', 'hook_scope', 'prefill_tp', 'decode_tp', 'nic'])
 >>> w.label({"batch": 8, "hook_scope": "request"})
 'c=8'
 >>> G = w.build("qwen3.6-35b-a3b", prompt_tokens=1024, link="25g", batch=2)
@@ -168,7 +168,7 @@ def _label_speculative(p: dict) -> str:
 
 
 def _label_batch(p: dict) -> str:
-    return f"c={p['batch']}" + (f",hook={p['hook_scope']}" if p["hook_scope"] != "request" else "")
+    return f"c={p['batch']}" + (f",hook={p['hook_scope']}" if p["hook_scope"] != "request" else "") + _tp_suffix(p)
 
 
 def _label_interleaved(p: dict) -> str:
@@ -205,6 +205,7 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in (
         Param("admission", "choice", "step", choices=ADMISSIONS, sweepable=False, help="step or async"),
         Param("phase", "float", 0.5, 0.0, 1.0, sweepable=False,
               help="fraction of the running step already elapsed at arrival, in [0, 1)"),
+        _PREFILL_TP, _DECODE_TP, _NIC,
     ), _label_batch, aliases=("continuous_batching",), applies_policy=True,
         description="continuous batching: a request joins a running batch"),
     Workload("interleaved", interleaved, (
