@@ -465,3 +465,16 @@ def test_the_layer_policy_gates_a_lockstep_operator_on_every_ranks_shards():
     arrivals = {n for n, d in G.nodes(data=True) if d["kind"] == "arrive" and d["layer"] == 0}
     assert {u for u in G.predecessors(first) if u in arrivals} == {a for a in arrivals if ":conv:" in a}
     assert {u for u in H.predecessors(first) if u in arrivals} == arrivals  # the ssm shards too, every rank's
+
+
+def test_the_ttft_command_expects_a_ranked_batch_at_its_own_sizes(capsys):
+    import json
+
+    from depgraph.cli import main
+
+    assert main(["ttft", "qwen3-32b", "--prompt-tokens", "4096", "--workload", "batch", "--batch", "8",
+                 "--prefill-tp", "2", "--decode-tp", "4", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    e = dg.expected_step_admission("qwen3-32b", prompt_tokens=4096, batch=8, prefill_tp=2, decode_tp=4)
+    assert out["ttft_s"] == e["ttft_request_s"] and (out["prefill_tp"], out["decode_tp"]) == (2, 4)
+    assert e["ttft_request_s"] < dg.expected_step_admission("qwen3-32b", prompt_tokens=4096, batch=8)["ttft_request_s"]
