@@ -789,7 +789,10 @@ def _cmd_schedule(args) -> int:
 
     S = schedule(read_graph(args.graph), policy=args.policy)
     path = S.critical_path()
-    out = {"nodes": S.compiled.num_nodes, "edges": S.compiled.num_edges, "makespan_s": S.makespan_s,
+    attrs = S.graph_attrs  # what the graph says it was built for (None where a hand-made graph does not say)
+    out = {"gpu": attrs.get("gpu"), "link": attrs.get("link"),
+           **{k: attrs[k] for k in ("prefill_tp", "decode_tp", "prefill_pp", "decode_pp", "nic") if k in attrs},
+           "nodes": S.compiled.num_nodes, "edges": S.compiled.num_edges, "makespan_s": S.makespan_s,
            "ttft_by_request_s": {str(r): v for r, v in S.ttft_by_request.items()},
            "critical_path": [str(n) for n in path], "breakdown_s": S.breakdown(),
            "frontier_max": int(S.frontier()["width"].max())}

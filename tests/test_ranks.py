@@ -478,3 +478,22 @@ def test_the_ttft_command_expects_a_ranked_batch_at_its_own_sizes(capsys):
     e = dg.expected_step_admission("qwen3-32b", prompt_tokens=4096, batch=8, prefill_tp=2, decode_tp=4)
     assert out["ttft_s"] == e["ttft_request_s"] and (out["prefill_tp"], out["decode_tp"]) == (2, 4)
     assert e["ttft_request_s"] < dg.expected_step_admission("qwen3-32b", prompt_tokens=4096, batch=8)["ttft_request_s"]
+
+
+def test_the_schedule_command_names_what_the_graph_was_built_for(tmp_path, capsys):
+    import json
+
+    from depgraph.cli import main
+    from depgraph.io.graphfile import write_graph
+
+    write_graph(dg.single_request("qwen3-32b", prompt_tokens=512, gpu="h200", prefill_tp=2, decode_tp=4),
+                tmp_path / "g.json")
+    assert main(["schedule", str(tmp_path / "g.json"), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert (out["gpu"], out["link"], out["prefill_tp"], out["decode_tp"]) == ("h200", "ib-ndr", 2, 4)
+    hand = nx.DiGraph()
+    hand.add_node("a", duration_s=1.0)
+    write_graph(hand, tmp_path / "h.json")
+    assert main(["schedule", str(tmp_path / "h.json"), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["gpu"] is None and out["link"] is None
