@@ -497,3 +497,19 @@ def test_the_schedule_command_names_what_the_graph_was_built_for(tmp_path, capsy
     assert main(["schedule", str(tmp_path / "h.json"), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["gpu"] is None and out["link"] is None
+
+
+def test_a_load_test_scenario_takes_the_parallel_keys(tmp_path):
+    from depgraph.sweeps.scenario import expand_scenario, parse_scenario
+
+    text = ('name = "lt"\n[grid]\nmodels = ["qwen3-32b"]\nprompt_tokens = [4096]\nlinks = ["ib-ndr"]\nmfus = [0.4]\n'
+            'timings = ["handoff"]\n[[workloads]]\nworkload = "loadtest"\nhandoff = "push"\nqps = 2\n'
+            'num_prompts = 20\ntp = 8\ndecode_tp = [4, 8]\ndecode_pp = 2\ncollectives = true\n')
+    points = expand_scenario(parse_scenario(text))
+    assert [p["variant"] for p in points] == ["push,qps=2,num_prompts=20,decode_tp=4,decode_pp=2,collectives=True",
+                                              "push,qps=2,num_prompts=20,decode_tp=8,decode_pp=2,collectives=True"]
+    assert points[0]["prefill_tp"] is None  # the load test's tp
+    rows = dg.sweep(parse_scenario(text), workers=1, progress=False)
+    assert list(rows.decode_tp) == [4, 8] and set(rows.decode_pp) == {2} and set(rows.collectives) == {True}
+    with pytest.raises(dg.ConfigError, match=r"workloads\[0\]\.decode_tp: 3 and prefill_tp 8"):
+        parse_scenario(text.replace("decode_tp = [4, 8]", "decode_tp = 3"))

@@ -105,7 +105,9 @@ def _loadtest_row(point: dict[str, Any]) -> dict[str, Any]:
     r = loadtest(point["model"], handoff=point["handoff"], qps=point["qps"], prompt_tokens=point["prompt_tokens"],
                  out_tokens=point["out_tokens"], num_prompts=point["num_prompts"],
                  max_num_seqs=point["max_num_seqs"], seed=point["seed"], link=point["link"], tp=point["tp"],
-                 prefill_mfu=point["mfu"], **({"gpu": point["gpu"]} if point.get("gpu") else {}))
+                 prefill_mfu=point["mfu"], **({"gpu": point["gpu"]} if point.get("gpu") else {}),
+                 **{k: point[k] for k in ("prefill_tp", "decode_tp", "prefill_pp", "decode_pp", "collectives")
+                    if point.get(k) is not None})
     s = r.summary
     keep = ("ttft_p50_s", "ttft_p90_s", "ttft_p99_s", "tpot_p50_s", "tpot_p90_s", "tpot_p99_s", "slots_held_mean",
             "waiting_peak", "waiting_mean", "loop_posting_share", "throughput_rps", "time_in_slot_mean_s")

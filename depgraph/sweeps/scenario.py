@@ -371,7 +371,8 @@ class _Checker:
             loaded = loaded or [(w, name, self.load(w, name)) for (w, _), name in zip(items, models)]
             seen = set()
             for _, p in spec.variants():
-                sizes = tuple(p.get(k, 1) for k in keys)
+                sizes = tuple(p.get(k) if p.get(k) is not None else p.get("tp", 1) if k.endswith("_tp") else 1
+                              for k in keys)
                 if sizes in seen:
                     continue
                 seen.add(sizes)
@@ -498,7 +499,9 @@ class _Checker:
         for p in params:
             raw = table.get(p.name, p.default)
             w = f"{where}.{p.name}"
-            if p.kind == "int":
+            if raw is None:  # a default that defers to another parameter (the load test's side TPs: tp)
+                values = (None,)
+            elif p.kind == "int":
                 values = self.ints(raw, w, p.lower, p.upper)
             elif p.kind == "float":
                 values = self.floats(raw, w, p.lower, p.upper)

@@ -179,11 +179,14 @@ def _label_pipeline(p: dict) -> str:
     return f"pp{p['stages']}-{'shared' if p['shared_link'] else 'private'}"
 
 
-_LOADTEST_LABELLED = (("out_tokens", 128), ("num_prompts", 400), ("max_num_seqs", 8), ("tp", 8), ("seed", 0))
+_LOADTEST_LABELLED = (("out_tokens", 128), ("num_prompts", 400), ("max_num_seqs", 8), ("tp", 8), ("seed", 0),
+                      ("prefill_tp", None), ("decode_tp", None), ("prefill_pp", 1), ("decode_pp", 1),
+                      ("collectives", False))
 
 
 def _label_loadtest(p: dict) -> str:
-    return f"{p['handoff']},qps={p['qps']:g}" + "".join(f",{k}={p[k]}" for k, d in _LOADTEST_LABELLED if p[k] != d)
+    return f"{p['handoff']},qps={p['qps']:g}" + "".join(f",{k}={p[k]}" for k, d in _LOADTEST_LABELLED
+                                                         if p.get(k, d) != d)
 
 
 #: Every workload, in the order the command line and the gallery list them.
@@ -227,6 +230,11 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in (
         Param("qps", "float", REQUIRED, 0, 1e6), Param("out_tokens", "int", 128, 1, 1_000_000),
         Param("num_prompts", "int", 400, 1, 1_000_000), Param("max_num_seqs", "int", 8, 1, 1_000_000),
         Param("tp", "int", 8, 1, 1024), Param("seed", "int", 0, 0, 2**63 - 1),
+        Param("prefill_tp", "int", None, 1, 1024, help="tensor-parallel size of the prefill side (default tp)"),
+        Param("decode_tp", "int", None, 1, 1024, help="tensor-parallel size of the decode side (default tp)"),
+        Param("prefill_pp", "int", 1, 1, 1024, help="pipeline stages of the prefill side"),
+        Param("decode_pp", "int", 1, 1, 1024, help="pipeline stages of the decode side"),
+        Param("collectives", "bool", False, help="add the cost model's all-reduces to the fitted step costs"),
     ), _label_loadtest, description="the push/pull load test of a decode server (depgraph.serving)"),
 )}
 
