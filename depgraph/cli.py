@@ -167,7 +167,26 @@ def _build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("loadtest", help="simulate a push/pull load test against a decode server")
     p.add_argument("model")
-    p.add_argument("--handoff", required=True, help="push, pull or pull-thread")
+    p.add_argument("--handoff", default=None, help="push, pull or pull-thread (one decode server fed by a prefill pool; "
+                                                   "not with --deployment)")
+    p.add_argument("--deployment", default=None,
+                   help="colocated or colocated:N (prefill and decode on the same GPUs, vLLM's step rules); "
+                        "default: one decode server fed by a prefill pool, as the push vs pull study")
+    p.add_argument("--max-num-batched-tokens", type=_number(int, "--max-num-batched-tokens"), default=None,
+                   metavar="N", help="token budget of a step (--deployment; default vLLM's for the GPU)")
+    p.add_argument("--no-chunked-prefill", action="store_true",
+                   help="whole prompts only: one that does not fit what is left of a step's budget waits")
+    p.add_argument("--router", default="round-robin", help="round-robin or least-outstanding (colocated:N)")
+    p.add_argument("--max-concurrency", type=_number(int, "--max-concurrency"), default=None, metavar="C",
+                   help="requests in flight at most; the client sends the next when one finishes")
+    p.add_argument("--burstiness", type=_number(float, "--burstiness"), default=None, metavar="B",
+                   help="gamma arrivals as vllm bench serve draws them (1: Poisson; smaller: burstier)")
+    p.add_argument("--range-ratio", type=_number(float, "--range-ratio"), default=0.0, metavar="R",
+                   help="draw lengths uniformly in [L (1 - R), L (1 + R)] (vllm bench serve --random-range-ratio)")
+    p.add_argument("--slo-ttft-ms", type=_number(float, "--slo-ttft-ms"), default=None, metavar="A",
+                   help="time-to-first-token target: goodput counts the requests meeting it (and --slo-tpot-ms)")
+    p.add_argument("--slo-tpot-ms", type=_number(float, "--slo-tpot-ms"), default=None, metavar="B",
+                   help="time-per-output-token target")
     p.add_argument("--qps", type=_number(float, "--qps"), default=None, help="request rate (requests per second)")
     p.add_argument("--prompt-tokens", type=_number(int, "--prompt-tokens"), default=None, metavar="N")
     p.add_argument("--out-tokens", type=_number(int, "--out-tokens"), default=None, metavar="M")
@@ -739,9 +758,25 @@ def _cmd_loadtest(args) -> int:
                                   ("--requests-csv", args.requests_csv, (".csv",))):
         if value is not None and Path(value).suffix.lower() not in suffixes:
             raise DepgraphError(f"{flag}: expected a file ending in {' or '.join(suffixes)}; got {value!r}")
+    if args.deployment is None and args.handoff is None:
+        raise DepgraphError("--handoff: required (push, pull or pull-thread) unless --deployment is given")
+    slo = {k: v / 1e3 for k, v in (("slo_ttft_s", args.slo_ttft_ms), ("slo_tpot_s", args.slo_tpot_ms)) if v is not None}
+    engine = {} if args.deployment is None else {
+        "deployment": args.deployment, "max_num_batched_tokens": args.max_num_batched_tokens,
+        "chunked_prefill": not args.no_chunked_prefill, "router": args.router,
+        "max_concurrency": args.max_concurrency}
+    if args.deployment is None:
+        for flag, given in (("--max-num-batched-tokens", args.max_num_batched_tokens is not None),
+                            ("--no-chunked-prefill", args.no_chunked_prefill),
+                            ("--router", args.router != "round-robin"),
+                            ("--max-concurrency", args.max_concurrency is not None)):
+            if given:
+                raise DepgraphError(f"{flag}: applies to a --deployment (colocated); the default load model "
+                                    "has one decode server")
     result = loadtest(args.model, handoff=args.handoff, qps=args.qps, prompt_tokens=args.prompt_tokens,
                       out_tokens=args.out_tokens, num_prompts=args.num_prompts, max_num_seqs=args.max_num_seqs,
                       seed=args.seed, arrival=args.arrival, trace=args.trace, tp=args.tp,
+                      burstiness=args.burstiness, range_ratio=args.range_ratio, **slo, **engine,
                       prefill_servers=args.prefill_servers, slot_scope=args.slot_scope,
                       **{k: v for k, v in (("link", args.link), ("gpu", args.gpu), ("prefill_tp", args.prefill_tp),
                                            ("decode_tp", args.decode_tp), ("prefill_pp", args.prefill_pp),
@@ -762,6 +797,8 @@ def _cmd_loadtest(args) -> int:
     if args.json:  # a statistic with no value (TPOT of one-token answers, a rate of one request) is null
         print(_dumps({k: None if isinstance(v, float) and math.isnan(v) else v for k, v in s.items()}))
         return 0
+    if "servers" in s:
+        return _print_colocated(result, args)
     print(f"{result.config['model']}, {s['handoff']} handoff, {s['requests']} requests, max_num_seqs {s['max_num_seqs']}; "
           f"{s['gpu']}, prefill TP {s['prefill_tp']}{_pp_text(s['prefill_pp'])}, decode TP {s['decode_tp']}"
           f"{_pp_text(s['decode_pp'])}{', all-reduces added' if s['collectives'] else ''} (prefill MFU {s['prefill_mfu']:g}, "
@@ -777,6 +814,30 @@ def _cmd_loadtest(args) -> int:
               f"holds {s['memory_max_num_seqs']} requests of the run's longest context beside the weights")
     parts = result.requests[["prefill_queue_s", "prefill_s", "handoff_s", "slot_wait_s", "decode_s"]].mean()
     print("  mean TTFT parts: " + ", ".join(f"{k[:-2]} {v * 1e3:.1f} ms" for k, v in parts.items()))
+    for flag, value in (("plot", args.plot), ("trace", args.perfetto), ("requests", args.requests_csv)):
+        if value:
+            print(f"  wrote {flag}: {value}")
+    return 0
+
+
+def _print_colocated(result, args) -> int:
+    s = result.summary
+    print(f"{result.config['model']}, {s['deployment']} ({s['servers']} x TP {s['tp']} = {s['gpus']} GPUs), "
+          f"{s['requests']} requests; max_num_seqs {s['max_num_seqs']}, max_num_batched_tokens "
+          f"{s['max_num_batched_tokens']:,}, chunked prefill {'on' if s['chunked_prefill'] else 'off'}; {s['gpu']} "
+          f"(prefill MFU {s['prefill_mfu']:g}, decode HBM efficiency {s['hbm_efficiency']:g}, step overhead "
+          f"{s['step_overhead_s'] * 1e3:g} ms{', all-reduces added' if s['collectives'] else ''})")
+    for name, label, digits in (("ttft", "TTFT", 1), ("tpot", "TPOT", 2), ("itl", "ITL", 2), ("e2e", "E2E", 1)):
+        print(f"  {label:<6} p50 {s[f'{name}_p50_s'] * 1e3:9.{digits}f} ms   p90 {s[f'{name}_p90_s'] * 1e3:9.{digits}f} ms"
+              f"   p99 {s[f'{name}_p99_s'] * 1e3:9.{digits}f} ms")
+    slo = [f"TTFT <= {s['slo_ttft_s'] * 1e3:g} ms" for _ in [0] if s["slo_ttft_s"] is not None] + \
+          [f"TPOT <= {s['slo_tpot_s'] * 1e3:g} ms" for _ in [0] if s["slo_tpot_s"] is not None]
+    print(f"  throughput {s['throughput_rps']:.3f} req/s ({s['output_tokens_per_s']:,.0f} output tokens/s); goodput "
+          f"{s['goodput_rps']:.3f} req/s, {s['goodput_per_gpu']:.4f} per GPU"
+          + (f" ({100 * s['slo_attainment']:.1f}% meet {' and '.join(slo)})" if slo else " (no SLO given)"))
+    print(f"  utilisation {100 * s['utilization_mean']:.1f}% of the time stepping; running {s['running_mean']:.1f} on "
+          f"average, waiting peak {s['waiting_peak']}; KV used peak {100 * s['kv_used_peak']:.1f}%, mean "
+          f"{100 * s['kv_used_mean']:.1f}%; preemptions {s['preemptions']} ({s['preempted_requests']} requests)")
     for flag, value in (("plot", args.plot), ("trace", args.perfetto), ("requests", args.requests_csv)):
         if value:
             print(f"  wrote {flag}: {value}")

@@ -61,12 +61,15 @@ from ..core.graph import add_dep, add_event
 from ..specs.hardware import DEFAULT_LINK, load_gpu, load_link
 from ..specs.models import ModelSpec, handoff_bytes, load_model
 from ..specs.parallel import check_pp, check_tp_pair
+from .engine import EngineConfig, colocated_graph, default_max_num_batched_tokens, parse_deployment, simulate_colocated
 from .memory import check_sides, max_slots_in_memory
 
 __all__ = ["HANDOFFS", "LoadModel", "LoadResult", "loadtest", "arrivals", "read_trace", "run_graph", "MAX_REQUESTS",
            "MAX_ARRIVAL_S", "MAX_TRACE_FILE_BYTES"]
 
 HANDOFFS = ("push", "pull", "pull-thread")
+#: How generated requests arrive (:func:`arrivals`).
+ARRIVAL_PROCESSES = ("poisson", "constant", "gamma")
 #: The largest load test simulated in one call, in requests (``num_prompts``, or a trace's rows: counted
 #: while the trace is read, so a longer one is refused before anything is built).
 MAX_REQUESTS = 1_000_000
@@ -286,10 +289,20 @@ def _checked_trace(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def arrivals(*, qps: float, num_prompts: int, prompt_tokens: int, out_tokens: int, process: str = "poisson",
-             seed: int = 0) -> pd.DataFrame:
-    """Arrival times: ``constant`` (every ``1 / qps``) or ``poisson`` (seeded; a
+             seed: int = 0, burstiness: float = 1.0, range_ratio: float = 0.0) -> pd.DataFrame:
+    """Arrival times and lengths of ``num_prompts`` requests.
+
+    ``process``: ``constant`` (every ``1 / qps``), ``poisson`` (seeded; a
     Poisson process conditioned on ``num_prompts`` arrivals in
-    ``[0, num_prompts / qps)``, so the rate over the run is exactly ``qps``).
+    ``[0, num_prompts / qps)``, so the rate over the run is exactly ``qps``)
+    or ``gamma``, as ``vllm bench serve --burstiness B`` draws them (gaps
+    from a gamma distribution of shape ``B`` and mean ``1 / qps``, summed and
+    scaled so the last arrival is at ``num_prompts / qps``; ``B = 1`` is
+    Poisson, smaller is burstier, larger more regular; ``get_request`` in
+    vLLM's ``benchmarks/serve.py``). ``range_ratio`` ``r`` draws each
+    request's prompt and output lengths uniformly from the integers
+    ``[L (1 - r), L (1 + r)]`` (at least 1), as ``vllm bench serve``'s random
+    dataset does (``--random-range-ratio``); 0 keeps them fixed.
 
     ``num_prompts / qps`` must be at most :data:`MAX_ARRIVAL_S` (1e7 s):
     beyond it the simulation's clock, a double, cannot resolve a TTFT (at
@@ -302,16 +315,27 @@ def arrivals(*, qps: float, num_prompts: int, prompt_tokens: int, out_tokens: in
                           f"{MAX_ARRIVAL_S:.0e} s, where the simulation's clock still resolves nanoseconds)")
     prompt_tokens = positive_int("prompt_tokens", prompt_tokens, upper=10_000_000)
     out_tokens = positive_int("out_tokens", out_tokens, upper=1_000_000)
-    process = one_of("arrival", process, ("poisson", "constant"))
+    process = one_of("arrival", process, ARRIVAL_PROCESSES)
+    burstiness = positive_number("burstiness", burstiness, upper=1e6)
+    if isinstance(range_ratio, bool) or not isinstance(range_ratio, (int, float)) or not 0 <= range_ratio < 1:
+        raise ConfigError(f"range_ratio: expected a number in [0, 1), got {range_ratio!r}")
+    rng = np.random.default_rng(positive_int("seed", seed, allow_zero=True, upper=2**63 - 1))
     if process == "constant":
         times = np.arange(num_prompts) / qps
-    else:
+    elif process == "poisson":
         # A Poisson process conditioned on its count: given N arrivals in [0, N / qps), their times are N
         # sorted uniforms. Bursts as a Poisson process has, but exactly the nominal rate over the run, so a
         # seed cannot quietly run the test 10% light (400 exponential gaps at seed 0 average 1.13 / qps).
-        rng = np.random.default_rng(positive_int("seed", seed, allow_zero=True, upper=2**63 - 1))
         times = np.sort(rng.uniform(0.0, num_prompts / qps, num_prompts))
-    return pd.DataFrame({"arrival_s": times, "prompt_tokens": prompt_tokens, "output_tokens": out_tokens})
+    else:
+        times = np.cumsum(rng.gamma(shape=burstiness, scale=1.0 / (qps * burstiness), size=num_prompts))
+        times = times * ((num_prompts / qps) / times[-1])
+    table = pd.DataFrame({"arrival_s": times, "prompt_tokens": prompt_tokens, "output_tokens": out_tokens})
+    if range_ratio > 0:
+        for column, length in (("prompt_tokens", prompt_tokens), ("output_tokens", out_tokens)):
+            lo, hi = max(1, math.floor(length * (1 - range_ratio))), max(1, math.floor(length * (1 + range_ratio)))
+            table[column] = rng.integers(lo, hi + 1, size=num_prompts)
+    return table
 
 
 # --------------------------------------------------------------- simulation
@@ -357,14 +381,21 @@ class LoadResult:
         return max((it["running"] for it in self._trace.get("iterations", ())), default=0)
 
     def graph(self) -> nx.DiGraph:
-        """The realised run as an event graph (see :func:`run_graph`)."""
+        """The realised run as an event graph (see :func:`run_graph`, and
+        :func:`~depgraph.serving.engine.colocated_graph` for a colocated run)."""
+        if "colocated" in self._trace:
+            return colocated_graph(self._trace["colocated"])
         return run_graph(self)
 
 
-def loadtest(model: ModelSpec | str, *, handoff: str, qps: float | None = None, prompt_tokens: int | None = None,
-             out_tokens: int | None = None, num_prompts: int | None = None, max_num_seqs: int = 8,
-             seed: int = 0, arrival: str = "poisson", trace: str | Path | pd.DataFrame | None = None,
-             params: LoadModel | None = None, **overrides) -> LoadResult:
+def loadtest(model: ModelSpec | str, *, handoff: str | None = None, qps: float | None = None,
+             prompt_tokens: int | None = None, out_tokens: int | None = None, num_prompts: int | None = None,
+             max_num_seqs: int = 8, seed: int = 0, arrival: str = "poisson",
+             trace: str | Path | pd.DataFrame | None = None, params: LoadModel | None = None,
+             deployment: str | None = None, burstiness: float | None = None, range_ratio: float = 0.0,
+             max_num_batched_tokens: int | None = None, chunked_prefill: bool = True,
+             max_concurrency: int | None = None, router: str = "round-robin", memory: bool = True,
+             slo_ttft_s: float | None = None, slo_tpot_s: float | None = None, **overrides) -> LoadResult:
     """Simulate a load test; return per-request rows and a summary.
 
     Either ``qps``, ``prompt_tokens``, ``out_tokens`` and ``num_prompts``
@@ -386,9 +417,41 @@ def loadtest(model: ModelSpec | str, *, handoff: str, qps: float | None = None, 
     away from start-up and drain, ``slots_held_mean_window``,
     ``slot_rate_window_rps`` and ``time_in_slot_mean_window_s`` (over the
     arrival window).
+
+    ``deployment``: ``None`` (the default) is the model above, one decode
+    server fed by a prefill pool. ``"colocated"`` (or ``"colocated:N"``, N
+    servers) runs prefill and decode on the same GPUs with vLLM's step rules
+    (:mod:`depgraph.serving.engine`): ``max_num_batched_tokens`` (default
+    vLLM's for the GPU), ``chunked_prefill``, ``max_num_seqs``, KV memory
+    with preemption (``memory=False``: unlimited), ``router``; ``handoff``
+    does not apply. ``burstiness`` draws gamma arrivals as ``vllm bench
+    serve --burstiness`` does; ``range_ratio`` varies the lengths;
+    ``max_concurrency`` caps the requests in flight (the client sends the
+    next when one finishes). With ``slo_ttft_s`` / ``slo_tpot_s`` the summary
+    has ``slo_attainment`` (the share of requests meeting both) and
+    ``goodput_rps`` (those requests per second, as ``vllm bench serve``'s
+    request goodput), else every request counts; ``goodput_per_gpu``
+    divides by ``gpus``.
     """
     model = load_model(model)
-    handoff = one_of("handoff", handoff, HANDOFFS)
+    deploy = None if deployment is None else parse_deployment(deployment)
+    if deploy is not None and deploy.kind != "colocated":
+        raise ConfigError(f"deployment: {deploy.name}: several prefill and decode servers are not modelled yet; "
+                          "give colocated, colocated:N, or no deployment (one decode server fed by a prefill pool)")
+    if deploy is None:
+        handoff = one_of("handoff", handoff, HANDOFFS)
+    elif handoff is not None:
+        raise ConfigError(f"handoff: a {deploy.name} deployment has no handoff; leave it out")
+    slo = _check_slos(slo_ttft_s, slo_tpot_s)
+    engine = None
+    if deploy is not None:
+        engine = EngineConfig(max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
+                              chunked_prefill=chunked_prefill, memory=memory, router=router,
+                              max_concurrency=max_concurrency)
+    elif (max_num_batched_tokens, chunked_prefill, max_concurrency, router, memory) != (
+            None, True, None, "round-robin", True):
+        raise ConfigError("max_num_batched_tokens, chunked_prefill, max_concurrency, router and memory apply to a "
+                          "deployment (deployment='colocated'); the default load model has one decode server")
     params = replace(params or LoadModel(), **overrides)
     check_sides(model, params.ptp, params.dtp)
     for side, depth in (("prefill_pp", params.prefill_pp), ("decode_pp", params.decode_pp)):
@@ -407,8 +470,11 @@ def loadtest(model: ModelSpec | str, *, handoff: str, qps: float | None = None, 
                                   ("num_prompts", num_prompts)) if v is None]
         if missing:
             raise ConfigError(f"{missing[0]}: required unless a trace is given")
+        if burstiness is not None:
+            arrival = "gamma"
         table = arrivals(qps=qps, num_prompts=num_prompts, prompt_tokens=prompt_tokens, out_tokens=out_tokens,
-                         process=arrival, seed=seed)
+                         process=arrival, seed=seed, burstiness=1.0 if burstiness is None else burstiness,
+                         range_ratio=range_ratio)
     cost = CostModel(gpu=params.gpu, mfu=params.prefill_mfu, hbm_efficiency=params.hbm_efficiency, link=params.link,
                      prefill_tp=params.ptp, decode_tp=params.dtp, prefill_pp=params.prefill_pp,
                      decode_pp=params.decode_pp)
@@ -416,6 +482,9 @@ def loadtest(model: ModelSpec | str, *, handoff: str, qps: float | None = None, 
     if len(table):  # every request's prompt and output within the model's context
         model.check_context(int((table["prompt_tokens"] + table["output_tokens"]).max()),
                             field="prompt_tokens" if trace is None else "trace", what="a prompt plus its output")
+    meta = {"qps": qps, "seed": seed, "arrival": arrival if trace is None else "trace", "slo": slo}
+    if deploy is not None:
+        return _colocated(model, cost, params, deploy, engine, table, meta)
     iterations = estimated_iterations(table, model=model, cost=cost, params=params, max_num_seqs=max_num_seqs,
                                       handoff=handoff)
     check_memory("num_prompts" if trace is None else "trace",
@@ -423,7 +492,82 @@ def loadtest(model: ModelSpec | str, *, handoff: str, qps: float | None = None, 
                  f"a load test of {len(table):,} requests and about {iterations:,.0f} decode-loop iterations")
     sim = _Simulation(model, cost, link, params, handoff, max_num_seqs, table)
     sim.run()
-    return sim.result(qps=qps, seed=seed, arrival=arrival if trace is None else "trace")
+    return sim.result(**meta)
+
+
+def _check_slos(ttft_s: float | None, tpot_s: float | None) -> dict[str, float | None]:
+    """The latency targets, each positive (seconds) or ``None``."""
+    for name, value in (("slo_ttft_s", ttft_s), ("slo_tpot_s", tpot_s)):
+        if value is not None:
+            positive_number(name, value, upper=1e6)
+    return {"ttft_s": ttft_s, "tpot_s": tpot_s}
+
+
+def _latency_summary(df: pd.DataFrame, *, itl: np.ndarray, slo: dict, end: float, gpus: int) -> dict[str, Any]:
+    """Percentiles of TTFT, TPOT, ITL and end-to-end latency, and goodput under the SLOs."""
+    out: dict[str, Any] = {}
+    for name, values in (("ttft", df.ttft_s.to_numpy()), ("tpot", df.tpot_s.dropna().to_numpy()), ("itl", itl),
+                         ("e2e", df.e2e_s.to_numpy())):
+        for q in (50, 90, 99):
+            out[f"{name}_p{q}_s"] = float(np.percentile(values, q)) if len(values) else math.nan
+        out[f"{name}_mean_s"] = float(values.mean()) if len(values) else math.nan
+    good = np.ones(len(df), dtype=bool)
+    if slo["ttft_s"] is not None:
+        good &= df.ttft_s.to_numpy() <= slo["ttft_s"]
+    if slo["tpot_s"] is not None:
+        tpot = df.tpot_s.to_numpy()
+        good &= np.isnan(tpot) | (tpot <= slo["tpot_s"])
+    n_good = int(good.sum())
+    out.update(slo_ttft_s=slo["ttft_s"], slo_tpot_s=slo["tpot_s"], slo_attainment=n_good / len(df) if len(df) else 0.0,
+               goodput_rps=n_good / end if end > 0 else math.nan, gpus=gpus)
+    out["goodput_per_gpu"] = out["goodput_rps"] / gpus if gpus else math.nan
+    return out
+
+
+def _colocated(model: ModelSpec, cost: CostModel, params: LoadModel, deploy, engine, table: pd.DataFrame,
+               meta: dict) -> LoadResult:
+    """A load test of a colocated deployment (:mod:`depgraph.serving.engine`)."""
+    if params.prefill_pp != 1 or params.decode_pp != 1 or params.ptp != params.dtp:
+        raise ConfigError("tp: a colocated server runs prefill and decode on the same GPUs: give one tp "
+                          "(prefill_tp = decode_tp) and no pipeline stages")
+    tp = params.dtp
+    n = len(table)
+    budget = engine.max_num_batched_tokens or default_max_num_batched_tokens(cost.gpu)
+    tokens = float(table.output_tokens.sum())
+    steps = tokens / max(1, min(engine.max_num_seqs, n)) + float(table.prompt_tokens.sum()) / budget + n
+    check_memory("num_prompts", n * BYTES_PER_REQUEST + steps * BYTES_PER_ITERATION + 8 * tokens,
+                 f"a colocated load test of {n:,} requests and about {steps:,.0f} engine steps")
+    run = simulate_colocated(model, cost, table, tp=tp, servers=deploy.servers, config=engine,
+                             overhead_s=params.decode_step_overhead_s, collectives=params.collectives)
+    df = run.requests
+    end = float(df.finish_s.max())
+    st = run.steps
+    busy = st.groupby("server").duration_s.sum().reindex(range(run.servers), fill_value=0.0)
+    used = 1.0 - st.free_bytes / run.pool_bytes if engine.memory else pd.Series(0.0, index=st.index)
+    summary = {
+        "deployment": deploy.name, "requests": n, "servers": run.servers, "max_num_seqs": engine.max_num_seqs,
+        "max_num_batched_tokens": run.max_num_batched_tokens, "chunked_prefill": engine.chunked_prefill,
+        "router": engine.router, "max_concurrency": engine.max_concurrency,
+        "gpu": cost.gpu.name, "link": cost.link.name, "tp": tp, "prefill_tp": tp, "decode_tp": tp,
+        "prefill_mfu": cost.mfu, "hbm_efficiency": cost.decode_hbm_efficiency,
+        "step_overhead_s": params.decode_step_overhead_s, "collectives": params.collectives,
+        **_latency_summary(df, itl=run.itl_s, slo=meta["slo"], end=end, gpus=run.servers * tp),
+        "preemptions": run.preemptions, "preempted_requests": int((df.preemptions > 0).sum()),
+        "throughput_rps": n / end if end > 0 else math.nan,
+        "output_tokens_per_s": tokens / end if end > 0 else math.nan,
+        "steps": len(st), "utilization_mean": float(busy.mean() / end) if end > 0 else math.nan,
+        "utilization_by_server": [float(b / end) if end > 0 else math.nan for b in busy],
+        "kv_used_peak": float(used.max()) if len(used) else 0.0,
+        "kv_used_mean": float((used * st.duration_s).sum() / st.duration_s.sum()) if len(st) else 0.0,
+        "waiting_peak": int(st.waiting.max()) if len(st) else 0,
+        "running_mean": float((st.running * st.duration_s).sum() / st.duration_s.sum()) if len(st) else 0.0,
+        "kv_pool_bytes": run.pool_bytes if engine.memory else None,
+        "makespan_s": end,
+    }
+    timeline = st.assign(kv_used=used)
+    return LoadResult(requests=df, summary=summary, timeline=timeline,
+                      config={**meta, "model": model.name, "deployment": deploy.name},
+                      _trace={"colocated": run})
 
 
 def estimated_iterations(table: pd.DataFrame, *, model: ModelSpec, cost: CostModel, params: LoadModel,
@@ -740,7 +884,8 @@ class _Simulation:
                          "ttft_s": r.first_token - r.arrival, **parts,
                          "decode_s": r.first_token - max(r.ready, r.slot_start),
                          "tpot_s": tpot, "slot_start_s": r.slot_start, "slot_end_s": r.last_token,
-                         "time_in_slot_s": r.last_token - r.slot_start, "finish_s": r.last_token})
+                         "time_in_slot_s": r.last_token - r.slot_start, "finish_s": r.last_token,
+                         "e2e_s": r.last_token - r.arrival})
         df = pd.DataFrame(rows)
         timeline = _step_series(self.held_log, "slots_held").merge(
             _step_series(self.waiting_log, "waiting"), on="time_s", how="outer").sort_values("time_s").ffill()
@@ -776,6 +921,18 @@ class _Simulation:
             "makespan_s": end,
             **window,
         }
+        # every running request's next token comes one iteration later: an iteration's inter-token gap
+        # counts once per request in it that already had a token
+        ends = np.array([it["end_s"] for it in self.iterations])
+        gaps = np.diff(ends)
+        repeats = np.array([it["running"] - sum(1 for i in it["joined"] if self.reqs[i].first_iter == it["iteration"])
+                            for it in self.iterations[1:]], dtype=np.int64)
+        itl = np.repeat(gaps, np.maximum(repeats, 0)) if len(gaps) else np.zeros(0)
+        gpus = self.p.dtp * self.p.decode_pp + self.p.ptp * self.p.prefill_pp * self.p.prefill_servers
+        latency = _latency_summary(df, itl=itl, slo=meta.get("slo") or _check_slos(None, None), end=end, gpus=gpus)
+        summary.update({k: v for k, v in latency.items() if k not in summary})
+        pool = "an unbounded prefill pool" if not self.p.prefill_servers else f"{self.p.prefill_servers} prefill servers"
+        summary.update(deployment=f"1 decode server, {pool}", preemptions=0)
         return LoadResult(requests=df, summary=summary, timeline=timeline, config={**meta, "model": self.model.name},
                           _trace={"reqs": self.reqs, "iterations": self.iterations, "params": self.p,
                                   "handoff": self.handoff, "prefill_s": self.prefill_s, "transfer_s": self.transfer_s})

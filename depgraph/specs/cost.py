@@ -85,7 +85,7 @@ from .hardware import DEFAULT_LINK, GPU, Link, load_gpu, load_link
 from .models import LayerSpec, ModelSpec
 from .parallel import check_pp, check_tp_pair, nic_card, shard_transfers, stage_placement
 
-__all__ = ["CostModel", "DEFAULT_GPU", "STUDY_GPU", "DEFAULT_MFU", "DEFAULT_HBM_EFFICIENCY"]
+__all__ = ["CostModel", "StepCost", "DEFAULT_GPU", "STUDY_GPU", "DEFAULT_MFU", "DEFAULT_HBM_EFFICIENCY"]
 
 #: The GPU every API and command assumes unless told otherwise: a real one.
 DEFAULT_GPU = "h100-sxm"
@@ -337,8 +337,132 @@ class CostModel:
                     busy[card] = busy.get(card, 0.0) + self.link.transfer_s(nbytes)
         return max(busy.values(), default=0.0)
 
+    def step_cost(self, model: ModelSpec, *, tp: int = 1, overhead_s: float = 0.0,
+                  collectives: bool = True) -> "StepCost":
+        """The cost of one engine step that mixes prompt chunks and decode
+        tokens on a server of ``tp`` GPUs (:class:`StepCost`)."""
+        return StepCost(self, model, tp=tp, overhead_s=overhead_s, collectives=collectives)
+
     # ----------------------------------------------------------- transfer
 
     @staticmethod
     def transfer_s(link: Link | str, nbytes: int | float) -> float:
         return load_link(link).transfer_s(nbytes)
+
+
+class StepCost:
+    """Seconds of one engine step that mixes prompt chunks and decode tokens.
+
+    vLLM's scheduler runs, in one forward pass, every request it scheduled
+    for the step: a decode request's one new token and a prefilling
+    request's next chunk alike (``chunks``: ``(new tokens, tokens already
+    computed)`` per request). On each of ``tp`` GPUs the step is a roofline
+    of the whole pass::
+
+        overhead_s + max(FLOPs / (mfu x peak), bytes / HBM bytes per s) + all-reduces
+
+    FLOPs: ``2 x active params`` per new token (the projections), the
+    recurrent update per new token, and causal attention of each new token
+    over its context (each key ``4 x width`` FLOPs; a sliding-window layer
+    sees at most ``W`` keys). Bytes: the weights the step's tokens touch
+    (for MoE, the expected distinct experts of all its tokens), the LM head,
+    and every scheduled request's KV (its context; a window's last ``W - 1``
+    tokens) and recurrent state, each at its per-rank share (KV heads
+    replicated past their count read in full). All-reduces: one per
+    row-parallel block over the step's tokens (:meth:`CostModel.allreduce_s`).
+    A decode-only batch is memory-bound and costs what
+    :meth:`CostModel.decode_layer_s` at ``tp`` gives, summed (plus the
+    all-reduces); a long chunk is compute-bound and costs its prefill FLOPs.
+    Taking one maximum for the whole pass, not per layer, is a
+    simplification (each layer's operators overlap compute and memory only
+    in part).
+
+    >>> import depgraph as dg
+    >>> m = dg.load_model("qwen3-32b")
+    >>> sc = dg.CostModel(gpu="h200").step_cost(m, tp=8)
+    >>> round(sc.step_s([(1, 16_000)] * 8) * 1e3, 3)   # eight decode tokens: memory-bound, 128 all-reduces
+    4.506
+    >>> round(sc.step_s([(8192, 0)]) * 1e3, 1)          # one 8k chunk: compute-bound
+    175.9
+    """
+
+    def __init__(self, cost: CostModel, model: ModelSpec, *, tp: int = 1, overhead_s: float = 0.0,
+                 collectives: bool = True) -> None:
+        self.cost, self.model, self.tp = cost, model, positive_int("tp", tp, upper=1024)
+        self.overhead_s = positive_number("overhead_s", overhead_s, allow_zero=True, upper=10.0)
+        layers = model.layers
+        self.flops_per_token = sum(2.0 * layer.active_params + cost.recurrent_flops_per_state_elem
+                                   * layer.recurrent_state_elems for layer in layers)
+        self.full_width = float(sum(layer.attention_width for layer in layers
+                                    if layer.attention_width and not layer.kv_window_tokens))
+        windows: dict[int, list[float]] = {}  # W -> [attention width, KV bytes per token per rank]
+        full_kv = 0.0
+        state = 0.0
+        for layer in layers:
+            kv = layer.sharded_bytes("kv", 1, tp)[0] if layer.kv_bytes_per_token else 0
+            if layer.kv_window_tokens:
+                w = windows.setdefault(int(layer.kv_window_tokens), [0.0, 0.0])
+                w[0] += layer.attention_width
+                w[1] += kv
+            else:
+                full_kv += kv
+            state += sum(layer.sharded_bytes(c, 1, tp)[0] for c in ("ssm", "conv") if c in layer.components)
+        self.windows = sorted((w, width, kv) for w, (width, kv) in windows.items())
+        self.full_kv_bytes_per_token = full_kv
+        self.state_bytes = state
+        dense = sum(layer.mixer_params + layer.ffn_dense_params for layer in layers) + model.lm_head_params
+        self._dense_bytes = dense * model.dtype_bytes / tp
+        self._moe = [(layer.num_experts, layer.experts_per_token, layer.expert_params) for layer in layers
+                     if layer.num_experts]
+        self._expert_bytes: dict[int, float] = {}
+        self._blocks = sum((layer.mixer_params > 0) + (layer.ffn_dense_params + layer.expert_params > 0)
+                           for layer in layers)
+        self._collectives = collectives and tp > 1
+        self._flops_per_s = cost.mfu * cost.gpu.peak_bf16_flops * tp
+        self._bytes_per_s = cost.decode_bytes_per_s
+
+    def weights_bytes(self, tokens: int) -> float:
+        """Bytes of weights one GPU reads in a step of ``tokens`` tokens."""
+        if not self._moe:
+            return self._dense_bytes
+        hit = self._expert_bytes.get(tokens)
+        if hit is None:
+            experts = sum(e * (1.0 - (1.0 - k / e) ** tokens) * p for e, k, p in self._moe)
+            hit = self._dense_bytes + experts * self.model.dtype_bytes / self.tp
+            if len(self._expert_bytes) < 100_000:
+                self._expert_bytes[tokens] = hit
+        return hit
+
+    def step_s(self, chunks) -> float:
+        """Seconds of a step scheduling ``chunks``: ``(new tokens, tokens already computed)`` per request."""
+        tokens = 0
+        attn = 0.0  # sum over new tokens of the keys each attends to, full-attention layers
+        context = 0  # tokens already computed, over the requests (their KV read)
+        win_keys = [0.0] * len(self.windows)
+        win_ctx = [0] * len(self.windows)
+        for c, p in chunks:
+            tokens += c
+            context += p
+            attn += c * p + c * (c + 1) / 2.0
+            for k, (w, _, _) in enumerate(self.windows):
+                win_keys[k] += _window_keys(c, p, w)
+                win_ctx[k] += min(p, w - 1)
+        if not tokens:
+            return 0.0
+        flops = self.flops_per_token * tokens + 4.0 * self.full_width * attn
+        kv = self.full_kv_bytes_per_token * context
+        for k, (_, width, kv_token) in enumerate(self.windows):
+            flops += 4.0 * width * win_keys[k]
+            kv += kv_token * win_ctx[k]
+        memory = self.weights_bytes(tokens) + kv + self.state_bytes * len(chunks)
+        step = self.overhead_s + max(flops / self._flops_per_s, memory / self._bytes_per_s)
+        if self._collectives:
+            step += self._blocks * self.cost.allreduce_s(float(tokens) * self.model.hidden_size
+                                                         * self.model.dtype_bytes, self.tp)
+        return step
+
+
+def _window_keys(c: int, p: int, w: int) -> float:
+    """Keys the new tokens ``p + 1 .. p + c`` attend to when each sees at most ``w``."""
+    full = max(0, min(c, w - p))  # tokens whose whole context fits the window
+    return full * p + full * (full + 1) / 2.0 + (c - full) * float(w)

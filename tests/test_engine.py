@@ -1,0 +1,183 @@
+"""Colocated serving (depgraph.serving.engine): vLLM's step rules, memory and preemption, metrics."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import depgraph as dg
+from depgraph.serving.engine import EngineConfig, parse_deployment, simulate_colocated
+from depgraph.serving.simulator import arrivals
+
+M = dg.load_model("qwen3-32b")
+COST = dg.CostModel(gpu="h200", mfu=0.4, hbm_efficiency=1.0)
+SC = COST.step_cost(M, tp=8, overhead_s=4.4e-3, collectives=False)
+
+
+def table(*rows):
+    return pd.DataFrame(rows, columns=["arrival_s", "prompt_tokens", "output_tokens"])
+
+
+def run(t, **config):
+    return simulate_colocated(M, COST, t, tp=8, servers=config.pop("servers", 1),
+                              config=EngineConfig(**{"memory": False, **config}), overhead_s=4.4e-3,
+                              collectives=False)
+
+
+def test_a_long_prompt_is_chunked_by_the_token_budget():
+    r = run(table((0.0, 2500, 2)), max_num_batched_tokens=1000)
+    assert list(r.steps.tokens) == [1000, 1000, 500, 1]
+    t = 0.0
+    for chunk in ([(1000, 0)], [(1000, 1000)], [(500, 2000)]):
+        t = t + SC.step_s(chunk)
+    assert r.requests.ttft_s[0] == t  # the first token ends the step that computes the prompt's last chunk
+    assert r.requests.finish_s[0] == t + SC.step_s([(1, 2500)])
+
+
+@pytest.mark.parametrize("chunked, tokens", [(True, [1600, 601, 2]), (False, [1500, 701, 2])])
+def test_running_requests_first_then_waiting_ones_while_the_budget_lasts(chunked, tokens):
+    # A (1500) first, then what is left of the budget: B's first 100 tokens (chunked), or nothing while B
+    # (700) waits for a step with room for all of it (no chunked prefill); next step A's first decode token
+    r = run(table((0.0, 1500, 3), (0.0, 700, 2)), max_num_batched_tokens=1600, chunked_prefill=chunked)
+    assert list(r.steps.tokens[:3]) == tokens
+
+
+def test_without_chunked_prefill_the_budget_must_hold_a_whole_request():
+    with pytest.raises(dg.ConfigError, match=r"max_num_batched_tokens: 1,000 is less than the longest request "
+                                              r"\(1,502 tokens, its prompt"):
+        run(table((0.0, 1500, 3)), max_num_batched_tokens=1000, chunked_prefill=False)
+
+
+def test_max_num_seqs_bounds_the_running_requests():
+    r = run(table(*[(0.0, 100, 10)] * 5), max_num_seqs=2)
+    assert r.steps.running.max() == 2
+    assert list(r.steps.waiting[:1]) == [3]
+
+
+def test_running_out_of_blocks_preempts_the_newest_and_recomputes_it():
+    # 32 KiB of KV per token per GPU (Qwen3-32B at TP 8), blocks of 16 tokens: room for 9 blocks
+    block = 16 * 32 * 1024
+    r = run(table((0.0, 64, 40), (0.0, 64, 40)), memory=True, kv_pool_bytes=9 * block)
+    # both prefill (4 blocks each); A's first decode token needs a 5th block, B's too: none left, so B,
+    # the newest, is preempted (it is the request asking: nothing else runs this step)
+    assert r.preemptions == 1 and list(r.requests.preemptions) == [0, 1]
+    assert list(r.steps.tokens[:3]) == [128, 1, 1]
+    a, b = r.requests.iloc[0], r.requests.iloc[1]
+    assert a.ttft_s == b.ttft_s  # both sampled their first token in the first step
+    assert b.finish_s > a.finish_s  # B recomputes its 65 tokens only once A has finished and freed its blocks
+    after = r.steps[r.steps.start_s >= a.finish_s]
+    assert after.tokens.iloc[0] == 65  # the recompute: prompt and the one token B had
+    assert r.steps.free_bytes.min() >= 0
+
+
+def test_every_request_finishes_once_and_the_tokens_add_up():
+    t = arrivals(qps=20, num_prompts=300, prompt_tokens=3000, out_tokens=50, seed=3,
+                                      range_ratio=0.5)
+    r = run(t, max_num_seqs=32, max_num_batched_tokens=2048)
+    assert r.requests.finish_s.notna().all() and (r.requests.finish_s >= r.requests.arrival_s).all()
+    assert int(r.steps.tokens.sum()) == int((t.prompt_tokens + t.output_tokens - 1).sum())
+    assert len(r.itl_s) == int((t.output_tokens - 1).sum())
+
+
+def test_preemption_keeps_the_books():
+    t = arrivals(qps=50, num_prompts=200, prompt_tokens=1000, out_tokens=200, seed=1)
+    block = 16 * 32 * 1024
+    r = run(t, memory=True, kv_pool_bytes=400 * block, max_num_seqs=64)
+    assert r.preemptions > 0 and r.requests.finish_s.notna().all()
+    assert r.steps.free_bytes.min() >= 0
+    # every token sampled once: a request's tokens after its first are its ITL gaps
+    assert len(r.itl_s) == int((t.output_tokens - 1).sum())
+
+
+def test_littles_law_on_each_server():
+    t = arrivals(qps=8, num_prompts=2000, prompt_tokens=1000, out_tokens=100, seed=2)
+    r = run(t, servers=2, max_num_seqs=64)
+    for k in (0, 1):
+        mine = r.requests[r.requests.server == k]
+        st = r.steps[r.steps.server == k]
+        end = float(mine.finish_s.max())
+        in_system = float(((st.running + st.waiting) * st.duration_s).sum()) / end  # time average
+        rate = len(mine) / end
+        # L = lambda W, within 5% (the step snapshot counts a request from the step it is first seen in)
+        assert in_system == pytest.approx(rate * float(mine.e2e_s.mean()), rel=0.05)
+
+
+def test_the_run_is_an_event_graph_that_gives_back_every_first_token():
+    t = arrivals(qps=30, num_prompts=120, prompt_tokens=2000, out_tokens=20, seed=4)
+    for kw in ({}, {"max_concurrency": 5}, {"servers": 3, "router": "least-outstanding"}):
+        res = dg.loadtest(M, deployment="colocated" if "servers" not in kw else f"colocated:{kw.pop('servers')}",
+                          trace=t, max_num_seqs=16, **kw)
+        S = dg.schedule(res.graph())
+        tokens = {int(n.split(":")[0][1:]): S.start_s[n] for n in S.graph if str(n).endswith(":token")}
+        sent = {int(n.split(":")[0][1:]): S.start_s[n] for n in S.graph if str(n).endswith(":send")}
+        df = res.requests
+        assert all(tokens[i] - sent[i] == ttft for i, ttft in zip(df.request, df.ttft_s))
+        assert all(sent[i] == a for i, a in zip(df.request, df.arrival_s))
+
+
+def test_a_concurrency_cap_holds_requests_at_the_client():
+    t = table(*[(0.0, 500, 5)] * 6)
+    r = run(t, max_concurrency=2)
+    df = r.requests
+    assert (df.arrival_s > 0).sum() == 4  # sent when earlier ones finish
+    in_flight = [((df.arrival_s <= x) & (df.finish_s > x)).sum() for x in df.arrival_s]
+    assert max(in_flight) <= 2
+
+
+def test_goodput_counts_the_requests_meeting_both_targets():
+    kw = dict(deployment="colocated", qps=6, prompt_tokens=4096, out_tokens=64, num_prompts=200, max_num_seqs=32)
+    free = dg.loadtest(M, **kw).summary
+    tight = dg.loadtest(M, **kw, slo_ttft_s=free["ttft_p50_s"], slo_tpot_s=1.0).summary
+    assert free["goodput_rps"] == free["throughput_rps"] and free["slo_attainment"] == 1.0
+    assert tight["goodput_rps"] <= tight["throughput_rps"]
+    assert tight["slo_attainment"] == pytest.approx(0.5, abs=0.01)
+    assert tight["goodput_per_gpu"] == tight["goodput_rps"] / 8 and tight["gpus"] == 8
+
+
+def test_same_seed_same_run():
+    kw = dict(deployment="colocated:2", qps=10, prompt_tokens=2048, out_tokens=32, num_prompts=150, burstiness=0.5,
+              range_ratio=0.3, seed=9)
+    a, b = dg.loadtest(M, **kw), dg.loadtest(M, **kw)
+    pd.testing.assert_frame_equal(a.requests, b.requests)
+    assert a.summary == b.summary
+    assert not dg.loadtest(M, **{**kw, "seed": 10}).requests.equals(a.requests)
+
+
+@pytest.mark.parametrize("kw, message", [
+    (dict(deployment="3X"), r"deployment: expected colocated, colocated:N .* got '3X'"),
+    (dict(deployment="colocated:0"), r"deployment: expected colocated"),
+    (dict(deployment="2P1D"), r"deployment: 2P1D: several prefill and decode servers are not modelled yet"),
+    (dict(deployment="colocated", handoff="push"), r"handoff: a colocated deployment has no handoff"),
+    (dict(deployment="colocated", slo_ttft_s=0), r"slo_ttft_s: expected a finite number > 0"),
+    (dict(deployment="colocated", slo_tpot_s=-1.0), r"slo_tpot_s: expected a finite number > 0"),
+    (dict(deployment="colocated", tp=3), r"3 does not divide"),
+    (dict(deployment="colocated", tp=1, gpu="l40s"), r"tp: the weights of qwen3-32b .* do not fit"),
+    (dict(deployment="colocated", prefill_tp=4), r"tp: a colocated server runs prefill and decode on the same GPUs"),
+    (dict(handoff="push", max_num_batched_tokens=4096), r"apply to a deployment"),
+    (dict(deployment="colocated", router="random"), r"router: expected one of round-robin, least-outstanding"),
+])
+def test_bad_deployments_are_refused_with_one_line(kw, message):
+    with pytest.raises(dg.ConfigError, match=message):
+        dg.loadtest(M, **{"qps": 1, "prompt_tokens": 1000, "out_tokens": 10, "num_prompts": 5, **kw})
+
+
+def test_parse_deployment():
+    assert parse_deployment(" Colocated ").name == "colocated"
+    assert parse_deployment("2p1d").name == "2P1D"
+    with pytest.raises(dg.ConfigError):
+        parse_deployment(3)
+
+
+def test_the_step_cost_agrees_with_the_cost_model_at_the_extremes():
+    m = dg.load_model("qwen3.6-35b-a3b")
+    sc = COST.step_cost(m, tp=1, collectives=False)
+    assert sc.step_s([(1, 1000)] * 8) == pytest.approx(COST.decode_step_s(m, [1000] * 8), rel=1e-12)
+    assert sc.step_s([(4096, 0)]) == pytest.approx(COST.prefill_s(m, 4096), rel=1e-3)
+    assert sc.step_s([]) == 0.0
+    # a window caps what a token attends to and reads
+    g = dg.load_model("gpt-oss-20b")
+    sg = COST.step_cost(g, tp=1, collectives=False)
+    assert sg.step_s([(1, 100_000)]) < sg.step_s([(1, 1000)]) * 50
