@@ -371,7 +371,7 @@ def _config(family: str, layers: tuple[str, ...], d: dict) -> dict:
 
 #: The families whose builders take prefill_tp and decode_tp, and the largest a search runs at.
 _RANKED_FAMILIES = ("single", "speculative", "interleaved")
-_MAX_SEARCH_TP = 8
+_SEARCH_TPS = (1, 2, 4, 8)
 
 
 def _sharded(case: _Case, prefill_tp: int, decode_tp: int) -> _Case:
@@ -549,7 +549,7 @@ def find_anomalies(family: str, *, kind: str = "policy", max_examples: int = 200
         The GPU every case runs on (default the cost model's, ``h100-sxm``).
     prefill_tp, decode_tp
         Tensor-parallel sizes every case runs at (``single``,
-        ``speculative`` and ``interleaved``; each at most 8). The random
+        ``speculative`` and ``interleaved``; each 1, 2, 4 or 8). The random
         models' head counts are raised to a multiple of the larger where
         they fall short, so every case shards; at 1 and 1 the search is the
         one without ranks, case for case.
@@ -585,9 +585,9 @@ def find_anomalies(family: str, *, kind: str = "policy", max_examples: int = 200
         if family not in _RANKED_FAMILIES:
             raise ConfigError(f"prefill_tp/decode_tp: the {family} family does not model tensor parallelism; "
                               f"expected one of {', '.join(_RANKED_FAMILIES)} or 1 and 1")
-        if max(tp) > _MAX_SEARCH_TP:
-            raise ConfigError(f"prefill_tp/decode_tp: expected at most {_MAX_SEARCH_TP} in a search (the random "
-                              f"models have at most 8 heads); got {tp[0]} and {tp[1]}")
+        if any(t not in _SEARCH_TPS for t in tp):
+            raise ConfigError(f"prefill_tp/decode_tp: expected one of {', '.join(map(str, _SEARCH_TPS))} in a search "
+                              f"(the random models' head counts are powers of two up to 8); got {tp[0]} and {tp[1]}")
     max_examples = positive_int("max_examples", max_examples, upper=_MAX_EXAMPLES)
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise ConfigError(f"seed: expected an integer, got {seed!r}")

@@ -405,6 +405,7 @@ def run_capacity_command(args: argparse.Namespace) -> int:
     """Run ``depgraph capacity``: a short table and the verdict, or ``--json``."""
     from ._validate import positive_int, positive_number
     from .serving.capacity import MAX_NUM_SEQS, MAX_QPS, MAX_TOKENS, MAX_TP, MAX_TPOT_S, plan
+    from .specs.parallel import handoff_nics
 
     # Checked here under the flags' own names; --tpot-ms is in ms where plan() takes seconds.
     positive_number("--qps", args.qps, upper=MAX_QPS)
@@ -431,7 +432,7 @@ def run_capacity_command(args: argparse.Namespace) -> int:
           f"{p.decode_tp}{_pp_text(p.decode_pp)}, {p.link} "
           f"({p.link_bytes_per_s / gb:g} GB/s) per GPU")
     print(f"  handoff bytes    {p.total_bytes / gb:10.2f} GB{state}")
-    nics = min(p.prefill_tp, p.decode_tp) * min(p.prefill_pp, p.decode_pp)
+    nics = handoff_nics(p.prefill_tp, p.decode_tp, p.prefill_pp, p.decode_pp)
     slice_text = ("one NIC at a time" if nics == 1
                   else f"{nics} NICs at once, {p.total_bytes / nics / gb:.2f} GB each")
     print(f"  transfer         {p.transfer_s * 1e3:10.2f} ms  ({slice_text})")
@@ -526,6 +527,13 @@ def _point(args) -> dict:
     from .workloads.registry import GRAPH_WORKLOADS, WORKLOADS, get_workload
 
     workload = get_workload(args.workload, field="--workload", among=GRAPH_WORKLOADS).name
+    mine = {p.name for p in WORKLOADS[workload].params}
+    for name in GRAPH_WORKLOADS:  # a flag of another workload is refused, not quietly dropped
+        for p in WORKLOADS[name].params:
+            if p.name not in mine and getattr(args, p.name) is not None:
+                takers = [w for w in GRAPH_WORKLOADS if p.name in {q.name for q in WORKLOADS[w].params}]
+                raise DepgraphError(f"{p.flag}: the {workload} workload does not take it (only "
+                                    f"{', '.join(takers)}); give --workload {takers[0]} or leave it out")
     params = {p.name: p.default if getattr(args, p.name) is None else getattr(args, p.name)
               for name in GRAPH_WORKLOADS for p in WORKLOADS[name].params}
     return {"model": load_model(args.model, kv_dtype=args.kv_dtype, ssm_dtype=args.ssm_dtype), "prompt_tokens": args.prompt_tokens,

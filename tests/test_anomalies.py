@@ -197,11 +197,14 @@ def test_a_search_at_fixed_tensor_parallel_sizes():
         assert sharded.params()["decode_tp"] == 8 and "decode_tp" not in case.params()
     S = A._schedule_case("interleaved", sharded, "layer")
     assert S.graph_attrs["prefill_tp"] == 2 and any(d.get("rank") == 7 for _, d in S.graph.nodes(data=True))
-    assert find_anomalies("single", max_examples=20, prefill_tp=1, decode_tp=1) == \
-        find_anomalies("single", max_examples=20)
-    for a in find_anomalies("interleaved", max_examples=40, prefill_tp=2, decode_tp=2):
-        assert (a.params["prefill_tp"], a.params["decode_tp"]) == (2, 2)
+    plain = find_anomalies("interleaved", max_examples=60, max_anomalies=1)
+    same = find_anomalies("interleaved", max_examples=60, max_anomalies=1, prefill_tp=1, decode_tp=1)
+    assert plain and [a.as_dict() for a in same] == [a.as_dict() for a in plain]
+    [ranked] = find_anomalies("interleaved", max_examples=300, max_anomalies=1, seed=1, prefill_tp=2, decode_tp=2)
+    assert (ranked.params["prefill_tp"], ranked.params["decode_tp"]) == (2, 2) and ranked.is_minimal
+    assert any(d.get("rank") == 1 for _, d in ranked.baseline_schedule.graph.nodes(data=True))
     with pytest.raises(dg.ConfigError, match=r"prefill_tp/decode_tp: the batch family does not model tensor"):
         find_anomalies("batch", prefill_tp=2)
-    with pytest.raises(dg.ConfigError, match=r"expected at most 8 in a search"):
-        find_anomalies("single", decode_tp=16)
+    for bad in (16, 3, 6):
+        with pytest.raises(dg.ConfigError, match=r"expected one of 1, 2, 4, 8 in a search"):
+            find_anomalies("single", prefill_tp=1 if bad == 3 else bad, decode_tp=bad)

@@ -378,7 +378,7 @@ def test_tensor_parallelism_past_one_server_runs_its_all_reduce_over_the_network
     inside = cm.allreduce_s(nbytes, 8)
     across = cm.allreduce_s(nbytes, 16)
     link = dg.load_link("ib-ndr")
-    assert across == pytest.approx(cm.collective_latency_s + link.latency_s
+    assert across == pytest.approx(cm.collective_latency_s + 2 * 15 * link.latency_s
                                    + 2 * 15 / 16 * nbytes / (link.bytes_per_s * cm.collective_efficiency), rel=1e-12)
     assert across > 5 * inside  # NDR's 50 GB/s against NVLink 4's 450 GB/s per direction
 
@@ -394,8 +394,15 @@ def test_decode_memory_per_pipeline_stage():
     two = max_slots_in_memory(m, context_tokens=16_128, tp=4, pp=2, gpu="h200")
     assert two > 2 * one  # half the layers' weights and state per GPU: more than twice the slots
     # a stage holds its layers' share exactly: the stages' slot bytes add up to the whole
-    halves = [slot_bytes(m, 16_128, tp=4, pp=2)["total"]] * 2
-    assert sum(halves) == slot_bytes(m, 16_128, tp=4)["total"]
+    from depgraph.serving.memory import _stage_slot_bytes, _stage_weights_bytes
+
+    for name in ("qwen3-32b", "qwen3.6-35b-a3b", "nemotron-3-nano-30b-a3b"):
+        mm = dg.load_model(name)
+        for tp, pp in ((1, 2), (2, 3), (1, 5)):
+            stages = _stage_slot_bytes(mm, 4096, tp, pp)
+            assert len(stages) == pp
+            assert sum(x["total"] for x in stages) == slot_bytes(mm, 4096, tp=tp)["total"]
+            assert sum(_stage_weights_bytes(mm, tp, pp)) == pytest.approx(weights_per_gpu_bytes(mm, tp=tp), rel=1e-12)
     # uneven stages: the heavier one binds (7 stages over 64 layers: the stages before the last hold 10)
     assert weights_per_gpu_bytes(m, tp=1, pp=7) < weights_per_gpu_bytes(m, tp=1) / 5
     assert slot_bytes(m, 1000, pp=7)["kv"] == 10 * m.layers[0].kv_bytes_per_token * 1000
@@ -513,3 +520,41 @@ def test_a_load_test_scenario_takes_the_parallel_keys(tmp_path):
     assert list(rows.decode_tp) == [4, 8] and set(rows.decode_pp) == {2} and set(rows.collectives) == {True}
     with pytest.raises(dg.ConfigError, match=r"workloads\[0\]\.decode_tp: 3 and prefill_tp 8"):
         parse_scenario(text.replace("decode_tp = [4, 8]", "decode_tp = 3"))
+
+
+def test_a_scenario_refuses_what_its_gpus_cannot_cost_and_names_the_key_written():
+    from depgraph.sweeps.scenario import parse_scenario
+
+    grid = ('name = "t"\n[grid]\nmodels = ["qwen3-32b"]\nprompt_tokens = [1024]\nlinks = ["25g"]\nmfus = [0.4]\n'
+            'timings = ["handoff"]\ngpus = ["h200", "study-effective"]\n')
+    with pytest.raises(dg.ConfigError, match=r"grid.gpus\[1\]: study-effective has no interconnect_bytes_per_s, so "
+                                             r"workloads\[0\]'s tensor parallelism \(prefill_tp 2, decode_tp 2\)"):
+        parse_scenario(grid + '[[workloads]]\nworkload = "batch"\nbatch = 8\nprefill_tp = 2\ndecode_tp = 2\n')
+    lt = '[[workloads]]\nworkload = "loadtest"\nhandoff = "push"\nqps = 1\nnum_prompts = 10\n'
+    parse_scenario(grid + lt + "tp = 8\n")  # the load model's fitted overhead needs no interconnect
+    with pytest.raises(dg.ConfigError, match=r"grid.gpus\[1\]: .*all-reduces \(collectives = true\)"):
+        parse_scenario(grid + lt + "collectives = true\n")
+    with pytest.raises(dg.ConfigError, match=r"workloads\[0\]\.tp: model 'qwen3-32b' .*3 does not divide"):
+        parse_scenario(grid.replace(', "study-effective"', "") + lt + "tp = 3\n")
+
+
+
+@pytest.mark.parametrize("pp_pair", [(2, 1), (1, 2), (4, 2), (2, 4)])
+@pytest.mark.parametrize("tp_pair", [(1, 1), (2, 2), (4, 2), (2, 4)])
+def test_unequal_pipelines_move_the_state_at_the_busier_ends_pace(tp_pair, pp_pair):
+    """Independently of the card rule: on a link without per-message latency the handoff takes the most
+    bytes any one GPU sends or receives, over the link's speed."""
+    m = dg.load_model("qwen3-32b")  # 64 layers: every depth here splits them evenly
+    P, D = tp_pair
+    S, T = pp_pair
+    link = dg.load_link("100g")
+    cost = dg.CostModel(link=link, prefill_tp=P, decode_tp=D, prefill_pp=S, decode_pp=T)
+    total_kv = dg.handoff_bytes(m, prompt_tokens=4096, tp=D)["kv"]
+    per_receiver = total_kv / (D * T)
+    per_sender = total_kv / (P * S)  # 8 KV heads: no replication up to TP 8 on either side
+    expected = max(per_receiver, per_sender) / link.bytes_per_s
+    assert cost.handoff_s(m, 4096) == pytest.approx(expected, rel=1e-9)
+    G = dg.single_request(m, prompt_tokens=4096, cost=cost, timing="migration")
+    S_ = dg.schedule(G, policy="global")
+    arrived = max(S_.finish_s[n] for n, d in G.nodes(data=True) if d["kind"] == "arrive")
+    assert arrived - S_.finish_s["r0:barrier:prefill_done"] == pytest.approx(expected, rel=1e-9)

@@ -44,7 +44,7 @@ from .._validate import positive_int, positive_number
 from ..errors import ConfigError
 from ..specs.hardware import DEFAULT_LINK, GPU, Link, load_gpu, load_link
 from ..specs.models import ModelSpec, handoff_bytes, load_model
-from ..specs.parallel import check_pp, check_tp_pair
+from ..specs.parallel import check_pp, check_tp_pair, handoff_nics
 from .memory import check_sides, max_slots_in_memory, slot_bytes, weights_per_gpu_bytes
 
 __all__ = [
@@ -371,7 +371,7 @@ def plan(model: str | ModelSpec, *, qps: float, prompt_tokens: int, out_tokens: 
         link=link.name, link_bytes_per_s=link.bytes_per_s, tp=tp, prefill_tp=ptp, decode_tp=dtp,
         prefill_pp=ppp, decode_pp=dpp,
         kv_bytes=parts["kv"], ssm_bytes=parts["ssm"], conv_bytes=parts["conv"], total_bytes=total,
-        transfer_s=transfer_time_s(total, link, tp=min(ptp, dtp) * min(ppp, dpp)),
+        transfer_s=transfer_time_s(total, link, tp=handoff_nics(ptp, dtp, ppp, dpp)),
         slots_held=held, max_num_seqs=max_num_seqs, headroom=headroom, headroom_slots=headroom_slots,
         utilization=held / max_num_seqs, fits=fits, status=status,
         verdict=_verdict(status, held, max_num_seqs, headroom, headroom_slots),

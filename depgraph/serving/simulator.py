@@ -60,7 +60,7 @@ from ..errors import ConfigError
 from ..core.graph import add_dep, add_event
 from ..specs.hardware import DEFAULT_LINK, load_gpu, load_link
 from ..specs.models import ModelSpec, handoff_bytes, load_model
-from ..specs.parallel import check_pp, check_tp_pair
+from ..specs.parallel import check_pp, check_tp_pair, handoff_nics
 from .engine import EngineConfig, colocated_graph, default_max_num_batched_tokens, parse_deployment, simulate_colocated
 from .memory import check_sides, max_slots_in_memory
 
@@ -158,10 +158,13 @@ class LoadModel:
         one_of("slot_scope", self.slot_scope, SLOT_SCOPES)
         load_gpu(self.gpu)
         load_link(self.link)
-        positive_int("tp", self.tp, upper=1024)
+        object.__setattr__(self, "tp", positive_int("tp", self.tp, upper=1024))  # whole numbers from here on
+        for name in ("prefill_tp", "decode_tp"):
+            if getattr(self, name) is not None:
+                object.__setattr__(self, name, positive_int(name, getattr(self, name), upper=1024))
         check_tp_pair(self.ptp, self.dtp)
-        check_pp("prefill_pp", self.prefill_pp)
-        check_pp("decode_pp", self.decode_pp)
+        object.__setattr__(self, "prefill_pp", check_pp("prefill_pp", self.prefill_pp))
+        object.__setattr__(self, "decode_pp", check_pp("decode_pp", self.decode_pp))
         if not isinstance(self.collectives, bool):
             raise ConfigError(f"collectives: expected true or false, got {self.collectives!r}")
         positive_number("prefill_mfu", self.prefill_mfu, upper=1.0)
@@ -677,9 +680,8 @@ class _Simulation:
                     self._bytes_1 = handoff_bytes(self.model, prompt_tokens=1, tp=self.p.dtp)
                 b = self._bytes_1
                 nbytes = b["kv"] * prompt + b["ssm"] + b["conv"]
-            # the decode side's shards, over min(prefill, decode) NICs at once (a rank with fan-out sends in turn),
-            # in every pipeline stage the two sides share
-            nics = min(self.p.ptp, self.p.dtp) * min(self.p.prefill_pp, self.p.decode_pp)
+            # the decode side's shards, over as many NICs at once as the side with fewer GPUs has
+            nics = handoff_nics(self.p.ptp, self.p.dtp, self.p.prefill_pp, self.p.decode_pp)
             self._transfer_s[prompt] = self.link.transfer_s(nbytes / nics)
         return self._transfer_s[prompt]
 

@@ -83,7 +83,7 @@ from .._validate import positive_int, positive_number
 from ..errors import ConfigError
 from .hardware import DEFAULT_LINK, GPU, Link, load_gpu, load_link
 from .models import LayerSpec, ModelSpec
-from .parallel import check_pp, check_tp_pair, nic_card, shard_transfers, stage_placement
+from .parallel import check_pp, check_tp_pair, transfers
 
 __all__ = ["CostModel", "StepCost", "DEFAULT_GPU", "STUDY_GPU", "DEFAULT_MFU", "DEFAULT_HBM_EFFICIENCY"]
 
@@ -118,9 +118,11 @@ class CostModel:
     def __post_init__(self) -> None:
         object.__setattr__(self, "gpu", load_gpu(self.gpu))
         object.__setattr__(self, "link", load_link(self.link))
-        check_tp_pair(self.prefill_tp, self.decode_tp)
-        check_pp("prefill_pp", self.prefill_pp)
-        check_pp("decode_pp", self.decode_pp)
+        p, d = check_tp_pair(self.prefill_tp, self.decode_tp)  # stored as the whole numbers they were checked as
+        object.__setattr__(self, "prefill_tp", p)
+        object.__setattr__(self, "decode_tp", d)
+        object.__setattr__(self, "prefill_pp", check_pp("prefill_pp", self.prefill_pp))
+        object.__setattr__(self, "decode_pp", check_pp("decode_pp", self.decode_pp))
         positive_number("mfu", self.mfu, upper=1.0)
         positive_number("conv_share", self.conv_share, upper=1.0)
         positive_number("activation_hop_s", self.activation_hop_s, allow_zero=True, upper=10.0)
@@ -268,8 +270,8 @@ class CostModel:
         """Seconds of one ring all-reduce of ``nbytes`` over ``ranks`` GPUs (0
         for one rank): on the GPU's interconnect within a server; past
         ``gpu.gpus_per_node`` ranks the ring crosses servers, each GPU's hop
-        at most its NIC's speed (``link``), and each step pays the link's
-        per-message latency too."""
+        at most its NIC's speed (``link``), and each of the ring's
+        ``2 (ranks - 1)`` steps pays the link's per-message latency too."""
         if ranks <= 1:
             return 0.0
         bw = self.gpu.interconnect_bytes_per_s
@@ -279,7 +281,7 @@ class CostModel:
         latency = self.collective_latency_s
         if ranks > self.gpu.gpus_per_node:
             bw = min(bw, self.link.bytes_per_s)
-            latency += self.link.latency_s
+            latency += 2 * (ranks - 1) * self.link.latency_s
         return latency + 2.0 * (ranks - 1) / ranks * nbytes / (bw * self.collective_efficiency)
 
     def layer_collectives_s(self, model: ModelSpec, layer: LayerSpec, tokens: int, ranks: int) -> float:
@@ -321,20 +323,14 @@ class CostModel:
 
     def handoff_s(self, model: ModelSpec, prompt_tokens: int, *, nic: str = "per-gpu", spec_tokens: int = 0) -> float:
         """Seconds to move one request's whole state once prefill is done:
-        every shard as :func:`~depgraph.specs.parallel.shard_transfers` maps
-        it, each on its card (:func:`~depgraph.specs.parallel.nic_card`; the
-        cards in parallel, a card's transfers in turn, each paying the link's
-        per-message latency), so the busiest card's total."""
-        P, D = self.prefill_tp, self.decode_tp
-        stages = stage_placement(model.num_layers, check_pp("prefill_pp", self.prefill_pp, model.num_layers))
+        every shard as :func:`~depgraph.specs.parallel.transfers` maps it,
+        each on its card (the busier end's NIC; the cards in parallel, a
+        card's transfers in turn, each paying the link's per-message
+        latency), so the busiest card's total."""
         busy: dict[str, float] = {}
-        for layer, stage in zip(model.layers, stages):
-            for c in layer.components:
-                for src, dst, nbytes in shard_transfers(layer, c, prompt_tokens=prompt_tokens, prefill_tp=P,
-                                                        decode_tp=D, spec_tokens=spec_tokens):
-                    card = nic_card(nic, stage=stage, src=src, dst=dst, prefill_tp=P, decode_tp=D,
-                                    prefill_pp=self.prefill_pp)
-                    busy[card] = busy.get(card, 0.0) + self.link.transfer_s(nbytes)
+        for t in transfers(model, prompt_tokens=prompt_tokens, prefill_tp=self.prefill_tp, decode_tp=self.decode_tp,
+                           prefill_pp=self.prefill_pp, decode_pp=self.decode_pp, nic=nic, spec_tokens=spec_tokens):
+            busy[t.card] = busy.get(t.card, 0.0) + self.link.transfer_s(t.nbytes)
         return max(busy.values(), default=0.0)
 
     def step_cost(self, model: ModelSpec, *, tp: int = 1, overhead_s: float = 0.0,

@@ -29,12 +29,14 @@ in its ``nixl`` package; docs/calibration.md, "ranks"):
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from .._validate import positive_int
 from ..errors import ConfigError
 from .modelspec import LayerSpec
 
-__all__ = ["shard_transfers", "check_tp_pair", "check_pp", "stage_placement", "nic_card", "NIC_MODES", "MAX_TP",
-           "MAX_PP"]
+__all__ = ["shard_transfers", "transfers", "Transfer", "handoff_nics", "check_tp_pair", "check_pp", "stage_placement", "NIC_MODES",
+           "MAX_TP", "MAX_PP"]
 
 #: Largest tensor-parallel size a side may have.
 MAX_TP = 1024
@@ -72,30 +74,82 @@ def stage_placement(num_layers: int, stages: int) -> list[int]:
     return [stage for stage, size in enumerate(sizes) for _ in range(size)]
 
 
-def nic_card(nic: str, *, stage: int, src: int, dst: int, prefill_tp: int, decode_tp: int,
-             prefill_pp: int) -> str:
-    """The network card (a shared resource of the event graph) a transfer from
-    prefill rank ``src`` of pipeline ``stage`` to decode rank ``dst`` uses.
+def handoff_nics(prefill_tp: int, decode_tp: int, prefill_pp: int = 1, decode_pp: int = 1) -> int:
+    """How many NICs move a handoff at once, for the load model's and the capacity plan's estimate: the
+    GPUs of the side with fewer (each of its GPUs is the busier end of its transfers). The event graph
+    and :meth:`~depgraph.specs.cost.CostModel.handoff_s` count each card's bytes exactly (replicated KV
+    heads, uneven stages).
 
-    ``nic="per-node"``: one card, ``link``, for everything. ``"per-gpu"``:
-    each prefill stage has its own cards (``link-s{stage}`` where there are
-    stages), and within a stage the card of the side that fans out: the
-    sending prefill rank's (``:p{src}``) where a prefill rank serves one or
-    more decode ranks, the receiving decode rank's (``:d{dst}``) where a
-    decode rank reads from several prefill ranks. Without tensor
-    parallelism the stage's card alone.
-
-    >>> nic_card("per-gpu", stage=1, src=0, dst=1, prefill_tp=2, decode_tp=4, prefill_pp=2)
-    'link-s1:p0'
-    >>> nic_card("per-gpu", stage=0, src=3, dst=1, prefill_tp=4, decode_tp=2, prefill_pp=1)
-    'link:d1'
+    >>> handoff_nics(8, 8), handoff_nics(4, 2, 2, 1), handoff_nics(4, 2, 1, 2)
+    (8, 2, 4)
     """
-    if nic == "per-node":
-        return "link"
-    name = f"link-s{stage}" if prefill_pp > 1 else "link"
-    if prefill_tp == decode_tp == 1:
-        return name
-    return f"{name}:p{src}" if decode_tp >= prefill_tp else f"{name}:d{dst}"
+    return min(prefill_tp * prefill_pp, decode_tp * decode_pp)
+
+
+class Transfer(NamedTuple):
+    """One shard of one layer's component on its way: from prefill rank ``src``
+    of pipeline stage ``prefill_stage`` to decode rank ``dst`` of
+    ``decode_stage``, ``nbytes`` long, on network card ``card``."""
+
+    layer: int
+    component: str
+    src: int
+    dst: int
+    nbytes: int
+    prefill_stage: int
+    decode_stage: int
+    card: str
+
+
+def transfers(model, *, prompt_tokens: int, prefill_tp: int = 1, decode_tp: int = 1, prefill_pp: int = 1,
+              decode_pp: int = 1, nic: str = "per-gpu", spec_tokens: int = 0) -> list[Transfer]:
+    """Every transfer of one request's handoff, layer by layer (then
+    component, decode rank, prefill rank), with the network card it holds.
+
+    A transfer really holds a NIC at each end; the event graph gives it one
+    resource, so it takes the busier end's: the GPU (a rank of a stage)
+    that sends or receives more of the request's bytes, the sender's on a
+    tie. ``nic="per-node"``: one card, ``link``, for everything. Cards are
+    named ``link`` plus ``-s{k}`` (prefill stage ``k``) or ``-d{k}`` (decode
+    stage ``k``) where that side has stages, plus ``:p{rank}`` or
+    ``:d{rank}`` where either side has tensor parallelism: with tensor
+    parallelism alone ``link:p{p}`` where a prefill rank serves one or more
+    decode ranks, ``link:d{d}`` where a decode rank reads from several; with
+    equal pipelines alone each prefill stage's ``link-s{k}``.
+
+    >>> import depgraph as dg
+    >>> m = dg.load_model("qwen3-32b")
+    >>> sorted({t.card for t in transfers(m, prompt_tokens=1, prefill_tp=2, decode_tp=4)})
+    ['link:p0', 'link:p1']
+    >>> sorted({t.card for t in transfers(m, prompt_tokens=1, prefill_tp=4, decode_tp=2, prefill_pp=2)})
+    ['link:d0', 'link:d1']
+    >>> sorted({t.card for t in transfers(m, prompt_tokens=1, prefill_pp=2, decode_pp=2)})
+    ['link-s0', 'link-s1']
+    """
+    P, D = check_tp_pair(prefill_tp, decode_tp)
+    stages = stage_placement(model.num_layers, check_pp("prefill_pp", prefill_pp, model.num_layers))
+    dstages = stage_placement(model.num_layers, check_pp("decode_pp", decode_pp, model.num_layers))
+    raw = []
+    sent: dict[tuple[int, int], int] = {}
+    received: dict[tuple[int, int], int] = {}
+    for layer, sp, sd in zip(model.layers, stages, dstages):
+        for c in layer.components:
+            for src, dst, nbytes in shard_transfers(layer, c, prompt_tokens=prompt_tokens, prefill_tp=P, decode_tp=D,
+                                                    spec_tokens=spec_tokens):
+                raw.append((layer.index, c, src, dst, nbytes, sp, sd))
+                sent[(sp, src)] = sent.get((sp, src), 0) + nbytes
+                received[(sd, dst)] = received.get((sd, dst), 0) + nbytes
+    ranked = (P, D) != (1, 1)
+    out = []
+    for index, c, src, dst, nbytes, sp, sd in raw:
+        if nic == "per-node":
+            card = "link"
+        elif received[(sd, dst)] > sent[(sp, src)]:
+            card = "link" + (f"-d{sd}" if decode_pp > 1 else "") + (f":d{dst}" if ranked else "")
+        else:
+            card = "link" + (f"-s{sp}" if prefill_pp > 1 else "") + (f":p{src}" if ranked else "")
+        out.append(Transfer(index, c, src, dst, nbytes, sp, sd, card))
+    return out
 
 
 def check_tp_pair(prefill_tp: int, decode_tp: int) -> tuple[int, int]:

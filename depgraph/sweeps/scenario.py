@@ -315,7 +315,7 @@ class _Checker:
         self.loadtest_window(specs, workloads)
         checked["models"] = self.models(models)
         self.pipeline_stages(specs, workloads, models, checked["models"])
-        self.parallel_sizes(specs, models, checked["models"])
+        self.parallel_sizes(specs, models, checked["models"], checked["gpus"])
         return Scenario(name=name, description=description, grid={k: checked[k] for k in GRID_KEYS},
                         workloads=specs, source=self.source)
 
@@ -358,12 +358,14 @@ class _Checker:
                                                "expected at most one stage per layer")
 
     def parallel_sizes(self, specs: tuple[WorkloadSpec, ...], items: list[tuple[str, Any]],
-                       models: tuple[str, ...]) -> None:
+                       models: tuple[str, ...], gpus: tuple[str, ...]) -> None:
         """Every variant's tensor-parallel pair and pipeline depths, checked before anything runs: one
         TP a whole multiple of the other, each side's TP one every model can shard (heads, channels),
-        each depth at most every model's layers."""
+        each depth at most every model's layers, and every GPU of the grid able to cost the all-reduces
+        (an interconnect) where a variant has them."""
         keys = ("prefill_tp", "decode_tp", "prefill_pp", "decode_pp")
         loaded = None
+        no_link = [(j, g) for j, g in enumerate(gpus) if not load_gpu(g).interconnect_bytes_per_s]
         for i, spec in enumerate(specs):
             names = {name for name, _ in spec.params}
             if not names & set(keys):
@@ -373,13 +375,22 @@ class _Checker:
             for _, p in spec.variants():
                 sizes = tuple(p.get(k) if p.get(k) is not None else p.get("tp", 1) if k.endswith("_tp") else 1
                               for k in keys)
+                given = {k: k if p.get(k) is not None or "tp" not in p else "tp" for k in keys}  # the key written
+                if no_link and (max(sizes[:2]) > 1 and spec.workload != "loadtest" or p.get("collectives")):
+                    j, g = no_link[0]
+                    what = "all-reduces (collectives = true)" if p.get("collectives") else \
+                        f"tensor parallelism (prefill_tp {sizes[0]}, decode_tp {sizes[1]})"
+                    raise self.fail(f"grid.gpus[{j}]", f"{g} has no interconnect_bytes_per_s, so workloads[{i}]'s "
+                                                       f"{what} cannot be costed on it; choose a GPU from "
+                                                       "'depgraph gpus' or give one with --hardware")
                 if sizes in seen:
                     continue
                 seen.add(sizes)
                 try:
                     check_tp_pair(*sizes[:2])
                 except ConfigError as exc:
-                    raise self.fail(f"workloads[{i}].decode_tp", str(exc).removeprefix("decode_tp: ")) from None
+                    raise self.fail(f"workloads[{i}].{given['decode_tp']}",
+                                    str(exc).removeprefix("decode_tp: ")) from None
                 for w, name, model in loaded:
                     for key, size in zip(keys, sizes):
                         if key.endswith("_pp") and size > model.num_layers:
@@ -390,7 +401,7 @@ class _Checker:
                             try:
                                 handoff_bytes_per_rank(model, prompt_tokens=1, tp=size)
                             except ConfigError as exc:
-                                raise self.fail(f"workloads[{i}].{key}", f"model {name!r} ({w}): "
+                                raise self.fail(f"workloads[{i}].{given[key]}", f"model {name!r} ({w}): "
                                                 + str(exc).removeprefix("tp: ")) from None
 
     def load(self, where: str, model: str):

@@ -30,7 +30,7 @@ from ..core.graph import event_attrs, layer_tag
 from ..specs.hardware import GPU, Link
 from ..errors import ConfigError
 from ..specs.models import LayerSpec, ModelSpec, load_model
-from ..specs.parallel import NIC_MODES, check_pp, check_tp_pair, nic_card, shard_transfers, stage_placement
+from ..specs.parallel import NIC_MODES, check_pp, check_tp_pair, stage_placement, transfers
 
 __all__ = ["single_request", "add_request", "request_parts", "add_parts", "RequestCopier", "RequestParts",
            "new_graph", "with_overrides", "stage_placement", "TIMINGS", "NIC_MODES"]
@@ -140,6 +140,7 @@ def request_parts(
     decode_tp: int = 1,
     nic: str = "per-gpu",
     decode_placement: Sequence[int] | None = None,
+    layer_links: Sequence[str] | None = None,
 ) -> RequestParts:
     """One request's prefill, transfer and (optionally) decode events, not
     yet added to a graph (:func:`add_request` adds them).
@@ -152,6 +153,7 @@ def request_parts(
     use their prefill stage's link device as a shared resource; their
     ``priority`` is ``(request, send index)``. ``spec_tokens`` speculative tokens per step
     make every conv tail that many rows longer (as vLLM sizes it).
+    ``layer_links`` names each layer's link device instead (one per layer).
 
     ``prefill_tp`` / ``decode_tp`` above 1 give the graph ranks
     (:func:`_ranked_parts`; one stage, one named device per side).
@@ -183,7 +185,9 @@ def request_parts(
         tag = layer_tag(layer.index)
         dec_dev = _per_stage(decode_device, dstage)
         arrivals = _transfer_events(rec, nodes, layer, tag, p, done, request=r, prompt_tokens=prompt_tokens,
-                                    link=link, link_device=_per_stage(link_device, stage), decode_device=dec_dev,
+                                    link=link, decode_device=dec_dev,
+                                    link_device=layer_links[layer.index] if layer_links is not None
+                                    else _per_stage(link_device, stage),
                                     spec_tokens=spec_tokens)
         if not decode:
             continue
@@ -224,9 +228,10 @@ def _ranked_parts(model: ModelSpec, *, prompt_tokens: int, link: Link, cost: Cos
     all-reduces, one per row-parallel block). Every layer's state moves rank pair by rank pair
     (:func:`~depgraph.specs.parallel.shard_transfers`):
     ``r{r}:send:L{i}:{c}:p{p}d{d}`` on the card
-    :func:`~depgraph.specs.parallel.nic_card` names (``link:p{p}`` where a
-    prefill rank serves several decode ranks, ``link:d{d}`` otherwise, one
-    shared ``link`` with ``nic="per-node"``); ``r{r}:arrive:L{i}:{c}:d{d}``
+    :func:`~depgraph.specs.parallel.transfers` gives it (the busier end's
+    NIC: ``link:p{p}`` where a prefill rank serves several decode ranks,
+    ``link:d{d}`` where a decode rank reads from several, one shared
+    ``link`` with ``nic="per-node"``); ``r{r}:arrive:L{i}:{c}:d{d}``
     once all of decode rank ``d``'s shares are in. Each decode rank runs its
     slice of every operator (``r{r}:decode:L{i}:{op}:d{d}`` on
     ``decode:{d}``, ``rank`` = ``d``), and the layer's all-reduces
@@ -238,10 +243,11 @@ def _ranked_parts(model: ModelSpec, *, prompt_tokens: int, link: Link, cost: Cos
 
     With pipeline stages (``placement`` / ``decode_placement``, from
     :func:`~depgraph.specs.parallel.stage_placement`) every stage is a TP
-    group: prefill stage ``k`` on ``prefill-s{k}``, its cards
-    ``link-s{k}:...``; decode stage ``k``'s ranks on ``decode-s{k}:{d}``
-    with its all-reduces on ``decode-s{k}`` (nodes carry ``stage``); an
-    activation hop joins consecutive stages on each side.
+    group: prefill stage ``k`` on ``prefill-s{k}`` (a send carries its
+    prefill ``stage``), its cards ``link-s{k}:...`` or the receiving decode
+    stage's ``link-d{k}:...``; decode stage ``k``'s ranks on
+    ``decode-s{k}:{d}`` with its all-reduces on ``decode-s{k}`` (nodes carry
+    ``stage``); an activation hop joins consecutive stages on each side.
     """
     r = request
     nic = one_of("nic", nic, NIC_MODES)
@@ -287,18 +293,21 @@ def _ranked_parts(model: ModelSpec, *, prompt_tokens: int, link: Link, cost: Cos
         rec.dep(chain[-1], done, "data")
     seq = 0
     last_collective: Hashable | None = None
+    by_layer: dict[int, dict[str, list]] = {}
+    for t in transfers(model, prompt_tokens=prompt_tokens, prefill_tp=P, decode_tp=D, prefill_pp=prefill_pp,
+                       decode_pp=decode_pp, nic=nic, spec_tokens=spec_tokens):
+        by_layer.setdefault(t.layer, {}).setdefault(t.component, []).append(t)
     for layer, p, stage, dstage in zip(model.layers, nodes["prefill"], stages, dstages):
         tag = layer_tag(layer.index)
         arrivals: dict[tuple[str, int], Hashable] = {}
         for c in layer.components:
             shares: dict[int, list[Hashable]] = {}
-            for src, dst, nbytes in shard_transfers(layer, c, prompt_tokens=prompt_tokens, prefill_tp=P,
-                                                    decode_tp=D, spec_tokens=spec_tokens):
-                card = nic_card(nic, stage=stage, src=src, dst=dst, prefill_tp=P, decode_tp=D, prefill_pp=prefill_pp)
+            for t in by_layer.get(layer.index, {}).get(c, ()):
+                src, dst, nbytes, card = t.src, t.dst, t.nbytes, t.card
                 snd = rec.event(f"r{r}:send:{tag}:{c}:p{src}d{dst}", kind="send", request=r, layer=layer.index,
                                 component=c, device=card, duration_s=link.transfer_s(nbytes), bytes=nbytes,
                                 resource=card, priority=(r, len(nodes["send"])), rank=dst, src_rank=src,
-                                **where(dstage))
+                                **where(stage))
                 rec.dep(done if done is not None else p, snd, "data")
                 if done is not None:
                     rec.dep(p, snd, "data")
@@ -560,9 +569,11 @@ def single_request(
         staged = {"placement": stage_placement(model.num_layers, pp[0]),
                   "decode_placement": stage_placement(model.num_layers, pp[1])}
         if not ranked:
+            cards = {t.layer: t.card for t in transfers(model, prompt_tokens=prompt_tokens, prefill_pp=pp[0],
+                                                          decode_pp=pp[1], nic=nic)}
             staged.update(prefill_device=[f"prefill-s{k}" for k in range(pp[0])],
                           decode_device=[f"decode-s{k}" for k in range(pp[1])],
-                          link_device="link" if nic == "per-node" else [f"link-s{k}" for k in range(pp[0])])
+                          layer_links=[cards.get(i, "link") for i in range(model.num_layers)])
     add_request(G, model, prompt_tokens=prompt_tokens, link=link, cost=cost, timing=timing, request=0, **ranked,
                 **staged)
     return G.to_table() if as_table else G
