@@ -170,8 +170,9 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--handoff", default=None, help="push, pull or pull-thread (one decode server fed by a prefill pool; "
                                                    "not with --deployment)")
     p.add_argument("--deployment", default=None,
-                   help="colocated or colocated:N (prefill and decode on the same GPUs, vLLM's step rules); "
-                        "default: one decode server fed by a prefill pool, as the push vs pull study")
+                   help="colocated or colocated:N (prefill and decode on the same GPUs, vLLM's step rules), or "
+                        "<P>P<D>D (P prefill and D decode servers, e.g. 2P1D; with --handoff); default: one decode "
+                        "server fed by an unbounded prefill pool, as the push vs pull study")
     p.add_argument("--max-num-batched-tokens", type=_number(int, "--max-num-batched-tokens"), default=None,
                    metavar="N", help="token budget of a step (--deployment; default vLLM's for the GPU)")
     p.add_argument("--no-chunked-prefill", action="store_true",
@@ -766,14 +767,14 @@ def _cmd_loadtest(args) -> int:
                                   ("--requests-csv", args.requests_csv, (".csv",))):
         if value is not None and Path(value).suffix.lower() not in suffixes:
             raise DepgraphError(f"{flag}: expected a file ending in {' or '.join(suffixes)}; got {value!r}")
-    if args.deployment is None and args.handoff is None:
-        raise DepgraphError("--handoff: required (push, pull or pull-thread) unless --deployment is given")
+    if (args.deployment is None or "colocated" not in args.deployment.lower()) and args.handoff is None:
+        raise DepgraphError("--handoff: required (push, pull or pull-thread) unless --deployment is colocated")
     slo = {k: v / 1e3 for k, v in (("slo_ttft_s", args.slo_ttft_ms), ("slo_tpot_s", args.slo_tpot_ms)) if v is not None}
     engine = {} if args.deployment is None else {
         "deployment": args.deployment, "max_num_batched_tokens": args.max_num_batched_tokens,
         "chunked_prefill": not args.no_chunked_prefill, "router": args.router,
         "max_concurrency": args.max_concurrency}
-    if args.deployment is None:
+    if args.deployment is None:  # flags of a deployment (checked by loadtest() when one is given)
         for flag, given in (("--max-num-batched-tokens", args.max_num_batched_tokens is not None),
                             ("--no-chunked-prefill", args.no_chunked_prefill),
                             ("--router", args.router != "round-robin"),
@@ -817,6 +818,11 @@ def _cmd_loadtest(args) -> int:
     print(f"  slots held (mean) {s['slots_held_mean']:.2f} of {s['max_num_seqs']}; waiting for a slot: "
           f"peak {s['waiting_peak']}, mean {s['waiting_mean']:.2f}")
     print(f"  decode loop time spent posting handoffs: {100 * s['loop_posting_share']:.1f}%")
+    slo = " and ".join([f"TTFT <= {s['slo_ttft_s'] * 1e3:g} ms"] * (s["slo_ttft_s"] is not None)
+                       + [f"TPOT <= {s['slo_tpot_s'] * 1e3:g} ms"] * (s["slo_tpot_s"] is not None))
+    print(f"  {s['deployment']}, {s['gpus']} GPUs: throughput {s['throughput_rps']:.3f} req/s; goodput "
+          f"{s['goodput_rps']:.3f} req/s, {s['goodput_per_gpu']:.4f} per GPU"
+          + (f" ({100 * s['slo_attainment']:.1f}% meet {slo})" if slo else " (no SLO given)"))
     if not s["memory_fits"]:
         print(f"  warning: max_num_seqs {s['max_num_seqs']} does not fit in decode memory: {s['gpu']} x TP {s['decode_tp']} "
               f"holds {s['memory_max_num_seqs']} requests of the run's longest context beside the weights")

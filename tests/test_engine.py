@@ -149,14 +149,13 @@ def test_same_seed_same_run():
 @pytest.mark.parametrize("kw, message", [
     (dict(deployment="3X"), r"deployment: expected colocated, colocated:N .* got '3X'"),
     (dict(deployment="colocated:0"), r"deployment: expected colocated"),
-    (dict(deployment="2P1D"), r"deployment: 2P1D: several prefill and decode servers are not modelled yet"),
     (dict(deployment="colocated", handoff="push"), r"handoff: a colocated deployment has no handoff"),
     (dict(deployment="colocated", slo_ttft_s=0), r"slo_ttft_s: expected a finite number > 0"),
     (dict(deployment="colocated", slo_tpot_s=-1.0), r"slo_tpot_s: expected a finite number > 0"),
     (dict(deployment="colocated", tp=3), r"3 does not divide"),
     (dict(deployment="colocated", tp=1, gpu="l40s"), r"tp: the weights of qwen3-32b .* do not fit"),
     (dict(deployment="colocated", prefill_tp=4), r"tp: a colocated server runs prefill and decode on the same GPUs"),
-    (dict(handoff="push", max_num_batched_tokens=4096), r"apply to a deployment"),
+    (dict(handoff="push", max_num_batched_tokens=4096), r"max_num_batched_tokens: applies to a colocated"),
     (dict(deployment="colocated", router="random"), r"router: expected one of round-robin, least-outstanding"),
 ])
 def test_bad_deployments_are_refused_with_one_line(kw, message):
@@ -181,3 +180,51 @@ def test_the_step_cost_agrees_with_the_cost_model_at_the_extremes():
     g = dg.load_model("gpt-oss-20b")
     sg = COST.step_cost(g, tp=1, collectives=False)
     assert sg.step_s([(1, 100_000)]) < sg.step_s([(1, 1000)]) * 50
+
+
+# ------------------------------------------------------------------ disaggregated xPyD
+
+XPYD = dict(qps=8, prompt_tokens=16000, out_tokens=64, num_prompts=200, max_num_seqs=8, seed=0)
+
+
+@pytest.mark.parametrize("handoff", ["push", "pull", "pull-thread"])
+def test_one_prefill_and_one_decode_server_is_the_load_model_exactly(handoff):
+    a = dg.loadtest(M, handoff=handoff, prefill_servers=1, **XPYD)
+    b = dg.loadtest(M, handoff=handoff, deployment="1P1D", **XPYD)
+    pd.testing.assert_frame_equal(a.requests, b.requests)
+    assert a.summary.keys() == b.summary.keys()
+    assert all(a.summary[k] == b.summary[k] or (isinstance(a.summary[k], float) and math.isnan(a.summary[k]))
+               for k in a.summary)
+
+
+@pytest.mark.parametrize("deployment", ["1P2D", "2P1D", "3P2D"])
+@pytest.mark.parametrize("handoff", ["push", "pull", "pull-thread"])
+def test_xpyd_runs_are_event_graphs_that_give_back_every_first_token(deployment, handoff):
+    r = dg.loadtest(M, handoff=handoff, deployment=deployment, router="least-outstanding", **XPYD)
+    S = dg.schedule(r.graph())
+    df = r.requests
+    assert all(S.start_s[f"r{i}:token"] - a == t for i, a, t in zip(df.request, df.arrival_s, df.ttft_s))
+    P, D = (int(x) for x in deployment[:-1].split("P"))
+    assert set(df.decode_server) == set(range(D)) and r.summary["gpus"] == 8 * (P + D)
+    assert r.summary["goodput_rps"] <= r.summary["throughput_rps"]
+
+
+def test_round_robin_spreads_requests_evenly_over_decode_servers():
+    r = dg.loadtest(M, handoff="push", deployment="2P3D", **XPYD)
+    counts = r.requests.decode_server.value_counts().sort_index().tolist()
+    assert max(counts) - min(counts) <= 1
+    more = dg.loadtest(M, handoff="push", deployment="2P2D", **{**XPYD, "qps": 16})
+    fewer = dg.loadtest(M, handoff="push", deployment="2P1D", **{**XPYD, "qps": 16})
+    assert more.summary["tpot_p50_s"] < fewer.summary["tpot_p50_s"]  # a second decode server halves the batch
+
+
+@pytest.mark.parametrize("kw, message", [
+    (dict(deployment="1P1D"), r"handoff: expected one of push, pull, pull-thread"),
+    (dict(deployment="1P1D", handoff="push", max_num_batched_tokens=4096), r"max_num_batched_tokens: applies to a "
+                                                                          r"colocated deployment"),
+    (dict(deployment="1P1D", handoff="push", max_concurrency=4), r"max_concurrency: applies to a colocated"),
+    (dict(deployment="0P1D", handoff="push"), r"deployment: expected colocated"),
+])
+def test_bad_disaggregated_deployments(kw, message):
+    with pytest.raises(dg.ConfigError, match=message):
+        dg.loadtest(M, **{"qps": 1, "prompt_tokens": 1000, "out_tokens": 10, "num_prompts": 5, **kw})

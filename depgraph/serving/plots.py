@@ -39,7 +39,7 @@ from .._validate import one_of
 from ..errors import ConfigError
 from ..units import AXIS_UNITS, TIME_SCALES, UNIT_LABELS, format_3sig
 
-__all__ = ["plot_loadtest", "plot_pushpull_sweep"]
+__all__ = ["plot_loadtest", "plot_colocated", "plot_pushpull_sweep"]
 
 #: The parts of a request's TTFT (columns of ``LoadResult.requests``), in the
 #: order a request meets them; the prefill queue counts as prefill.
@@ -165,6 +165,10 @@ def plot_loadtest(result: Any, *, unit: str = "ms"):
     >>> [line.get_label() for line in fig.axes[1].get_lines()]
     ['slots held', 'max_num_seqs 8']
     """
+    from .simulator import LoadResult
+
+    if isinstance(result, LoadResult) and "servers" in result.summary:
+        return plot_colocated(result, unit=unit)
     from matplotlib.ticker import MaxNLocator
 
     result = _check_result(result)
@@ -216,6 +220,62 @@ def plot_loadtest(result: Any, *, unit: str = "ms"):
     ax_wait.set_xlim(0, max(end_s, 1e-9) * 1.01)
 
     fig.suptitle(_loadtest_title(result, scale, ul), fontsize=10)
+    return fig
+
+
+def plot_colocated(result: Any, *, unit: str = "ms"):
+    """A colocated load test over time (``deployment="colocated"``).
+
+    Three panels sharing the time axis (seconds): each request's TTFT at the
+    time it was sent, red where it misses an SLO it was given; the requests
+    running and waiting on each server, step by step; the share of the KV
+    pool in use (with preemptions marked). The title names the model,
+    deployment, GPUs, budget and the p50/p99 TTFT, p50 TPOT and goodput.
+
+    >>> import depgraph as dg
+    >>> r = dg.loadtest("qwen3-32b", deployment="colocated", qps=4, prompt_tokens=2048, out_tokens=16, num_prompts=30)
+    >>> fig = plot_colocated(r)
+    >>> len(fig.axes), sum(len(c.get_offsets()) for c in fig.axes[0].collections)
+    (3, 30)
+    """
+    from .simulator import LoadResult
+
+    if not isinstance(result, LoadResult) or "servers" not in result.summary:
+        raise ConfigError("result: expected a colocated LoadResult (depgraph.loadtest(..., deployment='colocated'))")
+    scale, ul = TIME_SCALES[one_of("unit", unit, AXIS_UNITS)], UNIT_LABELS[unit]
+    s, df, st = result.summary, result.requests, result.timeline
+    fig = _figure((10.0, 7.5))
+    ax_ttft, ax_run, ax_kv = fig.subplots(3, 1, sharex=True, gridspec_kw={"height_ratios": (2.0, 1.3, 1.0)})
+    good = np.ones(len(df), dtype=bool)
+    if s["slo_ttft_s"] is not None:
+        good &= df.ttft_s.to_numpy() <= s["slo_ttft_s"]
+    if s["slo_tpot_s"] is not None:
+        good &= ~(df.tpot_s.to_numpy() > s["slo_tpot_s"])
+    ax_ttft.scatter(df.arrival_s[good], df.ttft_s[good] * scale, s=8, color="#1f77b4", label="meets the SLOs")
+    ax_ttft.scatter(df.arrival_s[~good], df.ttft_s[~good] * scale, s=8, color="#d62728", label="misses an SLO")
+    if s["slo_ttft_s"] is not None:
+        ax_ttft.axhline(s["slo_ttft_s"] * scale, color="#d62728", ls="--", lw=1, label=f"TTFT SLO {_fmt(s['slo_ttft_s'] * scale)} {ul}")
+    ax_ttft.set_ylabel(f"TTFT ({ul})")
+    ax_ttft.legend(loc="upper left", fontsize=8)
+    for k, part in st.groupby("server"):
+        ax_run.step(part.start_s, part.running, where="post", lw=1, label=f"server {k} running")
+        ax_run.step(part.start_s, part.waiting, where="post", lw=1, ls=":", label=f"server {k} waiting")
+    ax_run.axhline(s["max_num_seqs"], color="#d62728", ls="--", lw=1, label=f"max_num_seqs {s['max_num_seqs']}")
+    ax_run.set_ylabel("requests")
+    ax_run.legend(loc="upper left", fontsize=7, ncol=2)
+    for k, part in st.groupby("server"):
+        ax_kv.step(part.start_s, 100 * part.kv_used, where="post", lw=1, label=f"server {k}")
+    ax_kv.set_ylabel("KV pool used (%)")
+    ax_kv.set_xlabel("time (s)")
+    ax_kv.set_ylim(0, 105)
+    if s["preemptions"]:
+        ax_kv.set_title(f"{s['preemptions']:,} preemptions ({s['preempted_requests']:,} requests recomputed)",
+                        fontsize=8, loc="left")
+    fig.suptitle(f"{result.config.get('model')}: {s['deployment']}, {s['gpus']} x {s['gpu']} (TP {s['tp']}), "
+                 f"budget {s['max_num_batched_tokens']:,} tokens, chunked prefill "
+                 f"{'on' if s['chunked_prefill'] else 'off'}\nTTFT p50 {_fmt(s['ttft_p50_s'] * scale)} / p99 "
+                 f"{_fmt(s['ttft_p99_s'] * scale)} {ul}, TPOT p50 {_fmt(s['tpot_p50_s'] * scale)} {ul}, goodput "
+                 f"{_fmt(s['goodput_rps'])} req/s ({_fmt(s['goodput_per_gpu'])} per GPU)", fontsize=10)
     return fig
 
 

@@ -61,7 +61,7 @@ from ..core.graph import add_dep, add_event
 from ..specs.hardware import DEFAULT_LINK, load_gpu, load_link
 from ..specs.models import ModelSpec, handoff_bytes, load_model
 from ..specs.parallel import check_pp, check_tp_pair, handoff_nics
-from .engine import EngineConfig, colocated_graph, default_max_num_batched_tokens, parse_deployment, simulate_colocated
+from .engine import ROUTERS, EngineConfig, colocated_graph, default_max_num_batched_tokens, parse_deployment, simulate_colocated
 from .memory import check_sides, max_slots_in_memory
 
 __all__ = ["HANDOFFS", "LoadModel", "LoadResult", "loadtest", "arrivals", "read_trace", "run_graph", "MAX_REQUESTS",
@@ -115,6 +115,9 @@ class LoadModel:
     at the GPU's peak HBM bandwidth, everything else the step costs being in
     ``decode_step_overhead_s`` (the two are calibrated together, below; the
     cost model's real-hardware default, 0.8, would count part of it twice).
+    ``decode_servers = 1`` decode servers, each with its own ``max_num_seqs``
+    slots, loop and posting thread, the proxy picking one per request as it
+    arrives (``router``: ``round-robin`` or ``least-outstanding``).
     ``prefill_servers = 0`` means the prefill
     pool never queues (the study's 540 ms push TTFT at 8 req/s with 16k
     prompts is below what one 8-GPU H200 server could prefill at bf16, so its
@@ -144,6 +147,8 @@ class LoadModel:
     prefill_mfu: float = 0.4
     hbm_efficiency: float = 1.0
     prefill_servers: int = 0
+    decode_servers: int = 1
+    router: str = "round-robin"
     prefill_pp: int = 1
     decode_pp: int = 1
     collectives: bool = False
@@ -170,6 +175,8 @@ class LoadModel:
         positive_number("prefill_mfu", self.prefill_mfu, upper=1.0)
         positive_number("hbm_efficiency", self.hbm_efficiency, upper=1.0)
         positive_int("prefill_servers", self.prefill_servers, upper=100_000, allow_zero=True)
+        positive_int("decode_servers", self.decode_servers, upper=100_000)
+        one_of("router", self.router, ROUTERS)
         for name in ("decode_step_overhead_s", "posting_base_s", "posting_per_block_s", "relay_s"):
             positive_number(name, getattr(self, name), allow_zero=True, upper=60.0)
         positive_int("block_tokens", self.block_tokens, upper=1_000_000)
@@ -366,6 +373,7 @@ class _Req:
     prefill_server: int = -1
     prefill_after: int = -1  # the previous request on the same prefill server
     thread_after: int = -1  # the previous job on the posting thread
+    decode_server: int = 0
 
 
 @dataclass
@@ -422,7 +430,10 @@ def loadtest(model: ModelSpec | str, *, handoff: str | None = None, qps: float |
     arrival window).
 
     ``deployment``: ``None`` (the default) is the model above, one decode
-    server fed by a prefill pool. ``"colocated"`` (or ``"colocated:N"``, N
+    server fed by a prefill pool; ``"<P>P<D>D"`` is ``P`` prefill servers
+    (whole prompts, first come first served, on the first free one) and
+    ``D`` decode servers (each its own slots, loop and posting thread; the
+    proxy picks one per request by ``router``). ``"colocated"`` (or ``"colocated:N"``, N
     servers) runs prefill and decode on the same GPUs with vLLM's step rules
     (:mod:`depgraph.serving.engine`): ``max_num_batched_tokens`` (default
     vLLM's for the GPU), ``chunked_prefill``, ``max_num_seqs``, KV memory
@@ -438,23 +449,31 @@ def loadtest(model: ModelSpec | str, *, handoff: str | None = None, qps: float |
     """
     model = load_model(model)
     deploy = None if deployment is None else parse_deployment(deployment)
-    if deploy is not None and deploy.kind != "colocated":
-        raise ConfigError(f"deployment: {deploy.name}: several prefill and decode servers are not modelled yet; "
-                          "give colocated, colocated:N, or no deployment (one decode server fed by a prefill pool)")
-    if deploy is None:
+    colocated = deploy is not None and deploy.kind == "colocated"
+    if not colocated:
         handoff = one_of("handoff", handoff, HANDOFFS)
     elif handoff is not None:
         raise ConfigError(f"handoff: a {deploy.name} deployment has no handoff; leave it out")
     slo = _check_slos(slo_ttft_s, slo_tpot_s)
     engine = None
-    if deploy is not None:
+    if colocated:
         engine = EngineConfig(max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
                               chunked_prefill=chunked_prefill, memory=memory, router=router,
                               max_concurrency=max_concurrency)
-    elif (max_num_batched_tokens, chunked_prefill, max_concurrency, router, memory) != (
-            None, True, None, "round-robin", True):
-        raise ConfigError("max_num_batched_tokens, chunked_prefill, max_concurrency, router and memory apply to a "
-                          "deployment (deployment='colocated'); the default load model has one decode server")
+    else:
+        for name, value, default in (("max_num_batched_tokens", max_num_batched_tokens, None),
+                                     ("chunked_prefill", chunked_prefill, True),
+                                     ("max_concurrency", max_concurrency, None), ("memory", memory, True)):
+            if value != default:
+                raise ConfigError(f"{name}: applies to a colocated deployment; the disaggregated load model "
+                                  "prefills whole prompts first come first served, bounds decode by its slots "
+                                  "and sends open-loop arrivals")
+        one_of("router", router, ROUTERS)
+        if deploy is not None:
+            overrides = {**overrides, "prefill_servers": deploy.prefill, "decode_servers": deploy.decode,
+                         "router": router}
+        elif router != "round-robin":
+            overrides = {**overrides, "router": router}
     params = replace(params or LoadModel(), **overrides)
     check_sides(model, params.ptp, params.dtp)
     for side, depth in (("prefill_pp", params.prefill_pp), ("decode_pp", params.decode_pp)):
@@ -486,7 +505,7 @@ def loadtest(model: ModelSpec | str, *, handoff: str | None = None, qps: float |
         model.check_context(int((table["prompt_tokens"] + table["output_tokens"]).max()),
                             field="prompt_tokens" if trace is None else "trace", what="a prompt plus its output")
     meta = {"qps": qps, "seed": seed, "arrival": arrival if trace is None else "trace", "slo": slo}
-    if deploy is not None:
+    if colocated:
         return _colocated(model, cost, params, deploy, engine, table, meta)
     iterations = estimated_iterations(table, model=model, cost=cost, params=params, max_num_seqs=max_num_seqs,
                                       handoff=handoff)
@@ -601,6 +620,30 @@ def estimated_iterations(table: pd.DataFrame, *, model: ModelSpec, cost: CostMod
     return max(float(out.max()), total / running)
 
 
+class _Decode:
+    """One decode server's state: its slots, its loop, its posting thread."""
+
+    __slots__ = ("free_slots", "slot_queue", "last_release", "thread_free_at", "thread_last", "pending_posting",
+                 "ready_queue", "running", "context_sum", "finishing_at", "loop_busy", "iterations", "finishing",
+                 "outstanding")
+
+    def __init__(self, slots: int) -> None:
+        self.free_slots = slots
+        self.slot_queue: list[int] = []  # FIFO of requests waiting for a slot
+        self.last_release: list[int] = []  # requests whose slots were freed and not yet taken (stack of ids)
+        self.thread_free_at = 0.0
+        self.thread_last = -1
+        self.pending_posting: list[int] = []
+        self.ready_queue: list[int] = []
+        self.running: dict[int, int] = {}  # the requests in the batch, in the order they joined: context - iteration
+        self.context_sum = 0  # their prompt and generated tokens, all together
+        self.finishing_at: dict[int, list[int]] = {}  # loop iteration -> requests whose last token it makes
+        self.loop_busy = False
+        self.iterations: list[dict] = []
+        self.finishing: list[int] = []
+        self.outstanding = 0
+
+
 class _Simulation:
     """The discrete-event simulation. All state lives on the instance; ties
     break by (time, event order, request index), so runs are deterministic."""
@@ -612,20 +655,11 @@ class _Simulation:
                      for i, r in enumerate(table.itertuples(index=False))]
         self.events: list[tuple[float, int, int, str, int]] = []
         self.seq = 0
-        self.free_slots = max_num_seqs
-        self.slot_queue: list[int] = []  # FIFO of requests waiting for a slot
-        self.last_release: list[int] = []  # requests whose slots were freed and not yet taken (stack of ids)
         self.prefill_free_at: list[float] = [0.0] * params.prefill_servers
         self.prefill_last: list[int] = [-1] * params.prefill_servers
-        self.thread_free_at = 0.0
-        self.thread_last = -1
-        self.pending_posting: list[int] = []
-        self.ready_queue: list[int] = []
-        self.running: dict[int, int] = {}  # the requests in the batch, in the order they joined: context - iteration
-        self.context_sum = 0  # their prompt and generated tokens, all together
-        self.finishing_at: dict[int, list[int]] = {}  # loop iteration -> requests whose last token it makes
-        self.loop_busy = False
-        self.iterations: list[dict] = []
+        self.dec = [_Decode(max_num_seqs) for _ in range(params.decode_servers)]
+        self.rr = 0
+        self.waiting = 0  # requests waiting for a slot, over the decode servers
         self.waiting_log: list[tuple[float, int]] = [(0.0, 0)]
         self.held_log: list[tuple[float, int]] = [(0.0, 0)]
         self.held = 0
@@ -708,27 +742,43 @@ class _Simulation:
         return step + self._fixed_s[batch] if self._fixed_s[batch] else step
 
     def log_waiting(self, t: float) -> None:
-        self.waiting_log.append((t, len(self.slot_queue)))
+        self.waiting_log.append((t, self.waiting))
 
     def log_held(self, t: float, delta: int) -> None:
         self.held += delta
         self.held_log.append((t, self.held))
 
+    def route(self, i: int) -> None:
+        """The proxy picks the request's decode server when it arrives: in turn, or the one with the fewest
+        requests routed and not finished (the lowest index on a tie)."""
+        if len(self.dec) == 1:
+            return
+        if self.p.router == "round-robin":
+            k = self.rr % len(self.dec)
+            self.rr += 1
+        else:
+            k = min(range(len(self.dec)), key=lambda j: (self.dec[j].outstanding, j))
+        self.reqs[i].decode_server = k
+        self.dec[k].outstanding += 1
+
     # -- slots
     def want_slot(self, t: float, i: int) -> None:
         r = self.reqs[i]
+        d = self.dec[r.decode_server]
         r.slot_request = t
-        if self.free_slots > 0 and not self.slot_queue:
+        if d.free_slots > 0 and not d.slot_queue:
             self.take_slot(t, i)
         else:
-            self.slot_queue.append(i)
+            d.slot_queue.append(i)
+            self.waiting += 1
             self.log_waiting(t)
 
     def take_slot(self, t: float, i: int) -> None:
         r = self.reqs[i]
-        self.free_slots -= 1
+        d = self.dec[r.decode_server]
+        d.free_slots -= 1
         r.slot_start = t
-        r.slot_from = self.last_release.pop() if self.last_release else -1
+        r.slot_from = d.last_release.pop() if d.last_release else -1
         self.log_held(t, +1)
         if self.p.slot_scope == "running":
             self.join(t, i)
@@ -740,33 +790,38 @@ class _Simulation:
     def post(self, t: float, i: int) -> None:
         """Queue pull's posting work: on the loop, or on the posting thread."""
         r = self.reqs[i]
+        d = self.dec[r.decode_server]
         if self.handoff == "pull":
-            self.pending_posting.append(i)
-            self.kick_loop(t)
+            d.pending_posting.append(i)
+            self.kick_loop(t, r.decode_server)
             return
-        start = max(t, self.thread_free_at)
+        start = max(t, d.thread_free_at)
         r.posting_start = start
         r.posting_end = start + self.p.posting_s(r.prompt)
-        self.thread_free_at = r.posting_end
-        r.thread_after = self.thread_last
-        self.thread_last = i
+        d.thread_free_at = r.posting_end
+        r.thread_after = d.thread_last
+        d.thread_last = i
         self.push_event(r.posting_end, "posted", i)
 
     def join(self, t: float, i: int) -> None:
         """The request may run from the next loop iteration."""
-        self.ready_queue.append(i)
-        self.kick_loop(t)
+        k = self.reqs[i].decode_server
+        self.dec[k].ready_queue.append(i)
+        self.kick_loop(t, k)
 
     def release_slot(self, t: float, i: int) -> None:
-        self.free_slots += 1
-        self.last_release.append(i)
+        d = self.dec[self.reqs[i].decode_server]
+        d.free_slots += 1
+        d.outstanding -= 1
+        d.last_release.append(i)
         self.log_held(t, -1)
-        while self.free_slots > 0 and self.slot_queue:
-            j = self.slot_queue.pop(0)
+        while d.free_slots > 0 and d.slot_queue:
+            j = d.slot_queue.pop(0)
+            self.waiting -= 1
             self.log_waiting(t)
             self.take_slot(t, j)
-        if self.free_slots > 0:
-            self.last_release.clear()
+        if d.free_slots > 0:
+            d.last_release.clear()
 
     # -- prefill
     def start_prefill(self, t: float, i: int) -> None:
@@ -784,19 +839,21 @@ class _Simulation:
         self.push_event(r.prefill_end, "prefilled", i)
 
     # -- the decode loop
-    def kick_loop(self, t: float) -> None:
-        if not self.loop_busy:
-            self.loop_busy = True
-            self.push_event(t, "loop", -1)
+    def kick_loop(self, t: float, k: int) -> None:
+        d = self.dec[k]
+        if not d.loop_busy:
+            d.loop_busy = True
+            self.push_event(t, "loop", k)
 
-    def iterate(self, t: float) -> None:
-        """One loop iteration: posting work first (pull), then one decode step of the whole batch,
-        the requests that joined included. Each request's last iteration is known when it joins
-        (it makes one token per iteration), so an iteration touches only the requests that join
+    def iterate(self, t: float, k: int) -> None:
+        """One loop iteration of decode server ``k``: posting work first (pull), then one decode step of
+        the whole batch, the requests that joined included. Each request's last iteration is known when
+        it joins (it makes one token per iteration), so an iteration touches only the requests that join
         or finish in it."""
-        posting, self.pending_posting = self.pending_posting, []
-        joining = sorted(self.ready_queue)
-        self.ready_queue.clear()
+        d = self.dec[k]
+        posting, d.pending_posting = d.pending_posting, []
+        joining = sorted(d.ready_queue)
+        d.ready_queue.clear()
         start = t
         for i in posting:
             r = self.reqs[i]
@@ -804,41 +861,41 @@ class _Simulation:
             t = t + self.p.posting_s(r.prompt)
             r.posting_end = t
             self.push_event(t, "posted", i)
-        k = len(self.iterations)
+        n = len(d.iterations)
         for i in joining:
             r = self.reqs[i]
-            self.running[i] = r.prompt + r.generated - k  # its context at iteration j is this plus j
-            self.context_sum += r.prompt + r.generated
-            self.finishing_at.setdefault(k + r.out - r.generated - 1, []).append(i)
-        batch = len(self.running)
-        windowed = [base + k for base in self.running.values()] if self._window_token_s else ()
-        step = self._step_s(batch, self.context_sum, windowed) if batch else 0.0
+            d.running[i] = r.prompt + r.generated - n  # its context at iteration j is this plus j
+            d.context_sum += r.prompt + r.generated
+            d.finishing_at.setdefault(n + r.out - r.generated - 1, []).append(i)
+        batch = len(d.running)
+        windowed = [base + n for base in d.running.values()] if self._window_token_s else ()
+        step = self._step_s(batch, d.context_sum, windowed) if batch else 0.0
         end = t + step
-        self.iterations.append({"iteration": k, "start_s": start, "posting_s": t - start, "step_s": step,
-                                "end_s": end, "running": batch, "joined": joining, "posted": posting})
+        d.iterations.append({"iteration": n, "start_s": start, "posting_s": t - start, "step_s": step,
+                             "end_s": end, "running": batch, "joined": joining, "posted": posting, "server": k})
         for i in joining:
             r = self.reqs[i]
             if r.generated == 0:
-                r.first_token, r.first_iter = end, k
-        self.context_sum += batch  # one token each
-        finished = self.finishing_at.pop(k, [])
+                r.first_token, r.first_iter = end, n
+        d.context_sum += batch  # one token each
+        finished = d.finishing_at.pop(n, [])
         for i in finished:  # in the order they joined
             r = self.reqs[i]
             r.generated = r.out
-            r.last_token, r.last_iter = end, k
-            del self.running[i]
-            self.context_sum -= r.prompt + r.out
-        self.push_event(end, "loop", -1)
-        self._finishing = finished
+            r.last_token, r.last_iter = end, n
+            del d.running[i]
+            d.context_sum -= r.prompt + r.out
+        self.push_event(end, "loop", k)
+        d.finishing = finished
 
     def run(self) -> None:
         for r in self.reqs:
             self.push_event(r.arrival, "arrive", r.i)
-        self._finishing: list[int] = []
         while self.events:
             t, _, _, kind, i = heapq.heappop(self.events)
             reserved = self.p.slot_scope == "reserved"
             if kind == "arrive":
+                self.route(i)
                 if self.handoff == "push" and reserved:
                     self.want_slot(t, i)
                 else:
@@ -861,14 +918,20 @@ class _Simulation:
                     self.join(t, i)
                 else:
                     self.want_slot(t, i)
-            elif kind == "loop":
-                for j in self._finishing:  # slots free at the end of the step that finished them
+            elif kind == "loop":  # i is the decode server
+                d = self.dec[i]
+                for j in d.finishing:  # slots free at the end of the step that finished them
                     self.release_slot(t, j)
-                self._finishing = []
-                if self.pending_posting or self.ready_queue or self.running:
-                    self.iterate(t)
+                d.finishing = []
+                if d.pending_posting or d.ready_queue or d.running:
+                    self.iterate(t, i)
                 else:
-                    self.loop_busy = False
+                    d.loop_busy = False
+
+    @property
+    def iterations(self) -> list[dict]:
+        """Every decode loop iteration, server by server."""
+        return [it for d in self.dec for it in d.iterations]
 
     # -- results
     def result(self, **meta) -> LoadResult:
@@ -887,7 +950,7 @@ class _Simulation:
                          "decode_s": r.first_token - max(r.ready, r.slot_start),
                          "tpot_s": tpot, "slot_start_s": r.slot_start, "slot_end_s": r.last_token,
                          "time_in_slot_s": r.last_token - r.slot_start, "finish_s": r.last_token,
-                         "e2e_s": r.last_token - r.arrival})
+                         "e2e_s": r.last_token - r.arrival, "decode_server": r.decode_server})
         df = pd.DataFrame(rows)
         timeline = _step_series(self.held_log, "slots_held").merge(
             _step_series(self.waiting_log, "waiting"), on="time_s", how="outer").sort_values("time_s").ffill()
@@ -925,16 +988,22 @@ class _Simulation:
         }
         # every running request's next token comes one iteration later: an iteration's inter-token gap
         # counts once per request in it that already had a token
-        ends = np.array([it["end_s"] for it in self.iterations])
-        gaps = np.diff(ends)
-        repeats = np.array([it["running"] - sum(1 for i in it["joined"] if self.reqs[i].first_iter == it["iteration"])
-                            for it in self.iterations[1:]], dtype=np.int64)
-        itl = np.repeat(gaps, np.maximum(repeats, 0)) if len(gaps) else np.zeros(0)
-        gpus = self.p.dtp * self.p.decode_pp + self.p.ptp * self.p.prefill_pp * self.p.prefill_servers
+        parts = []
+        for d in self.dec:
+            gaps = np.diff(np.array([it["end_s"] for it in d.iterations]))
+            repeats = np.array([it["running"] - sum(1 for i in it["joined"]
+                                                    if self.reqs[i].first_iter == it["iteration"])
+                                for it in d.iterations[1:]], dtype=np.int64)
+            if len(gaps):
+                parts.append(np.repeat(gaps, np.maximum(repeats, 0)))
+        itl = np.concatenate(parts) if parts else np.zeros(0)
+        P, D = self.p.prefill_servers, self.p.decode_servers
+        gpus = self.p.dtp * self.p.decode_pp * D + self.p.ptp * self.p.prefill_pp * P
         latency = _latency_summary(df, itl=itl, slo=meta.get("slo") or _check_slos(None, None), end=end, gpus=gpus)
         summary.update({k: v for k, v in latency.items() if k not in summary})
-        pool = "an unbounded prefill pool" if not self.p.prefill_servers else f"{self.p.prefill_servers} prefill servers"
-        summary.update(deployment=f"1 decode server, {pool}", preemptions=0)
+        summary.update(deployment=f"{P}P{D}D" if P else f"{D} decode server{'s' if D > 1 else ''}, an unbounded "
+                                                        "prefill pool",
+                       prefill_servers=P, decode_servers=D, router=self.p.router, preemptions=0)
         return LoadResult(requests=df, summary=summary, timeline=timeline, config={**meta, "model": self.model.name},
                           _trace={"reqs": self.reqs, "iterations": self.iterations, "params": self.p,
                                   "handoff": self.handoff, "prefill_s": self.prefill_s, "transfer_s": self.transfer_s})
@@ -977,37 +1046,45 @@ def run_graph(result: LoadResult) -> nx.DiGraph:
     tr = result._trace
     reqs, iterations, p, handoff = tr["reqs"], tr["iterations"], tr["params"], tr["handoff"]
     G = nx.DiGraph(workload="loadtest", handoff=handoff, model=result.config.get("model"))
+    many = p.decode_servers > 1
+
+    def loop(k: int) -> str:  # a decode server's loop: its prefix and device
+        return f"d{k}:loop" if many else "loop"
+
+    def dev(name: str, k: int) -> str:
+        return f"{name}-{k}" if many else name
+
     step_node = {}
-    prev = None
+    prev: dict[int, str] = {}
     for it in iterations:
-        k = it["iteration"]
-        start = add_event(G, f"loop:{k}:start", kind="barrier", device="decode-loop", operator="iteration")
-        if prev is not None:
-            add_dep(G, prev, start, "program")
+        k, n = it["server"], it["iteration"]
+        start = add_event(G, f"{loop(k)}:{n}:start", kind="barrier", device=dev("decode-loop", k), operator="iteration")
+        if k in prev:
+            add_dep(G, prev[k], start, "program")
         last = start
         for i in it["posted"]:
-            node = add_event(G, f"r{i}:posting", kind="hop", request=i, device="decode-loop", operator="posting",
-                             duration_s=p.posting_s(reqs[i].prompt))
+            node = add_event(G, f"r{i}:posting", kind="hop", request=i, device=dev("decode-loop", k),
+                             operator="posting", duration_s=p.posting_s(reqs[i].prompt))
             add_dep(G, last, node, "program")
             last = node
-        step = add_event(G, f"loop:{k}:step", kind="decode", device="decode-loop", operator="step",
+        step = add_event(G, f"{loop(k)}:{n}:step", kind="decode", device=dev("decode-loop", k), operator="step",
                          duration_s=it["step_s"], running=it["running"])
         add_dep(G, last, step, "program")
-        step_node[k] = step
-        prev = step
+        step_node[(k, n)] = step
+        prev[k] = step
     reserved = p.slot_scope == "reserved"
     wake_post, wake_join = {}, {}
     for r in reqs:
-        i = r.i
+        i, k = r.i, r.decode_server
         arr = add_event(G, f"r{i}:arrival", kind="wait", request=i, operator="arrival", duration_s=r.arrival)
         pre = add_event(G, f"r{i}:prefill", kind="prefill", request=i, device=f"prefill-{max(r.prefill_server, 0)}",
                         duration_s=tr["prefill_s"](r.prompt))
-        slot = add_event(G, f"r{i}:slot", kind="barrier", request=i, device="decode", operator="slot")
-        ready = add_event(G, f"r{i}:ready", kind="barrier", request=i, device="decode", operator="ready")
+        slot = add_event(G, f"r{i}:slot", kind="barrier", request=i, device=dev("decode", k), operator="slot")
+        ready = add_event(G, f"r{i}:ready", kind="barrier", request=i, device=dev("decode", k), operator="ready")
         send = add_event(G, f"r{i}:transfer", kind="send", request=i, device="link", duration_s=tr["transfer_s"](r.prompt))
-        token = add_event(G, f"r{i}:token", kind="token", request=i, device="decode")
+        token = add_event(G, f"r{i}:token", kind="token", request=i, device=dev("decode", k))
         if r.slot_from >= 0:
-            add_dep(G, step_node[reqs[r.slot_from].last_iter], slot, "resource")
+            add_dep(G, step_node[(k, reqs[r.slot_from].last_iter)], slot, "resource")
         if r.prefill_server >= 0 and r.prefill_after >= 0:
             add_dep(G, f"r{r.prefill_after}:prefill", pre, "resource")
         if handoff == "push":
@@ -1018,7 +1095,7 @@ def run_graph(result: LoadResult) -> nx.DiGraph:
             if handoff == "pull":
                 post = f"r{i}:posting"  # on the loop chain
             else:
-                post = add_event(G, f"r{i}:posting", kind="hop", request=i, device="posting-thread",
+                post = add_event(G, f"r{i}:posting", kind="hop", request=i, device=dev("posting-thread", k),
                                  operator="posting", duration_s=p.posting_s(r.prompt))
                 if r.thread_after >= 0:
                     add_dep(G, f"r{r.thread_after}:posting", post, "resource")
@@ -1027,11 +1104,11 @@ def run_graph(result: LoadResult) -> nx.DiGraph:
         for u, v in zip(path, path[1:]):
             add_dep(G, u, v, "data")
         wake_join[i] = ready if reserved else slot
-        add_dep(G, wake_join[i], step_node[r.first_iter], "data")
-        add_dep(G, step_node[r.first_iter], token, "data")
+        add_dep(G, wake_join[i], step_node[(k, r.first_iter)], "data")
+        add_dep(G, step_node[(k, r.first_iter)], token, "data")
     # an idle loop wakes on the event that restarts it
     for it in iterations:
-        k = it["iteration"]
+        k, n = it["server"], it["iteration"]
         for w in [wake_post[i] for i in it["posted"]] + [wake_join[i] for i in it["joined"]]:
-            add_dep(G, w, f"loop:{k}:start", "data")
+            add_dep(G, w, f"{loop(k)}:{n}:start", "data")
     return G
