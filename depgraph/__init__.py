@@ -41,6 +41,7 @@ _EXPORTS: dict[str, str] = {
     **dict.fromkeys(("plot_loadtest", "plot_pushpull_sweep"), "serving.plots"),
     **dict.fromkeys(("Scenario", "expand_scenario", "load_scenario"), "sweeps.scenario"),
     **dict.fromkeys(("read_sweep", "sweep"), "sweeps"),
+    **dict.fromkeys(("plan",), "sweeps.plan"),
     # files and pictures
     **dict.fromkeys(("read_graph", "write_graph"), "io.graphfile"),
     **dict.fromkeys(("to_perfetto", "trace_events"), "io.perfetto"),
@@ -60,7 +61,7 @@ __all__ = [
     "expected_step_admission", "interleaved", "pipeline", "single_request", "speculative", "stall_s", "trace_ttft_s",
     # sweeps, load tests, anomalies
     "Anomaly", "LoadModel", "LoadResult", "Scenario", "expand_scenario", "find_anomalies", "load_scenario",
-    "loadtest", "read_sweep", "sweep",
+    "loadtest", "plan", "read_sweep", "sweep",
     # seeing it
     "draw", "gantt", "plot_frontier", "plot_loadtest", "plot_pushpull_sweep", "to_perfetto", "trace_events",
     # errors

@@ -159,6 +159,7 @@ def _build_parser() -> argparse.ArgumentParser:
     add_sweep_command(sub)
     add_capacity_command(sub)
     add_anomalies_command(sub)
+    add_plan_command(sub)
 
     p = sub.add_parser("schedule", help="schedule an event graph read from GraphML or node-link JSON")
     p.add_argument("graph", help="a .graphml or node-link .json file")
@@ -445,6 +446,95 @@ def run_capacity_command(args: argparse.Namespace) -> int:
           f"{p.context_tokens:,} tokens)")
     print(f"verdict: {p.verdict}")
     print(f"advice: {p.advice}")
+    return 0
+
+
+# ------------------------------------------------------------------ plan
+
+def _int_list(field: str):
+    def parse(text: str) -> tuple[int, ...]:
+        try:
+            values = tuple(int(x) for x in text.split(",") if x.strip())
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected integers separated by commas, got {text!r}") from None
+        if not values:
+            raise argparse.ArgumentTypeError(f"expected at least one integer, got {text!r}")
+        return values
+    parse.__name__ = field
+    return parse
+
+
+def add_plan_command(subparsers) -> argparse.ArgumentParser:
+    """Add ``depgraph plan MODEL --gpu G --gpus N --qps Q --prompt-tokens P --out-tokens O --slo-ttft-ms A
+    --slo-tpot-ms B [--json] [--plot FILE]``."""
+    p = subparsers.add_parser("plan", help="rank deployments (colocated, xPyD) by goodput per GPU under SLOs")
+    p.add_argument("model")
+    p.add_argument("--gpu", required=True, help="GPU type (depgraph gpus)")
+    p.add_argument("--gpus", type=_number(int, "--gpus"), required=True, metavar="N", help="GPU budget")
+    p.add_argument("--qps", type=_number(float, "--qps"), required=True, help="offered request rate")
+    p.add_argument("--prompt-tokens", type=_number(int, "--prompt-tokens"), required=True, metavar="P")
+    p.add_argument("--out-tokens", type=_number(int, "--out-tokens"), required=True, metavar="O")
+    p.add_argument("--slo-ttft-ms", type=_number(float, "--slo-ttft-ms"), required=True, metavar="A")
+    p.add_argument("--slo-tpot-ms", type=_number(float, "--slo-tpot-ms"), required=True, metavar="B")
+    p.add_argument("--attainment", type=_number(float, "--attainment"), default=0.9,
+                   help="share of requests that must meet both targets (default 0.9, as DistServe)")
+    p.add_argument("--num-prompts", type=_number(int, "--num-prompts"), default=200, metavar="R",
+                   help="requests in each candidate's load test (default 200)")
+    p.add_argument("--tps", type=_int_list("--tps"), default=(1, 2, 4, 8), metavar="T,T",
+                   help="tensor-parallel sizes to try (default 1,2,4,8)")
+    p.add_argument("--max-num-seqs", type=_int_list("--max-num-seqs"), default=(64, 256), metavar="S,S",
+                   help="max_num_seqs values to try (default 64,256)")
+    p.add_argument("--handoffs", default="push", help="handoffs for disaggregated candidates (default push)")
+    p.add_argument("--only", default=None, help="colocated or disaggregated: try only those")
+    p.add_argument("--max-candidates", type=_number(int, "--max-candidates"), default=100, metavar="K")
+    p.add_argument("--seed", type=_number(int, "--seed"), default=0)
+    p.add_argument("--workers", type=_workers_arg, default=None, metavar="N",
+                   help="worker processes (default: one per CPU; 1 runs in this process)")
+    p.add_argument("--top", type=_number(int, "--top"), default=15, help="rows printed (default 15)")
+    p.add_argument("--plot", default=None, metavar="FILE", help="the Pareto front: goodput against GPUs (.png/.svg/.pdf)")
+    p.add_argument("--json", action="store_true", help="every candidate as a JSON list, best first")
+    return p
+
+
+def run_plan_command(args) -> int:
+    from ._validate import one_of
+    from .io.atomic import save_figure
+    from .sweeps.plan import plan
+
+    if args.plot is not None and Path(args.plot).suffix.lower() not in (".png", ".svg", ".pdf"):
+        raise DepgraphError(f"--plot: expected a file ending in .png, .svg or .pdf; got {args.plot!r}")
+    only = None if args.only is None else one_of("--only", args.only, ("colocated", "disaggregated"))
+    positive = lambda flag, v: v if v > 0 else (_ for _ in ()).throw(  # noqa: E731
+        DepgraphError(f"{flag}: expected a number > 0, got {v:g}"))
+    rows = plan(args.model, gpu=args.gpu, gpus=args.gpus, qps=args.qps, prompt_tokens=args.prompt_tokens,
+                out_tokens=args.out_tokens, slo_ttft_s=positive("--slo-ttft-ms", args.slo_ttft_ms) / 1e3,
+                slo_tpot_s=positive("--slo-tpot-ms", args.slo_tpot_ms) / 1e3, attainment=args.attainment,
+                num_prompts=args.num_prompts, seed=args.seed, tps=args.tps, max_num_seqs=args.max_num_seqs,
+                handoffs=tuple(h.strip() for h in args.handoffs.split(",")), colocated=only != "disaggregated",
+                disaggregated=only != "colocated", max_candidates=args.max_candidates, workers=args.workers)
+    if args.plot:
+        from .serving.plots import plot_plan
+
+        save_figure(plot_plan(rows, title=f"{args.model} on up to {args.gpus} x {args.gpu}: {args.qps:g} req/s, "
+                                          f"TTFT <= {args.slo_ttft_ms:g} ms, TPOT <= {args.slo_tpot_ms:g} ms"),
+                    Path(args.plot))
+    if args.json:
+        print(_dumps([{k: None if isinstance(v, float) and math.isnan(v) else v for k, v in r.items()}
+                      for r in rows]))
+        return 0
+    print(f"{args.model}: {len(rows)} deployments on up to {args.gpus} x {args.gpu} for {args.qps:g} req/s of "
+          f"{args.prompt_tokens:,} + {args.out_tokens:,} tokens, TTFT <= {args.slo_ttft_ms:g} ms and TPOT <= "
+          f"{args.slo_tpot_ms:g} ms for {100 * args.attainment:g}% of requests (goodput: DistServe's, capped at "
+          "the offered rate)")
+    print(f"  {'rank':>4}  {'deployment':<14} {'TP':>3} {'handoff':<11} {'seqs':>5} {'GPUs':>5} {'goodput':>9} "
+          f"{'per GPU':>8}  bound")
+    for k, r in enumerate(rows[:args.top], 1):
+        print(f"  {k:>4}  {r['deployment']:<14} {r['tp']:>3} {r['handoff'] or '-':<11} {r['max_num_seqs']:>5} "
+              f"{r['gpus']:>5} {r['goodput_rps']:>9.3f} {r['goodput_per_gpu']:>8.4f}  {r['bound']}: {r['reason']}")
+    if len(rows) > args.top:
+        print(f"  ... {len(rows) - args.top} more (--top, --json)")
+    if args.plot:
+        print(f"  wrote plot: {args.plot}")
     return 0
 
 
@@ -885,7 +975,7 @@ def _cmd_schedule(args) -> int:
 _COMMANDS = {"models": _cmd_models, "gpus": _cmd_gpus, "links": _cmd_links, "bytes": _cmd_bytes, "ttft": _cmd_ttft, "draw": _cmd_draw,
              "trace": _cmd_trace, "sweep": run_sweep_command, "loadtest": _cmd_loadtest,
              "schedule": _cmd_schedule, "reproduce": _cmd_reproduce,
-             "capacity": run_capacity_command, "anomalies": run_anomalies_command}
+             "capacity": run_capacity_command, "anomalies": run_anomalies_command, "plan": run_plan_command}
 
 
 def _warm_up(argv: Sequence[str]) -> None:

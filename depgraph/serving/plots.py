@@ -39,7 +39,7 @@ from .._validate import one_of
 from ..errors import ConfigError
 from ..units import AXIS_UNITS, TIME_SCALES, UNIT_LABELS, format_3sig
 
-__all__ = ["plot_loadtest", "plot_colocated", "plot_pushpull_sweep"]
+__all__ = ["plot_loadtest", "plot_colocated", "plot_plan", "plot_pushpull_sweep"]
 
 #: The parts of a request's TTFT (columns of ``LoadResult.requests``), in the
 #: order a request meets them; the prefill queue counts as prefill.
@@ -276,6 +276,46 @@ def plot_colocated(result: Any, *, unit: str = "ms"):
                  f"{'on' if s['chunked_prefill'] else 'off'}\nTTFT p50 {_fmt(s['ttft_p50_s'] * scale)} / p99 "
                  f"{_fmt(s['ttft_p99_s'] * scale)} {ul}, TPOT p50 {_fmt(s['tpot_p50_s'] * scale)} {ul}, goodput "
                  f"{_fmt(s['goodput_rps'])} req/s ({_fmt(s['goodput_per_gpu'])} per GPU)", fontsize=10)
+    return fig
+
+
+def plot_plan(rows: list[dict], *, title: str = ""):
+    """A plan's candidates (:func:`depgraph.plan`): goodput against the GPUs
+    each uses, colored by kind (colocated or disaggregated), hollow where the
+    targets are missed at the offered rate, and the Pareto front (the most
+    goodput for at most so many GPUs) as a line.
+
+    >>> fig = plot_plan([{"deployment": "colocated", "gpus": 8, "goodput_rps": 2.0, "bound": "meets SLOs"},
+    ...                  {"deployment": "1P1D", "gpus": 16, "goodput_rps": 1.0, "bound": "TTFT-bound"}])
+    >>> len(fig.axes[0].collections)
+    4
+    """
+    if not isinstance(rows, list) or not rows or not all(isinstance(r, dict) for r in rows):
+        raise ConfigError("rows: expected the list of candidates depgraph.plan returns")
+    fig = _figure((8.0, 5.0))
+    ax = fig.subplots()
+    for kind, color in (("colocated", "#1f77b4"), ("disaggregated", "#ff7f0e")):
+        mine = [r for r in rows if r["deployment"].startswith("colocated") == (kind == "colocated")]
+        for meets in (True, False):
+            pts = [r for r in mine if (r["bound"] == "meets SLOs") == meets]
+            ax.scatter([r["gpus"] for r in pts], [r["goodput_rps"] for r in pts], s=30,
+                       facecolors=color if meets else "none", edgecolors=color,
+                       label=f"{kind}, {'meets the SLOs' if meets else 'misses them'}")
+    front, best = [], -1.0
+    for r in sorted(rows, key=lambda r: (r["gpus"], -r["goodput_rps"])):
+        if r["goodput_rps"] > best:
+            best = r["goodput_rps"]
+            front.append(r)
+    ax.step([r["gpus"] for r in front], [r["goodput_rps"] for r in front], where="post", color="#2ca02c", lw=1.5,
+            label="Pareto front")
+    for r in front:
+        ax.annotate(r["deployment"] + (f" TP{r['tp']}" if "tp" in r else ""), (r["gpus"], r["goodput_rps"]),
+                    fontsize=7, xytext=(4, 4), textcoords="offset points")
+    ax.set_xlabel("GPUs")
+    ax.set_ylabel("goodput (req/s)")
+    ax.legend(fontsize=8, loc="lower right")
+    if title:
+        fig.suptitle(title, fontsize=10)
     return fig
 
 

@@ -1,0 +1,234 @@
+"""``depgraph plan``: search deployments for a model, a GPU budget, traffic and latency targets.
+
+Candidates (:func:`candidates`): colocated servers at each tensor-parallel
+size that shards the model and holds its weights, ``N`` of them within the
+budget; and disaggregated ``<P>P<D>D`` deployments, both sides at one TP,
+with each handoff; each at every ``max_num_seqs`` asked for. Each runs as a
+load test (:func:`~depgraph.serving.simulator.loadtest`) of the traffic, in
+parallel through the sweep machinery (local workers, or a Dask client), and
+is scored by its goodput as DistServe defines it: the highest request rate,
+up to the offered one, at which at least ``attainment`` of requests meet
+both latency targets (found by bisection below the offered rate when the
+offered rate misses). Ranked by goodput per GPU (then fewer GPUs, then the
+order above); each candidate says what bounds it:
+
+``meets SLOs``
+    the offered rate is served within the targets;
+``TTFT-bound`` / ``TPOT-bound``
+    the target that the fewest requests meet;
+``link-bound``
+    TTFT-bound with the handoff more than half of the mean first-token time;
+``memory-bound``
+    the weights do not fit the GPUs, or more than a tenth of the requests
+    were preempted (colocated), or a decode server's memory cut
+    ``max_num_seqs`` (disaggregated: the load test runs with the slots that
+    fit) and the targets are missed.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from .._validate import one_of, positive_int, positive_number
+from ..errors import ConfigError, DepgraphError
+from ..serving.memory import GPU_MEMORY_UTILIZATION, check_sides, max_slots_in_memory, weights_per_gpu_bytes
+from ..serving.simulator import HANDOFFS, loadtest
+from ..specs.hardware import load_gpu
+from ..specs.models import load_model
+
+__all__ = ["plan", "candidates", "evaluate", "BOUNDS", "MAX_CANDIDATES"]
+
+BOUNDS = ("meets SLOs", "TTFT-bound", "TPOT-bound", "link-bound", "memory-bound")
+#: The most candidates one plan runs.
+MAX_CANDIDATES = 1000
+#: Server counts tried on each side (and for colocated replicas), within the budget.
+_COUNTS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)
+#: Bisection steps below the offered rate for a candidate that misses its targets there.
+_BISECTIONS = 4
+
+
+@dataclass(frozen=True, slots=True)
+class _Traffic:
+    qps: float
+    prompt_tokens: int
+    out_tokens: int
+    num_prompts: int
+    slo_ttft_s: float
+    slo_tpot_s: float
+    attainment: float
+    seed: int
+
+
+def candidates(model, *, gpu: str, gpus: int, tps=(1, 2, 4, 8), max_num_seqs=(64, 256),
+               handoffs=("push",), colocated: bool = True, disaggregated: bool = True,
+               max_candidates: int = 100) -> list[dict[str, Any]]:
+    """The deployments :func:`plan` tries, in its tie-breaking order (colocated
+    first, then fewer GPUs), at most ``max_candidates``. A TP the model cannot
+    shard is left out; one whose weights do not fit is kept, to be reported
+    memory-bound."""
+    model = load_model(model)
+    gpus = positive_int("gpus", gpus, upper=100_000)
+    shardable = []
+    for tp in sorted(set(tps)):
+        tp = positive_int("tps", tp, upper=1024)
+        try:
+            check_sides(model, tp, tp)
+        except ConfigError:
+            continue
+        if tp <= gpus:
+            shardable.append(tp)
+    if not shardable:
+        raise ConfigError(f"tps: none of {', '.join(map(str, tps))} shards {model.name} within {gpus} GPUs")
+    out = []
+    for seqs in max_num_seqs:
+        seqs = positive_int("max_num_seqs", seqs, upper=1_000_000)
+        for tp in shardable if colocated else ():
+            for n in (c for c in _COUNTS if c * tp <= gpus):
+                out.append({"deployment": "colocated" if n == 1 else f"colocated:{n}", "tp": tp, "handoff": None,
+                            "max_num_seqs": seqs, "gpus": n * tp})
+        for tp in shardable if disaggregated else ():
+            for p in _COUNTS:
+                for d in _COUNTS:
+                    if (p + d) * tp <= gpus:
+                        for h in handoffs:
+                            out.append({"deployment": f"{p}P{d}D", "tp": tp, "handoff": one_of("handoffs", h, HANDOFFS),
+                                        "max_num_seqs": seqs, "gpus": (p + d) * tp})
+    out.sort(key=lambda c: (c["handoff"] is not None, c["gpus"]))  # stable: colocated first, then by GPUs
+    max_candidates = positive_int("max_candidates", max_candidates, upper=MAX_CANDIDATES)
+    return out[:max_candidates]
+
+
+def evaluate(point: dict[str, Any]) -> list[dict[str, Any]]:
+    """One candidate's row (a sweep runner: picklable, deterministic): its
+    load test at the offered rate, and its goodput by bisection below it."""
+    c, t = point["candidate"], _Traffic(**point["traffic"])
+    model, gpu = point["model"], point["gpu"]
+    row = {k: c[k] for k in ("deployment", "tp", "handoff", "max_num_seqs", "gpus")}
+    weights = weights_per_gpu_bytes(load_model(model), tp=c["tp"])
+    if weights >= GPU_MEMORY_UTILIZATION * load_gpu(gpu).hbm_bytes:
+        return [{**row, "goodput_rps": 0.0, "goodput_per_gpu": 0.0, "bound": "memory-bound",
+                 "reason": f"weights {weights / 1e9:.1f} GB per GPU do not fit", "slo_attainment": 0.0,
+                 "ttft_p90_s": math.nan, "tpot_p90_s": math.nan}]
+
+    seqs, cut = c["max_num_seqs"], ""
+    if c["handoff"] is not None:  # a decode server holds at most what its memory fits (vLLM would not start)
+        fit = max_slots_in_memory(load_model(model), context_tokens=t.prompt_tokens + t.out_tokens, tp=c["tp"],
+                                  gpu=gpu)
+        if fit < seqs:
+            seqs, cut = fit, f"; max_num_seqs cut to {fit} by decode memory"
+        if fit == 0:
+            return [{**row, "goodput_rps": 0.0, "goodput_per_gpu": 0.0, "bound": "memory-bound",
+                     "reason": "not one request fits in decode memory beside the weights", "slo_attainment": 0.0,
+                     "ttft_p90_s": math.nan, "tpot_p90_s": math.nan}]
+
+    def run(qps: float):
+        kw = dict(qps=qps, prompt_tokens=t.prompt_tokens, out_tokens=t.out_tokens, num_prompts=t.num_prompts,
+                  max_num_seqs=seqs, seed=t.seed, slo_ttft_s=t.slo_ttft_s, slo_tpot_s=t.slo_tpot_s,
+                  deployment=c["deployment"], gpu=gpu, tp=c["tp"])
+        if c["handoff"] is not None:
+            kw["handoff"] = c["handoff"]
+        return loadtest(model, **kw)
+
+    try:
+        first = run(t.qps)
+    except ConfigError as exc:  # e.g. one request's KV does not fit beside the weights
+        return [{**row, "goodput_rps": 0.0, "goodput_per_gpu": 0.0, "bound": "memory-bound", "reason": str(exc),
+                 "slo_attainment": 0.0, "ttft_p90_s": math.nan, "tpot_p90_s": math.nan}]
+    s, df = first.summary, first.requests
+    attained = s["slo_attainment"] >= t.attainment
+    ttft_ok = float((df.ttft_s <= t.slo_ttft_s).mean())
+    tpot_ok = float((~(df.tpot_s > t.slo_tpot_s)).mean())
+    preempted = s.get("preempted_requests", 0) / len(df)
+    if preempted > 0.1:
+        bound, reason = "memory-bound", f"{100 * preempted:.0f}% of requests preempted"
+    elif attained:
+        bound, reason = "meets SLOs", f"{100 * s['slo_attainment']:.1f}% of requests meet both targets"
+    elif ttft_ok <= tpot_ok:
+        handoff = float(df.handoff_s.mean()) if "handoff_s" in df else 0.0
+        link = handoff > 0.5 * float(df.ttft_s.mean())
+        bound = "link-bound" if link else "TTFT-bound"
+        reason = f"{100 * ttft_ok:.1f}% meet TTFT" + (f"; the handoff is {handoff * 1e3:.0f} ms of it" if link else "")
+    else:
+        bound, reason = "TPOT-bound", f"{100 * tpot_ok:.1f}% meet TPOT"
+    goodput = t.qps if attained else 0.0
+    if not attained:  # DistServe's goodput: the highest rate meeting the attainment, by bisection
+        lo, hi = 0.0, t.qps
+        for _ in range(_BISECTIONS):
+            mid = (lo + hi) / 2
+            if run(mid).summary["slo_attainment"] >= t.attainment:
+                lo = mid
+            else:
+                hi = mid
+        goodput = lo
+    if cut and not attained:
+        bound = "memory-bound"
+    return [{**row, "goodput_rps": goodput, "goodput_per_gpu": goodput / c["gpus"], "bound": bound, "reason": reason + cut,
+             "slo_attainment": s["slo_attainment"], "ttft_p90_s": s["ttft_p90_s"], "tpot_p90_s": s["tpot_p90_s"]}]
+
+
+def plan(model, *, gpu: str, gpus: int, qps: float, prompt_tokens: int, out_tokens: int, slo_ttft_s: float,
+         slo_tpot_s: float, attainment: float = 0.9, num_prompts: int = 200, seed: int = 0, tps=(1, 2, 4, 8),
+         max_num_seqs=(64, 256), handoffs=("push",), colocated: bool = True, disaggregated: bool = True,
+         max_candidates: int = 100, workers: int | None = None, client: Any = None) -> list[dict[str, Any]]:
+    """Rank deployments of ``model`` on at most ``gpus`` GPUs of type ``gpu``
+    for ``qps`` requests per second of ``prompt_tokens`` and ``out_tokens``,
+    under TTFT <= ``slo_ttft_s`` and TPOT <= ``slo_tpot_s`` for at least
+    ``attainment`` of requests. Returns one dict per candidate, best first:
+    ``deployment``, ``tp``, ``handoff``, ``max_num_seqs``, ``gpus``,
+    ``goodput_rps`` (capped at ``qps``), ``goodput_per_gpu``, ``bound``,
+    ``reason``, ``slo_attainment`` (at the offered rate), ``ttft_p90_s``,
+    ``tpot_p90_s``. Deterministic for a seed, whatever the worker count.
+
+    >>> import depgraph as dg
+    >>> best = dg.plan("qwen3-32b", gpu="h200", gpus=8, qps=2, prompt_tokens=2048, out_tokens=64,
+    ...                slo_ttft_s=1.0, slo_tpot_s=0.05, num_prompts=60, tps=(8,), max_num_seqs=(64,),
+    ...                workers=1)[0]
+    >>> best["deployment"], best["bound"]
+    ('colocated', 'meets SLOs')
+    """
+    from .workers import cpu_count, stop_pool, worker_pool
+
+    model_spec = load_model(model)
+    gpu = load_gpu(gpu).name
+    traffic = _Traffic(qps=positive_number("qps", qps, upper=1e6),
+                       prompt_tokens=positive_int("prompt_tokens", prompt_tokens, upper=10_000_000),
+                       out_tokens=positive_int("out_tokens", out_tokens, upper=1_000_000),
+                       num_prompts=positive_int("num_prompts", num_prompts, upper=100_000),
+                       slo_ttft_s=positive_number("slo_ttft_s", slo_ttft_s, upper=1e6),
+                       slo_tpot_s=positive_number("slo_tpot_s", slo_tpot_s, upper=1e6),
+                       attainment=positive_number("attainment", attainment, upper=1.0),
+                       seed=positive_int("seed", seed, allow_zero=True, upper=2**63 - 1))
+    model_spec.check_context(prompt_tokens + out_tokens, field="out_tokens", what="a prompt plus its output")
+    found = candidates(model_spec, gpu=gpu, gpus=gpus, tps=tps, max_num_seqs=max_num_seqs, handoffs=handoffs,
+                       colocated=colocated, disaggregated=disaggregated, max_candidates=max_candidates)
+    # the model travels by name when it has one in the catalog (workers load it), else as the spec
+    points = [{"key": f"{i}", "model": model if isinstance(model, str) else model_spec, "gpu": gpu,
+               "candidate": c, "traffic": _as_dict(traffic)}
+              for i, c in enumerate(found)]
+    jobs = [{k: v for k, v in p.items() if k != "key"} for p in points]
+    n = min(len(jobs), workers if workers is not None else cpu_count())
+    if client is not None:  # a Dask cluster: one task per candidate
+        rows = client.gather(client.map(evaluate, jobs, pure=False))
+    elif n <= 1:
+        rows = [evaluate(job) for job in jobs]
+    else:  # the sweeps' worker processes (started as the sweeps start them)
+        pool = worker_pool(n)
+        try:
+            rows = list(pool.map(evaluate, jobs))
+        except BaseException:
+            stop_pool(pool)
+            raise
+        pool.shutdown(wait=True)
+    out = [dict(r[0], order=i) for i, r in enumerate(rows) if r]
+    out.sort(key=lambda r: (-r["goodput_per_gpu"], r["gpus"], r["order"]))
+    for r in out:
+        del r["order"]
+    if not out:
+        raise DepgraphError("plan: no candidate ran")
+    return out
+
+
+def _as_dict(traffic: _Traffic) -> dict[str, Any]:
+    return {name: getattr(traffic, name) for name in traffic.__slots__}

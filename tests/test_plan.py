@@ -1,0 +1,68 @@
+"""depgraph plan: deployments searched, scored by goodput under SLOs, ranked per GPU."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import depgraph as dg
+from depgraph.cli import main
+from depgraph.sweeps.plan import BOUNDS, candidates
+
+KW = dict(gpu="h200", gpus=16, qps=3, prompt_tokens=2048, out_tokens=64, slo_ttft_s=1.0, slo_tpot_s=0.03,
+          num_prompts=40, tps=(4, 8), max_num_seqs=(32,), max_candidates=12)
+
+
+def test_candidates_stay_within_the_budget_and_shard_the_model():
+    cs = candidates("qwen3.6-35b-a3b", gpu="h200", gpus=12, tps=(1, 2, 3, 4, 8), max_num_seqs=(64,),
+                    max_candidates=1000)
+    assert all(c["gpus"] <= 12 for c in cs)
+    assert {c["tp"] for c in cs} == {1, 2, 4, 8}  # 3 does not divide its heads
+    kinds = [c["handoff"] is None for c in cs]
+    assert kinds == sorted(kinds, reverse=True)  # colocated first
+    assert {"colocated:3", "2P1D", "1P2D"} <= {c["deployment"] for c in cs}
+    with pytest.raises(dg.ConfigError, match=r"tps: none of 16 shards qwen3-32b within 8 GPUs"):
+        candidates("qwen3-32b", gpu="h200", gpus=8, tps=(16,))
+
+
+def test_a_plan_ranks_by_goodput_per_gpu_and_says_what_bounds_each():
+    rows = dg.plan("qwen3-32b", **KW, workers=1)
+    assert len(rows) == 12
+    per_gpu = [r["goodput_per_gpu"] for r in rows]
+    assert per_gpu == sorted(per_gpu, reverse=True)
+    for r in rows:
+        assert 0 <= r["goodput_rps"] <= KW["qps"] and r["bound"] in BOUNDS
+        assert r["goodput_per_gpu"] == pytest.approx(r["goodput_rps"] / r["gpus"])
+        assert (r["bound"] == "meets SLOs") == (r["goodput_rps"] == KW["qps"])
+    assert rows == dg.plan("qwen3-32b", **KW, workers=2)  # the same whatever the worker count
+
+
+def test_a_missed_target_gives_the_rate_that_would_meet_it():
+    rows = dg.plan("qwen3-32b", **{**KW, "slo_ttft_s": 0.05, "max_candidates": 3}, workers=1)
+    missed = [r for r in rows if r["bound"] != "meets SLOs"]
+    assert missed and all(r["goodput_rps"] < KW["qps"] for r in missed)
+    r = max(missed, key=lambda r: r["goodput_rps"])
+    assert r["goodput_rps"] > 0
+    kw = dict(qps=r["goodput_rps"], prompt_tokens=2048, out_tokens=64, num_prompts=40, max_num_seqs=32, seed=0,
+              slo_ttft_s=0.05, slo_tpot_s=0.03, deployment=r["deployment"], gpu="h200", tp=r["tp"])
+    if r["handoff"]:
+        kw["handoff"] = r["handoff"]
+    assert dg.loadtest("qwen3-32b", **kw).summary["slo_attainment"] >= 0.9  # the bisection's rate meets it
+
+
+def test_the_plan_command(capsys, tmp_path):
+    argv = ["plan", "qwen3-32b", "--gpu", "h200", "--gpus", "16", "--qps", "3", "--prompt-tokens", "2048",
+            "--out-tokens", "64", "--slo-ttft-ms", "1000", "--slo-tpot-ms", "30", "--num-prompts", "40", "--tps",
+            "8", "--max-num-seqs", "32", "--workers", "1"]
+    assert main(argv + ["--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert isinstance(rows, list) and {"deployment", "goodput_rps", "goodput_per_gpu", "bound"} <= set(rows[0])
+    assert main(argv + ["--plot", str(tmp_path / "p.png")]) == 0
+    out = capsys.readouterr().out
+    assert "rank  deployment" in out and (tmp_path / "p.png").stat().st_size > 0
+    for bad, message in ((["--slo-ttft-ms", "0"], "--slo-ttft-ms: expected a number > 0"),
+                         (["--only", "both"], "--only: expected one of colocated, disaggregated"),
+                         (["--plot", "p.txt"], "--plot: expected a file ending in .png")):
+        assert main(argv + bad) == 2
+        assert message in capsys.readouterr().err
