@@ -35,6 +35,16 @@ the last line. Ratios are measured within one run; times are medians of
     and its time per edge against the same request at TP 1, in the same run
     (a single request is built event by event, where the trace copies one
     request's events: per edge it costs several times the trace's).
+``loadtest_requests_per_s``, ``loadtest_peak_rss_mb``
+    simulated requests per second of wall time, and the peak memory, of a
+    load test of ``LOADTEST_REQUESTS`` requests (Qwen3-32B, 2,048 + 128
+    tokens at 8 req/s on H200 TP 8) on a ``colocated`` server and on a
+    ``2P2D`` deployment (push), each in a fresh process; at 4,000 and 40,000
+    requests (``_4k`` and ``_40k``), to show memory linear in requests.
+``plan_s``
+    ``dg.plan`` over 100 candidates (Qwen3.6-35B-A3B on up to 16 H100s, 8
+    req/s of 4,096 + 256 tokens, 200 requests a candidate), on this
+    machine's workers.
 ``reproduce_s``
     the whole ``depgraph reproduce`` (both sweeps, tables, figures), each
     run from scratch in a fresh folder: the median of ``REPRODUCE_RUNS``
@@ -72,6 +82,9 @@ from depgraph.workloads.trace import batching_trace, trace_ttft_s  # noqa: E402
 
 TRACE = dict(model="qwen3.6-35b-a3b", prompt_tokens=1024, link="25g", mfu=0.4, gpu="study-effective",
              interarrival_s=0.01)
+#: Requests of the load-test benchmark rows (and the smaller size that shows memory linear in them).
+LOADTEST_REQUESTS = (4_000, 40_000)
+LOADTEST = dict(qps=8, prompt_tokens=2048, out_tokens=128, max_num_seqs=256, gpu="h200", tp=8, seed=0)
 #: A dense model of TP_LAYERS layers handed from 8 prefill ranks to 8 decode ranks: a graph of about
 #: 0.1M edges with ranks, shards per rank pair and per-layer collectives (and the same model at TP 1).
 TP_LAYERS = 2_000
@@ -236,6 +249,25 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def loadtest_once(deployment: str, requests: int) -> dict:
+    t = time.perf_counter()
+    kw = dict(LOADTEST, num_prompts=requests, deployment=deployment)
+    if deployment != "colocated":
+        kw["handoff"] = "push"
+    r = dg.loadtest("qwen3-32b", **kw)
+    elapsed = time.perf_counter() - t
+    return {"s": elapsed, "requests": len(r.requests), "requests_per_s": len(r.requests) / elapsed,
+            "ttft_p50_s": r.summary["ttft_p50_s"]}
+
+
+def plan_once(workers: int | None = None) -> float:
+    t = time.perf_counter()
+    rows = dg.plan("qwen3.6-35b-a3b", gpu="h100", gpus=16, qps=8, prompt_tokens=4096, out_tokens=256,
+                   slo_ttft_s=1.5, slo_tpot_s=0.04, num_prompts=200, max_candidates=100, workers=workers)
+    assert len(rows) == 100
+    return time.perf_counter() - t
+
+
 def child(args: list[str]) -> dict:
     """Run one measurement in a fresh interpreter (for its peak memory)."""
     out = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True, check=True)
@@ -261,6 +293,7 @@ def main(argv=None) -> int:
     p.add_argument("--no-reproduce", action="store_true", help="skip timing depgraph reproduce")
     p.add_argument("--child-e2e", nargs=3, type=int, metavar=("REQUESTS", "WORKERS", "REPEAT"), help=argparse.SUPPRESS)
     p.add_argument("--child-networkx", nargs=2, type=int, metavar=("REQUESTS", "WORKERS"), help=argparse.SUPPRESS)
+    p.add_argument("--child-loadtest", nargs=2, metavar=("DEPLOYMENT", "REQUESTS"), help=argparse.SUPPRESS)
     args = p.parse_args(argv)
 
     if args.child_e2e:
@@ -271,6 +304,10 @@ def main(argv=None) -> int:
         return 0
     if args.child_networkx:
         out = e2e_networkx(*args.child_networkx)
+        print(json.dumps({**out, "peak_rss_mb": peak_rss_mb()}))
+        return 0
+    if args.child_loadtest:
+        out = loadtest_once(args.child_loadtest[0], int(args.child_loadtest[1]))
         print(json.dumps({**out, "peak_rss_mb": peak_rss_mb()}))
         return 0
 
@@ -309,6 +346,20 @@ def main(argv=None) -> int:
                   tp8_vs_tp1_per_edge=(per[8]["s"] / per[8]["edges"]) / (per[1]["s"] / per[1]["edges"]))
     print(f"tp8: {per[8]['edges']} edges {per[8]['s']:.3f} s ({result['tp8_us_per_edge']:.2f} us/edge; "
           f"TP 1: {per[1]['edges']} edges, {result['tp1_us_per_edge']:.2f} us/edge)", file=sys.stderr)
+
+    for deployment in ("colocated", "2P2D"):
+        tag = deployment.lower()
+        for n in LOADTEST_REQUESTS:
+            n = max(100, int(n * scale))
+            row = child(["--child-loadtest", deployment, str(n)])
+            size = f"{round(n / 1000)}k" if n >= 1000 else str(n)
+            result[f"loadtest_{tag}_{size}_requests_per_s"] = row["requests_per_s"]
+            result[f"loadtest_{tag}_{size}_peak_rss_mb"] = row["peak_rss_mb"]
+            print(f"loadtest {deployment}: {n:,} requests in {row['s']:.2f} s ({row['requests_per_s']:,.0f} req/s), "
+                  f"peak {row['peak_rss_mb']:.0f} MB", file=sys.stderr)
+    if not quick:
+        result["plan_s"] = plan_once()
+        print(f"plan: 100 candidates in {result['plan_s']:.1f} s", file=sys.stderr)
 
     sizes = [1_000, 10_000, 100_000] if quick else [1_000, 10_000, 100_000, 300_000, 1_000_000, 3_000_000]
     table = []

@@ -66,3 +66,22 @@ def test_the_plan_command(capsys, tmp_path):
                          (["--plot", "p.txt"], "--plot: expected a file ending in .png")):
         assert main(argv + bad) == 2
         assert message in capsys.readouterr().err
+
+
+def test_scenarios_declare_deployments_and_traffic(tmp_path):
+    from depgraph.sweeps.scenario import expand_scenario, load_scenario, parse_scenario
+
+    sc = load_scenario("workloads/deployments.toml")
+    variants = {p["variant"].split(",")[0] for p in expand_scenario(sc)}
+    assert variants == {"colocated", "1P1D", "2P1D", "1P2D"}
+    head = ('name = "t"\n[grid]\nmodels = ["qwen3-32b"]\nprompt_tokens = [1024]\nlinks = ["ib-ndr"]\nmfus = [0.4]\n'
+            'timings = ["handoff"]\n[[workloads]]\nworkload = "loadtest"\nqps = 1\nnum_prompts = 20\n')
+    with pytest.raises(dg.ConfigError, match=r"workloads\[0\]\.deployment: expected colocated, colocated:N"):
+        parse_scenario(head + 'deployment = "3x"\nhandoff = "push"\n')
+    with pytest.raises(dg.ConfigError, match=r"workloads\[0\]\.handoff: a colocated deployment has no handoff"):
+        parse_scenario(head + 'deployment = "colocated"\nhandoff = "push"\n')
+    with pytest.raises(dg.ConfigError, match=r"workloads\[0\]\.handoff: missing \(required"):
+        parse_scenario(head + 'deployment = "2P1D"\n')
+    scenario = parse_scenario(head + 'deployment = "colocated:2"\nburstiness = 0.5\nslo_ttft_s = 0.5\n')
+    rows = dg.sweep(scenario, workers=1, progress=False)
+    assert rows.gpus.tolist() == [16] and 0 <= rows.goodput_rps[0] <= rows.throughput_rps[0]

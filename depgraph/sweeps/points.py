@@ -32,6 +32,8 @@
 
 from __future__ import annotations
 
+import math
+
 from functools import lru_cache
 from typing import Any, Sequence
 
@@ -102,17 +104,23 @@ def _loadtest_row(point: dict[str, Any]) -> dict[str, Any]:
     is the largest decode batch the loop ran)."""
     from ..serving.simulator import loadtest
 
-    r = loadtest(point["model"], handoff=point["handoff"], qps=point["qps"], prompt_tokens=point["prompt_tokens"],
+    optional = ("prefill_tp", "decode_tp", "prefill_pp", "decode_pp", "collectives", "deployment", "burstiness",
+                "max_num_batched_tokens", "max_concurrency", "slo_ttft_s", "slo_tpot_s")
+    defaults = {"range_ratio": 0.0, "chunked_prefill": True, "router": "round-robin"}
+    r = loadtest(point["model"], handoff=point.get("handoff"), qps=point["qps"], prompt_tokens=point["prompt_tokens"],
                  out_tokens=point["out_tokens"], num_prompts=point["num_prompts"],
                  max_num_seqs=point["max_num_seqs"], seed=point["seed"], link=point["link"], tp=point["tp"],
                  prefill_mfu=point["mfu"], **({"gpu": point["gpu"]} if point.get("gpu") else {}),
-                 **{k: point[k] for k in ("prefill_tp", "decode_tp", "prefill_pp", "decode_pp", "collectives")
-                    if point.get(k) is not None})
+                 **{k: point[k] for k in optional if point.get(k) is not None},
+                 **{k: point[k] for k in defaults if point.get(k, defaults[k]) != defaults[k]})
     s = r.summary
-    keep = ("ttft_p50_s", "ttft_p90_s", "ttft_p99_s", "tpot_p50_s", "tpot_p90_s", "tpot_p99_s", "slots_held_mean",
-            "waiting_peak", "waiting_mean", "loop_posting_share", "throughput_rps", "time_in_slot_mean_s")
-    return {"policy": "-", "admission": "none", "ttft_s": s["ttft_mean_s"],
-            "frontier_max": int(r.timeline_running_max), **{k: s[k] for k in keep}}
+    keep = ("ttft_p50_s", "ttft_p90_s", "ttft_p99_s", "tpot_p50_s", "tpot_p90_s", "tpot_p99_s", "throughput_rps",
+            "goodput_rps", "goodput_per_gpu", "slo_attainment", "gpus", "preemptions", "itl_p50_s", "itl_p99_s",
+            "e2e_p50_s", "e2e_p99_s")
+    push_pull = ("slots_held_mean", "waiting_peak", "waiting_mean", "loop_posting_share", "time_in_slot_mean_s")
+    running = int(r.timeline_running_max) if "servers" not in s else int(r.timeline.running.max())
+    return {"policy": "-", "admission": "none", "ttft_s": s["ttft_mean_s"], "frontier_max": running,
+            **{k: s[k] for k in keep}, **{k: s.get(k, math.nan) for k in push_pull}}
 
 
 def run_point(point: dict[str, Any], *, cost: CostModel | None = None, policies: Sequence[str] = POLICY_NAMES,

@@ -115,6 +115,7 @@ from typing import Any
 from .._files import read_text_limited
 from .._validate import parse_toml
 from ..errors import ConfigError
+from ..serving.engine import parse_deployment
 from ..serving.simulator import MAX_ARRIVAL_S
 from ..specs.cost import DEFAULT_GPU
 from ..specs.hardware import load_gpu, load_link
@@ -316,6 +317,7 @@ class _Checker:
         checked["models"] = self.models(models)
         self.pipeline_stages(specs, workloads, models, checked["models"])
         self.parallel_sizes(specs, models, checked["models"], checked["gpus"])
+        self.loadtest_handoffs(specs)
         return Scenario(name=name, description=description, grid={k: checked[k] for k in GRID_KEYS},
                         workloads=specs, source=self.source)
 
@@ -325,6 +327,20 @@ class _Checker:
         if users and timings != ("handoff",):
             raise self.fail("grid.timings", f'expected ["handoff"] with a loadtest workload (workloads[{users[0]}]): '
                                             f"the load test has no timing; got {list(timings)!r}")
+
+    def loadtest_handoffs(self, specs: tuple[WorkloadSpec, ...]) -> None:
+        """A load test has a handoff unless its deployment is colocated, and none when it is."""
+        for i, spec in enumerate(specs):
+            if spec.workload != "loadtest":
+                continue
+            for _, p in spec.variants():
+                colocated = (p.get("deployment") or "").startswith("colocated")
+                if colocated and p.get("handoff") is not None:
+                    raise self.fail(f"workloads[{i}].handoff", f"a {p['deployment']} deployment has no handoff; "
+                                                               "give the colocated variants their own table")
+                if not colocated and p.get("handoff") is None:
+                    raise self.fail(f"workloads[{i}].handoff", "missing (required: push, pull or pull-thread) "
+                                                               "unless the deployment is colocated")
 
     def loadtest_window(self, specs: tuple[WorkloadSpec, ...], tables: list[dict]) -> None:
         """Every load test's arrivals fit in MAX_ARRIVAL_S: ``num_prompts / qps`` at most that."""
@@ -512,6 +528,15 @@ class _Checker:
             w = f"{where}.{p.name}"
             if raw is None:  # a default that defers to another parameter (the load test's side TPs: tp)
                 values = (None,)
+            elif p.kind == "deployment":
+                items = self.values(raw, w)
+                names = []
+                for wi, v in items:
+                    try:
+                        names.append(parse_deployment(v, field_name=wi).name)
+                    except ConfigError as exc:
+                        raise self.fail(wi, str(exc).removeprefix(f"{wi}: ")) from None
+                values = self.distinct(items, names, "deployment")
             elif p.kind == "int":
                 values = self.ints(raw, w, p.lower, p.upper)
             elif p.kind == "float":

@@ -56,7 +56,8 @@ class Param:
 
     ``name`` is its scenario key, sweep column and (as ``--name``, dashes for
     underscores) command-line flag; ``arg`` the builder's keyword where it
-    differs. ``kind`` is ``"int"``, ``"float"``, ``"bool"`` or ``"choice"``;
+    differs. ``kind`` is ``"int"``, ``"float"``, ``"bool"``, ``"choice"`` or
+    ``"deployment"`` (:func:`~depgraph.serving.engine.parse_deployment`);
     integers lie in ``[lower, upper]``, floats in ``(lower, upper]``.
     ``default`` is what the builder and the command line use when it is not
     given; ``required`` says a scenario file must give it anyway (it names
@@ -181,12 +182,15 @@ def _label_pipeline(p: dict) -> str:
 
 _LOADTEST_LABELLED = (("out_tokens", 128), ("num_prompts", 400), ("max_num_seqs", 8), ("tp", 8), ("seed", 0),
                       ("prefill_tp", None), ("decode_tp", None), ("prefill_pp", 1), ("decode_pp", 1),
-                      ("collectives", False))
+                      ("collectives", False), ("burstiness", None), ("range_ratio", 0.0),
+                      ("max_num_batched_tokens", None), ("chunked_prefill", True), ("router", "round-robin"),
+                      ("max_concurrency", None), ("slo_ttft_s", None), ("slo_tpot_s", None))
 
 
 def _label_loadtest(p: dict) -> str:
-    return f"{p['handoff']},qps={p['qps']:g}" + "".join(f",{k}={p[k]}" for k, d in _LOADTEST_LABELLED
-                                                         if p.get(k, d) != d)
+    head = ",".join(str(p[k]) for k in ("deployment", "handoff") if p.get(k) is not None)
+    return f"{head},qps={p['qps']:g}" + "".join(f",{k}={p[k]}" for k, d in _LOADTEST_LABELLED
+                                                if p.get(k, d) != d)
 
 
 #: Every workload, in the order the command line and the gallery list them.
@@ -226,7 +230,10 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in (
     # the push/pull load test (depgraph.serving): prompt_tokens and links come from the grid (the link is
     # per GPU), the grid's MFU is the prefill MFU; timings do not apply (give ["handoff"])
     Workload("loadtest", None, (
-        Param("handoff", "choice", REQUIRED, choices=("push", "pull", "pull-thread")),
+        Param("handoff", "choice", None, choices=("push", "pull", "pull-thread"),
+              help="push, pull or pull-thread (required unless the deployment is colocated)"),
+        Param("deployment", "deployment", None, help="colocated, colocated:N or <P>P<D>D (default: one decode "
+                                                     "server fed by an unbounded prefill pool)"),
         Param("qps", "float", REQUIRED, 0, 1e6), Param("out_tokens", "int", 128, 1, 1_000_000),
         Param("num_prompts", "int", 400, 1, 1_000_000), Param("max_num_seqs", "int", 8, 1, 1_000_000),
         Param("tp", "int", 8, 1, 1024), Param("seed", "int", 0, 0, 2**63 - 1),
@@ -235,6 +242,14 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in (
         Param("prefill_pp", "int", 1, 1, 1024, help="pipeline stages of the prefill side"),
         Param("decode_pp", "int", 1, 1, 1024, help="pipeline stages of the decode side"),
         Param("collectives", "bool", False, help="add the cost model's all-reduces to the fitted step costs"),
+        Param("burstiness", "float", None, 0, 1e6, help="gamma arrivals (vllm bench serve --burstiness)"),
+        Param("range_ratio", "float", 0.0, -1e-12, 0.999999, help="lengths uniform in [L (1 - r), L (1 + r)]"),
+        Param("max_num_batched_tokens", "int", None, 1, 10_000_000, help="a colocated step's token budget"),
+        Param("chunked_prefill", "bool", True, help="colocated: chunk prompts to the budget"),
+        Param("router", "choice", "round-robin", choices=("round-robin", "least-outstanding")),
+        Param("max_concurrency", "int", None, 1, 10_000_000, help="colocated: requests in flight at most"),
+        Param("slo_ttft_s", "float", None, 0, 1e6, help="TTFT target (seconds) for goodput"),
+        Param("slo_tpot_s", "float", None, 0, 1e6, help="TPOT target (seconds) for goodput"),
     ), _label_loadtest, description="the push/pull load test of a decode server (depgraph.serving)"),
 )}
 
