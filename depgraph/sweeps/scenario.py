@@ -434,12 +434,17 @@ class _Checker:
                 raise self.fail(w, f"expected an integer in [{lower:,}, {upper:,}], got {got}")
         return self.distinct(items, [v for _, v in items], "value")
 
-    def floats(self, value: Any, where: str, lower: float, upper: float) -> tuple[float, ...]:
+    def floats(self, value: Any, where: str, lower: float, upper: float, *, closed: bool = False,
+               open_upper: bool = False) -> tuple[float, ...]:
+        """Numbers in ``(lower, upper]`` (``[lower, ...`` with ``closed``; ``..., upper)`` with ``open_upper``)."""
         items = self.values(value, where)
         for w, v in items:
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not (lower < v <= upper):
+            ok = isinstance(v, (int, float)) and not isinstance(v, bool) and (lower <= v if closed else lower < v) \
+                and (v < upper if open_upper else v <= upper)
+            if not ok:
                 got = _got(v)
-                raise self.fail(w, f"expected a number in ({lower:g}, {upper:g}], got {got}")
+                raise self.fail(w, f"expected a number in {'[' if closed else '('}{lower:g}, {upper:g}"
+                                   f"{')' if open_upper else ']'}, got {got}")
         return self.distinct(items, [float(v) for _, v in items], "value")
 
     def mfus(self, value: Any, where: str) -> tuple[float, ...]:
@@ -540,7 +545,8 @@ class _Checker:
             elif p.kind == "int":
                 values = self.ints(raw, w, p.lower, p.upper)
             elif p.kind == "float":
-                values = self.floats(raw, w, p.lower, p.upper)
+                values = self.floats(raw, w, p.lower, p.upper, closed=p.interval[0] == "[",
+                                     open_upper=p.interval[1] == ")")
             elif p.kind == "bool":
                 items = self.values(raw, w)
                 for wi, v in items:

@@ -76,6 +76,7 @@ class Param:
     sweepable: bool = True
     help: str = ""
     metavar: str | None = None
+    interval: str = "(]"  # a float's bounds: "(]" excludes the lower, "[)" includes it and excludes the upper
 
     @property
     def keyword(self) -> str:
@@ -92,7 +93,7 @@ class Param:
         if self.kind == "int":
             return f"an integer in [{self.lower:,}, {self.upper:,}]"
         if self.kind == "float":
-            return f"a number in ({self.lower:g}, {self.upper:g}]"
+            return f"a number in {self.interval[0]}{self.lower:g}, {self.upper:g}{self.interval[1]}"
         if self.kind == "bool":
             return "true or false"
         return "one of " + ", ".join(self.choices)
@@ -243,7 +244,8 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in (
         Param("decode_pp", "int", 1, 1, 1024, help="pipeline stages of the decode side"),
         Param("collectives", "bool", False, help="add the cost model's all-reduces to the fitted step costs"),
         Param("burstiness", "float", None, 0, 1e6, help="gamma arrivals (vllm bench serve --burstiness)"),
-        Param("range_ratio", "float", 0.0, -1e-12, 0.999999, help="lengths uniform in [L (1 - r), L (1 + r)]"),
+        Param("range_ratio", "float", 0.0, 0.0, 1.0, interval="[)",
+              help="lengths uniform in [L (1 - r), L (1 + r)], r in [0, 1)"),
         Param("max_num_batched_tokens", "int", None, 1, 10_000_000, help="a colocated step's token budget"),
         Param("chunked_prefill", "bool", True, help="colocated: chunk prompts to the budget"),
         Param("router", "choice", "round-robin", choices=("round-robin", "least-outstanding")),
