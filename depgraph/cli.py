@@ -211,7 +211,7 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=_number(int, "--seed"), default=0)
     p.add_argument("--arrival", default="poisson", help="poisson or constant")
     p.add_argument("--trace", default=None, help="CSV of arrival_s,prompt_tokens,output_tokens (replaces --qps ...)")
-    p.add_argument("--prefill-servers", type=_number(int, "--prefill-servers"), default=0,
+    p.add_argument("--prefill-servers", type=_number(int, "--prefill-servers"), default=None,
                    help="prefill servers (0: the prefill pool never queues)")
     p.add_argument("--slot-scope", default="running", help="running or reserved")
     p.add_argument("--plot", default=None, help="write TTFT and slots held over time to this PNG/SVG")
@@ -504,6 +504,8 @@ def run_plan_command(args) -> int:
     if args.plot is not None and Path(args.plot).suffix.lower() not in (".png", ".svg", ".pdf"):
         raise DepgraphError(f"--plot: expected a file ending in .png, .svg or .pdf; got {args.plot!r}")
     only = None if args.only is None else one_of("--only", args.only, ("colocated", "disaggregated"))
+    if args.top < 1:
+        raise DepgraphError(f"--top: expected an integer >= 1, got {args.top}")
     positive = lambda flag, v: v if v > 0 else (_ for _ in ()).throw(  # noqa: E731
         DepgraphError(f"{flag}: expected a number > 0, got {v:g}"))
     rows = plan(args.model, gpu=args.gpu, gpus=args.gpus, qps=args.qps, prompt_tokens=args.prompt_tokens,
@@ -522,6 +524,15 @@ def run_plan_command(args) -> int:
         print(_dumps([{k: None if isinstance(v, float) and math.isnan(v) else v for k, v in r.items()}
                       for r in rows]))
         return 0
+    from .sweeps.plan import MAX_CANDIDATES, candidates
+
+    every = len(candidates(args.model, gpu=args.gpu, gpus=args.gpus, tps=args.tps, max_num_seqs=args.max_num_seqs,
+                           handoffs=tuple(h.strip() for h in args.handoffs.split(",")),
+                           colocated=only != "disaggregated", disaggregated=only != "colocated",
+                           max_candidates=MAX_CANDIDATES))
+    if every > len(rows):
+        print(f"note: {every - len(rows)} of {every} candidates left out (the smallest of each kind kept; "
+              "raise --max-candidates)")
     print(f"{args.model}: {len(rows)} deployments on up to {args.gpus} x {args.gpu} for {args.qps:g} req/s of "
           f"{args.prompt_tokens:,} + {args.out_tokens:,} tokens, TTFT <= {args.slo_ttft_ms:g} ms and TPOT <= "
           f"{args.slo_tpot_ms:g} ms for {100 * args.attainment:g}% of requests (goodput: DistServe's, capped at "
@@ -876,10 +887,11 @@ def _cmd_loadtest(args) -> int:
                       out_tokens=args.out_tokens, num_prompts=args.num_prompts, max_num_seqs=args.max_num_seqs,
                       seed=args.seed, arrival=args.arrival, trace=args.trace, tp=args.tp,
                       burstiness=args.burstiness, range_ratio=args.range_ratio, **slo, **engine,
-                      prefill_servers=args.prefill_servers, slot_scope=args.slot_scope,
+                      slot_scope=args.slot_scope,
                       **{k: v for k, v in (("link", args.link), ("gpu", args.gpu), ("prefill_tp", args.prefill_tp),
                                            ("decode_tp", args.decode_tp), ("prefill_pp", args.prefill_pp),
-                                           ("decode_pp", args.decode_pp), ("collectives", args.collectives))
+                                           ("decode_pp", args.decode_pp), ("collectives", args.collectives),
+                                           ("prefill_servers", args.prefill_servers))
                          if v is not None})
     s = result.summary
     if args.plot:
@@ -905,11 +917,13 @@ def _cmd_loadtest(args) -> int:
           f"{s['link']} per GPU")
     print(f"  TTFT   p50 {s['ttft_p50_s'] * 1e3:9.1f} ms   p90 {s['ttft_p90_s'] * 1e3:9.1f} ms   p99 {s['ttft_p99_s'] * 1e3:9.1f} ms")
     print(f"  TPOT   p50 {s['tpot_p50_s'] * 1e3:9.2f} ms   p90 {s['tpot_p90_s'] * 1e3:9.2f} ms   p99 {s['tpot_p99_s'] * 1e3:9.2f} ms")
-    print(f"  slots held (mean) {s['slots_held_mean']:.2f} of {s['max_num_seqs']}; waiting for a slot: "
+    servers, seqs = s.get("decode_servers", 1), s["max_num_seqs"]
+    each = f" ({servers} servers x {seqs})" if servers > 1 else ""
+    print(f"  slots held (mean) {s['slots_held_mean']:.2f} of {servers * seqs}{each}; waiting for a slot: "
           f"peak {s['waiting_peak']}, mean {s['waiting_mean']:.2f}")
     print(f"  decode loop time spent posting handoffs: {100 * s['loop_posting_share']:.1f}%")
-    slo = " and ".join([f"TTFT <= {s['slo_ttft_s'] * 1e3:g} ms"] * (s["slo_ttft_s"] is not None)
-                       + [f"TPOT <= {s['slo_tpot_s'] * 1e3:g} ms"] * (s["slo_tpot_s"] is not None))
+    slo = " and ".join(f"{name} <= {s[key] * 1e3:g} ms" for name, key in (("TTFT", "slo_ttft_s"), ("TPOT", "slo_tpot_s"))
+                       if s[key] is not None)
     print(f"  {s['deployment']}, {s['gpus']} GPUs: throughput {s['throughput_rps']:.3f} req/s; goodput "
           f"{s['goodput_rps']:.3f} req/s, {s['goodput_per_gpu']:.4f} per GPU"
           + (f" ({100 * s['slo_attainment']:.1f}% meet {slo})" if slo else " (no SLO given)"))
@@ -934,8 +948,8 @@ def _print_colocated(result, args) -> int:
     for name, label, digits in (("ttft", "TTFT", 1), ("tpot", "TPOT", 2), ("itl", "ITL", 2), ("e2e", "E2E", 1)):
         print(f"  {label:<6} p50 {s[f'{name}_p50_s'] * 1e3:9.{digits}f} ms   p90 {s[f'{name}_p90_s'] * 1e3:9.{digits}f} ms"
               f"   p99 {s[f'{name}_p99_s'] * 1e3:9.{digits}f} ms")
-    slo = [f"TTFT <= {s['slo_ttft_s'] * 1e3:g} ms" for _ in [0] if s["slo_ttft_s"] is not None] + \
-          [f"TPOT <= {s['slo_tpot_s'] * 1e3:g} ms" for _ in [0] if s["slo_tpot_s"] is not None]
+    slo = [f"{name} <= {s[key] * 1e3:g} ms" for name, key in (("TTFT", "slo_ttft_s"), ("TPOT", "slo_tpot_s"))
+           if s[key] is not None]
     print(f"  throughput {s['throughput_rps']:.3f} req/s ({s['output_tokens_per_s']:,.0f} output tokens/s); goodput "
           f"{s['goodput_rps']:.3f} req/s, {s['goodput_per_gpu']:.4f} per GPU"
           + (f" ({100 * s['slo_attainment']:.1f}% meet {' and '.join(slo)})" if slo else " (no SLO given)"))

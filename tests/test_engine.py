@@ -176,10 +176,12 @@ def test_the_step_cost_agrees_with_the_cost_model_at_the_extremes():
     assert sc.step_s([(1, 1000)] * 8) == pytest.approx(COST.decode_step_s(m, [1000] * 8), rel=1e-12)
     assert sc.step_s([(4096, 0)]) == pytest.approx(COST.prefill_s(m, 4096), rel=1e-3)
     assert sc.step_s([]) == 0.0
-    # a window caps what a token attends to and reads
+    # a window caps what a token reads: past every window only the full-attention layers' KV grows
     g = dg.load_model("gpt-oss-20b")
     sg = COST.step_cost(g, tp=1, collectives=False)
-    assert sg.step_s([(1, 100_000)]) < sg.step_s([(1, 1000)]) * 50
+    grown = sg.step_s([(1, 100_000)]) - sg.step_s([(1, 50_000)])
+    assert grown == pytest.approx(sg.full_kv_bytes_per_token * 50_000 / COST.decode_bytes_per_s, rel=1e-9)
+    assert 0 < sg.full_kv_bytes_per_token < sum(layer.kv_bytes_per_token for layer in g.layers)
 
 
 # ------------------------------------------------------------------ disaggregated xPyD
@@ -228,3 +230,32 @@ def test_round_robin_spreads_requests_evenly_over_decode_servers():
 def test_bad_disaggregated_deployments(kw, message):
     with pytest.raises(dg.ConfigError, match=message):
         dg.loadtest(M, **{"qps": 1, "prompt_tokens": 1000, "out_tokens": 10, "num_prompts": 5, **kw})
+
+
+
+@pytest.mark.parametrize("extra", [[], ["--slo-ttft-ms", "500"], ["--slo-ttft-ms", "500", "--slo-tpot-ms", "20"]])
+@pytest.mark.parametrize("deployment", [[], ["--deployment", "2P1D"], ["--deployment", "1P3D"]])
+def test_the_loadtest_text_output_of_every_deployment(capsys, deployment, extra):
+    from depgraph.cli import main
+
+    argv = ["loadtest", "qwen3-32b", "--handoff", "push", "--qps", "2", "--prompt-tokens", "2048", "--out-tokens",
+            "16", "--num-prompts", "20"]
+    assert main(argv + deployment + extra) == 0
+    out = capsys.readouterr().out
+    assert "goodput" in out and ("meet TTFT" in out) == bool(extra)
+    assert main(["loadtest", "qwen3-32b", "--deployment", "colocated", "--qps", "2", "--prompt-tokens", "2048",
+                 "--out-tokens", "16", "--num-prompts", "20", *extra]) == 0
+    assert "ITL" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("kw, message", [
+    (dict(deployment="colocated", burstiness=1e-9), r"burstiness: 1e-09 is too bursty to draw"),
+    (dict(handoff="push", burstiness=2.0, arrival="constant"), r"burstiness: draws gamma arrivals"),
+    (dict(deployment="1P1D", handoff="push", gpu="l40s", tp=1), r"decode_tp: qwen3-32b's weights .* leave no room"),
+    (dict(deployment="2P1D", handoff="push", prefill_servers=5), r"prefill_servers: 5 contradicts deployment 2P1D"),
+])
+def test_more_bad_load_tests(kw, message):
+    with pytest.raises(dg.ConfigError, match=message):
+        dg.loadtest(M, **{"qps": 2, "prompt_tokens": 100, "out_tokens": 5, "num_prompts": 50, **kw})
+    with pytest.raises(dg.ConfigError, match=r"burstiness, range_ratio: a trace gives its own"):
+        dg.loadtest(M, deployment="colocated", trace=table((0.0, 10, 2)), range_ratio=0.5)

@@ -189,12 +189,23 @@ def test_simulated_step_is_the_cost_models_step(model):
     import importlib
 
     lt = importlib.import_module("depgraph.load")
-    m, p = dg.load_model(model), LoadModel()
+    m = dg.load_model(model)
+    from depgraph.serving.memory import check_sides
+
+    try:
+        check_sides(m, 8, 8)
+        tp = 8
+    except dg.ConfigError:  # a TP vLLM could not shard the model at
+        tp = 4
+    p = LoadModel(tp=tp)
     cost = dg.CostModel(gpu=p.gpu, mfu=p.prefill_mfu)
     sim = lt._Simulation(m, cost, dg.load_link(p.link), p, "push", 8, arrivals(qps=1, num_prompts=1, prompt_tokens=8,
                                                                               out_tokens=1))
     for contexts in ([100], [100, 2000, 5], [7] * 9, [16384] * 8, [126, 127, 128, 129, 4095, 4096, 4097]):
-        want = p.decode_step_overhead_s + cost.decode_step_s(m, contexts) / p.tp
+        # one rank's reads: 1 / tp of the weights, its own shard of every request's KV and state (KV heads
+        # replicated past their count, a Mamba-2 group padded per rank), as the cost model's sharded layer step
+        want = p.decode_step_overhead_s + sum(cost.decode_layer_s(m, layer, contexts, tp=tp) for layer in m.layers) \
+            + cost.decode_head_s(m) / tp
         # the simulation splits the same sum (batch-size part cached): equal up to float reassociation
         assert sim.step_s(contexts) == pytest.approx(want, rel=1e-12)
 

@@ -39,7 +39,7 @@ def test_a_plan_ranks_by_goodput_per_gpu_and_says_what_bounds_each():
 
 
 def test_a_missed_target_gives_the_rate_that_would_meet_it():
-    rows = dg.plan("qwen3-32b", **{**KW, "slo_ttft_s": 0.05, "max_candidates": 3}, workers=1)
+    rows = dg.plan("qwen3-32b", **{**KW, "slo_ttft_s": 0.05, "max_candidates": 3, "tps": (8,)}, workers=1)
     missed = [r for r in rows if r["bound"] != "meets SLOs"]
     assert missed and all(r["goodput_rps"] < KW["qps"] for r in missed)
     r = max(missed, key=lambda r: r["goodput_rps"])
@@ -85,3 +85,30 @@ def test_scenarios_declare_deployments_and_traffic(tmp_path):
     scenario = parse_scenario(head + 'deployment = "colocated:2"\nburstiness = 0.5\nslo_ttft_s = 0.5\n')
     rows = dg.sweep(scenario, workers=1, progress=False)
     assert rows.gpus.tolist() == [16] and 0 <= rows.goodput_rps[0] <= rows.throughput_rps[0]
+
+
+
+def test_over_the_cap_both_kinds_keep_a_share():
+    cs = candidates("qwen3-32b", gpu="h200", gpus=256, tps=(8,), max_num_seqs=(32,), max_candidates=10)
+    kinds = [c["handoff"] is None for c in cs]
+    assert kinds.count(True) == 5 and kinds.count(False) == 5
+    assert {c["deployment"] for c in cs} >= {"colocated", "1P1D"}
+    few = candidates("qwen3-32b", gpu="h200", gpus=16, tps=(8,), max_num_seqs=(32, 32), max_candidates=100)
+    assert [c["deployment"] for c in few] == ["colocated", "colocated:2", "1P1D"]  # duplicates folded
+
+
+def test_only_memory_errors_make_a_candidate_memory_bound():
+    from depgraph.sweeps.plan import evaluate
+
+    point = {"model": "qwen3-32b", "gpu": "h200",
+             "candidate": {"deployment": "colocated", "tp": 8, "handoff": None, "max_num_seqs": 32, "gpus": 8},
+             "traffic": dict(qps=2.0, prompt_tokens=2048, out_tokens=16, num_prompts=10, slo_ttft_s=1.0,
+                             slo_tpot_s=1.0, attainment=0.9, seed=0)}
+    (row,) = evaluate(point)
+    assert row["bound"] == "meets SLOs"
+    with pytest.raises(dg.ConfigError, match=r"qps: 1e-07 req/s"):
+        evaluate({**point, "traffic": {**point["traffic"], "qps": 1e-7}})
+    huge = {**point, "traffic": {**point["traffic"], "prompt_tokens": 38_000, "out_tokens": 2000},
+            "candidate": {**point["candidate"], "tp": 1, "gpus": 1}, "gpu": "a100-80g"}
+    (row,) = evaluate(huge)
+    assert row["bound"] == "memory-bound" and row["goodput_rps"] == 0

@@ -254,8 +254,9 @@ def simulate_colocated(model: ModelSpec, cost: CostModel, table: pd.DataFrame, *
     srv = [_Server(k, pool) for k in range(servers)]
     events: list[tuple[float, int, int, int]] = []  # (time, kind order, sequence, payload)
     seq = 0
-    # at one instant: steps end (freeing memory and slots), then requests arrive, then idle servers they
-    # woke schedule (seeing every request that arrived at that instant)
+    # at one instant: steps end (freeing memory and slots; a busy server schedules its next step right
+    # there, before the instant's arrivals), then requests arrive, then the idle servers they woke
+    # schedule (seeing every request that arrived at that instant)
     STEP, ARRIVE, WAKE = 0, 1, 2
 
     def push(t: float, kind: int, payload: int) -> None:
@@ -456,19 +457,14 @@ def colocated_graph(run: ColocatedRun) -> nx.DiGraph:
                 add_dep(G, f"r{woke_by}:send", node, "data")
             prev = node
         last_step_of[s.k] = prev
+    ends = {s.k: np.array([row[1] for row in s.steps]) for s in srv}  # each server's step ends, in order
     for r in reqs:
         k, j = r.first_step
         add_event(G, f"r{r.i}:token", kind="token", request=r.i, device=f"server-{k}")
         add_dep(G, f"s{k}:step{j}", f"r{r.i}:token", "program")
         if r.sent_after >= 0:  # sent when an earlier request finished: after that request's last step
             f = reqs[r.sent_after]
-            end_step = _step_ending_at(srv[f.server], f.last_token)
+            end_step = int(np.searchsorted(ends[f.server], f.last_token))  # the step that ended at its finish
             add_dep(G, f"s{f.server}:step{end_step}", f"r{r.i}:send", "data")
     G.graph["target_request"] = len(reqs) - 1
     return G
-
-
-def _step_ending_at(s: _Server, t: float) -> int:
-    ends = [row[1] for row in s.steps]
-    j = int(np.searchsorted(ends, t))
-    return j

@@ -62,7 +62,7 @@ from ..specs.hardware import DEFAULT_LINK, load_gpu, load_link
 from ..specs.models import ModelSpec, handoff_bytes, load_model
 from ..specs.parallel import check_pp, check_tp_pair, handoff_nics
 from .engine import ROUTERS, EngineConfig, colocated_graph, default_max_num_batched_tokens, parse_deployment, simulate_colocated
-from .memory import check_sides, max_slots_in_memory
+from .memory import check_sides, max_slots_in_memory, weights_per_gpu_bytes
 
 __all__ = ["HANDOFFS", "LoadModel", "LoadResult", "loadtest", "arrivals", "read_trace", "run_graph", "MAX_REQUESTS",
            "MAX_ARRIVAL_S", "MAX_TRACE_FILE_BYTES"]
@@ -339,6 +339,9 @@ def arrivals(*, qps: float, num_prompts: int, prompt_tokens: int, out_tokens: in
         times = np.sort(rng.uniform(0.0, num_prompts / qps, num_prompts))
     else:
         times = np.cumsum(rng.gamma(shape=burstiness, scale=1.0 / (qps * burstiness), size=num_prompts))
+        if not (np.isfinite(times[-1]) and times[-1] > 0):  # every gap underflowed to 0: nothing to scale
+            raise ConfigError(f"burstiness: {burstiness:g} is too bursty to draw: every gap of the gamma "
+                              "distribution rounds to 0; expected a larger value (1 is Poisson)")
         times = times * ((num_prompts / qps) / times[-1])
     table = pd.DataFrame({"arrival_s": times, "prompt_tokens": prompt_tokens, "output_tokens": out_tokens})
     if range_ratio > 0:
@@ -470,6 +473,10 @@ def loadtest(model: ModelSpec | str, *, handoff: str | None = None, qps: float |
                                   "and sends open-loop arrivals")
         one_of("router", router, ROUTERS)
         if deploy is not None:
+            for name in ("prefill_servers", "decode_servers"):
+                given = overrides.get(name, getattr(params, name) if params is not None else None)
+                if name in overrides and given != getattr(deploy, name[:-8]):
+                    raise ConfigError(f"{name}: {given} contradicts deployment {deploy.name}; give one or the other")
             overrides = {**overrides, "prefill_servers": deploy.prefill, "decode_servers": deploy.decode,
                          "router": router}
         elif router != "round-robin":
@@ -486,6 +493,8 @@ def loadtest(model: ModelSpec | str, *, handoff: str | None = None, qps: float |
             raise ConfigError(f"num_prompts: {num_prompts:,} requests would need about {need_gb:,.0f} GB of "
                               f"simulation state and hours of time; the limit is {MAX_REQUESTS:,} requests")
     if trace is not None:
+        if burstiness is not None or range_ratio:
+            raise ConfigError("burstiness, range_ratio: a trace gives its own arrivals and lengths; leave them out")
         table = _checked_trace(trace) if isinstance(trace, pd.DataFrame) else read_trace(trace)
     else:
         missing = [n for n, v in (("qps", qps), ("prompt_tokens", prompt_tokens), ("out_tokens", out_tokens),
@@ -493,6 +502,8 @@ def loadtest(model: ModelSpec | str, *, handoff: str | None = None, qps: float |
         if missing:
             raise ConfigError(f"{missing[0]}: required unless a trace is given")
         if burstiness is not None:
+            if arrival not in ("poisson", "gamma"):
+                raise ConfigError(f"burstiness: draws gamma arrivals; leave it out with arrival={arrival!r}")
             arrival = "gamma"
         table = arrivals(qps=qps, num_prompts=num_prompts, prompt_tokens=prompt_tokens, out_tokens=out_tokens,
                          process=arrival, seed=seed, burstiness=1.0 if burstiness is None else burstiness,
@@ -505,6 +516,12 @@ def loadtest(model: ModelSpec | str, *, handoff: str | None = None, qps: float |
         model.check_context(int((table["prompt_tokens"] + table["output_tokens"]).max()),
                             field="prompt_tokens" if trace is None else "trace", what="a prompt plus its output")
     meta = {"qps": qps, "seed": seed, "arrival": arrival if trace is None else "trace", "slo": slo}
+    if deploy is not None and not colocated and len(table):  # a deployment must hold its weights and one request
+        longest = int((table["prompt_tokens"] + table["output_tokens"]).max())
+        if max_slots_in_memory(model, context_tokens=longest, tp=params.dtp, gpu=cost.gpu, pp=params.decode_pp) == 0:
+            raise ConfigError(f"decode_tp: {model.name}'s weights ({weights_per_gpu_bytes(model, tp=params.dtp) / 1e9:.1f} "
+                              f"GB per GPU at TP {params.dtp}) leave no room on {cost.gpu.name} for one request of "
+                              f"{longest:,} tokens; raise the TP")
     if colocated:
         return _colocated(model, cost, params, deploy, engine, table, meta)
     iterations = estimated_iterations(table, model=model, cost=cost, params=params, max_num_seqs=max_num_seqs,
@@ -549,6 +566,9 @@ def _latency_summary(df: pd.DataFrame, *, itl: np.ndarray, slo: dict, end: float
 def _colocated(model: ModelSpec, cost: CostModel, params: LoadModel, deploy, engine, table: pd.DataFrame,
                meta: dict) -> LoadResult:
     """A load test of a colocated deployment (:mod:`depgraph.serving.engine`)."""
+    for name, default in (("prefill_servers", 0), ("slot_scope", "running"), ("decode_servers", 1)):
+        if getattr(params, name) != default:
+            raise ConfigError(f"{name}: applies to the disaggregated load model, not to a {deploy.name} deployment")
     if params.prefill_pp != 1 or params.decode_pp != 1 or params.ptp != params.dtp:
         raise ConfigError("tp: a colocated server runs prefill and decode on the same GPUs: give one tp "
                           "(prefill_tp = decode_tp) and no pipeline stages")
@@ -669,15 +689,25 @@ class _Simulation:
         bw = cost.decode_bytes_per_s
         self._weights_s: dict[int, float] = {}
         self._fixed_s: dict[int, float] = {}  # per batch size: pipeline hops and (collectives=True) all-reduces
-        # KV read per token of context: whole-context layers linearly, sliding-window layers up to their window
-        self._kv_token_s = sum(layer.kv_bytes_per_token for layer in model.layers if not layer.kv_window_tokens) / bw
+        # KV read per token of context: whole-context layers linearly, sliding-window layers up to their window;
+        # what one decode rank holds (KV heads replicated past their count read in full, a Mamba-2 group padded
+        # per rank), times the ranks, so that the step's division by decode_tp leaves one rank's reads (the
+        # same bytes, to the bit, wherever the ranks split them evenly)
+        dtp = params.dtp
+
+        def per_rank(layer, component: str) -> int:
+            return layer.sharded_bytes(component, 1, dtp)[0] if component in layer.components else 0
+
+        self._kv_token_s = sum(per_rank(layer, "kv") for layer in model.layers if not layer.kv_window_tokens) * dtp / bw
         windows: dict[int, int] = {}
         for layer in model.layers:
             if layer.kv_window_tokens:  # holds min(context, W - 1) tokens (LayerSpec.kv_tokens)
                 held = layer.kv_window_tokens - 1
-                windows[held] = windows.get(held, 0) + layer.kv_bytes_per_token
+                windows[held] = windows.get(held, 0) + per_rank(layer, "kv") * dtp
         self._window_token_s = [(w, b / bw) for w, b in sorted(windows.items())]
-        self._state_s = sum(layer.ssm_bytes + layer.conv_bytes for layer in model.layers) / bw
+        self._state_s = sum(per_rank(layer, "ssm") + per_rank(layer, "conv") for layer in model.layers) * dtp / bw
+        # what the cost model's whole-model step counts for one request's state (taken out of the weights' part)
+        self._state_total_s = sum(layer.ssm_bytes + layer.conv_bytes for layer in model.layers) / bw
 
     # -- helpers
     def _memory(self, df: pd.DataFrame) -> dict[str, Any]:
@@ -728,7 +758,7 @@ class _Simulation:
         """:meth:`step_s` of ``batch`` requests holding ``context_tokens`` tokens in all
         (``contexts``, each request's, only needed by a model with sliding windows)."""
         if batch not in self._weights_s:
-            self._weights_s[batch] = self.cost.decode_step_s(self.model, [0] * batch) - batch * self._state_s
+            self._weights_s[batch] = self.cost.decode_step_s(self.model, [0] * batch) - batch * self._state_total_s
             fixed = (self.p.decode_pp - 1) * self.cost.activation_hop_s
             if self.p.collectives:
                 fixed += sum(self.cost.layer_collectives_s(self.model, layer, batch, self.p.dtp)

@@ -28,13 +28,14 @@ order above); each candidate says what bounds it:
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
 from .._validate import one_of, positive_int, positive_number
 from ..errors import ConfigError, DepgraphError
 from ..serving.memory import GPU_MEMORY_UTILIZATION, check_sides, max_slots_in_memory, weights_per_gpu_bytes
-from ..serving.simulator import HANDOFFS, loadtest
+from ..serving.simulator import HANDOFFS, MAX_ARRIVAL_S, loadtest
 from ..specs.hardware import load_gpu
 from ..specs.models import load_model
 
@@ -45,6 +46,8 @@ BOUNDS = ("meets SLOs", "TTFT-bound", "TPOT-bound", "link-bound", "memory-bound"
 MAX_CANDIDATES = 1000
 #: Server counts tried on each side (and for colocated replicas), within the budget.
 _COUNTS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)
+#: The ConfigErrors of a load test that say the deployment's memory cannot hold the traffic.
+_MEMORY_ERRORS = re.compile(r"do not fit|needs [0-9.]+ GB of KV|does not fit|memory")
 #: Bisection steps below the offered rate for a candidate that misses its targets there.
 _BISECTIONS = 4
 
@@ -65,9 +68,10 @@ def candidates(model, *, gpu: str, gpus: int, tps=(1, 2, 4, 8), max_num_seqs=(64
                handoffs=("push",), colocated: bool = True, disaggregated: bool = True,
                max_candidates: int = 100) -> list[dict[str, Any]]:
     """The deployments :func:`plan` tries, in its tie-breaking order (colocated
-    first, then fewer GPUs), at most ``max_candidates``. A TP the model cannot
-    shard is left out; one whose weights do not fit is kept, to be reported
-    memory-bound."""
+    first, then fewer GPUs), at most ``max_candidates``: over the cap, the
+    smallest of each kind, half each (:func:`plan` says how many it left
+    out). A TP the model cannot shard is left out; one whose weights do not
+    fit is kept, to be reported memory-bound."""
     model = load_model(model)
     gpus = positive_int("gpus", gpus, upper=100_000)
     shardable = []
@@ -81,9 +85,9 @@ def candidates(model, *, gpu: str, gpus: int, tps=(1, 2, 4, 8), max_num_seqs=(64
             shardable.append(tp)
     if not shardable:
         raise ConfigError(f"tps: none of {', '.join(map(str, tps))} shards {model.name} within {gpus} GPUs")
+    handoffs = tuple(dict.fromkeys(one_of("handoffs", h, HANDOFFS) for h in handoffs))
     out = []
-    for seqs in max_num_seqs:
-        seqs = positive_int("max_num_seqs", seqs, upper=1_000_000)
+    for seqs in dict.fromkeys(positive_int("max_num_seqs", v, upper=1_000_000) for v in max_num_seqs):
         for tp in shardable if colocated else ():
             for n in (c for c in _COUNTS if c * tp <= gpus):
                 out.append({"deployment": "colocated" if n == 1 else f"colocated:{n}", "tp": tp, "handoff": None,
@@ -93,11 +97,16 @@ def candidates(model, *, gpu: str, gpus: int, tps=(1, 2, 4, 8), max_num_seqs=(64
                 for d in _COUNTS:
                     if (p + d) * tp <= gpus:
                         for h in handoffs:
-                            out.append({"deployment": f"{p}P{d}D", "tp": tp, "handoff": one_of("handoffs", h, HANDOFFS),
+                            out.append({"deployment": f"{p}P{d}D", "tp": tp, "handoff": h,
                                         "max_num_seqs": seqs, "gpus": (p + d) * tp})
-    out.sort(key=lambda c: (c["handoff"] is not None, c["gpus"]))  # stable: colocated first, then by GPUs
     max_candidates = positive_int("max_candidates", max_candidates, upper=MAX_CANDIDATES)
-    return out[:max_candidates]
+    # over the cap, both kinds keep an equal share (the smallest deployments of each; a kind with fewer
+    # candidates leaves its unused share to the other), so neither crowds the other out
+    kinds = [sorted((c for c in out if (c["handoff"] is None) == colo), key=lambda c: c["gpus"]) for colo in (True, False)]
+    share = max_candidates // 2
+    take = [min(len(kinds[0]), max(share, max_candidates - len(kinds[1])))]
+    take.append(min(len(kinds[1]), max_candidates - take[0]))
+    return kinds[0][:take[0]] + kinds[1][:take[1]]
 
 
 def evaluate(point: dict[str, Any]) -> list[dict[str, Any]]:
@@ -133,7 +142,9 @@ def evaluate(point: dict[str, Any]) -> list[dict[str, Any]]:
 
     try:
         first = run(t.qps)
-    except ConfigError as exc:  # e.g. one request's KV does not fit beside the weights
+    except ConfigError as exc:
+        if not _MEMORY_ERRORS.search(str(exc)):
+            raise
         return [{**row, "goodput_rps": 0.0, "goodput_per_gpu": 0.0, "bound": "memory-bound", "reason": str(exc),
                  "slo_attainment": 0.0, "ttft_p90_s": math.nan, "tpot_p90_s": math.nan}]
     s, df = first.summary, first.requests
@@ -141,10 +152,11 @@ def evaluate(point: dict[str, Any]) -> list[dict[str, Any]]:
     ttft_ok = float((df.ttft_s <= t.slo_ttft_s).mean())
     tpot_ok = float((~(df.tpot_s > t.slo_tpot_s)).mean())
     preempted = s.get("preempted_requests", 0) / len(df)
-    if preempted > 0.1:
+    if attained:
+        bound, reason = "meets SLOs", f"{100 * s['slo_attainment']:.1f}% of requests meet both targets" + (
+            f" ({100 * preempted:.0f}% preempted on the way)" if preempted else "")
+    elif preempted > 0.1:
         bound, reason = "memory-bound", f"{100 * preempted:.0f}% of requests preempted"
-    elif attained:
-        bound, reason = "meets SLOs", f"{100 * s['slo_attainment']:.1f}% of requests meet both targets"
     elif ttft_ok <= tpot_ok:
         handoff = float(df.handoff_s.mean()) if "handoff_s" in df else 0.0
         link = handoff > 0.5 * float(df.ttft_s.mean())
@@ -155,9 +167,10 @@ def evaluate(point: dict[str, Any]) -> list[dict[str, Any]]:
     goodput = t.qps if attained else 0.0
     if not attained:  # DistServe's goodput: the highest rate meeting the attainment, by bisection
         lo, hi = 0.0, t.qps
+        slowest = t.num_prompts / MAX_ARRIVAL_S  # a slower rate spreads the requests beyond the clock's reach
         for _ in range(_BISECTIONS):
             mid = (lo + hi) / 2
-            if run(mid).summary["slo_attainment"] >= t.attainment:
+            if mid >= slowest and run(mid).summary["slo_attainment"] >= t.attainment:
                 lo = mid
             else:
                 hi = mid
@@ -201,6 +214,9 @@ def plan(model, *, gpu: str, gpus: int, qps: float, prompt_tokens: int, out_toke
                        attainment=positive_number("attainment", attainment, upper=1.0),
                        seed=positive_int("seed", seed, allow_zero=True, upper=2**63 - 1))
     model_spec.check_context(prompt_tokens + out_tokens, field="out_tokens", what="a prompt plus its output")
+    if traffic.num_prompts / traffic.qps > MAX_ARRIVAL_S:
+        raise ConfigError(f"qps: {traffic.qps:g} req/s spreads {traffic.num_prompts:,} requests over more than "
+                          f"{MAX_ARRIVAL_S:.0e} s; expected at least {traffic.num_prompts / MAX_ARRIVAL_S:.3g} req/s")
     found = candidates(model_spec, gpu=gpu, gpus=gpus, tps=tps, max_num_seqs=max_num_seqs, handoffs=handoffs,
                        colocated=colocated, disaggregated=disaggregated, max_candidates=max_candidates)
     # the model travels by name when it has one in the catalog (workers load it), else as the spec

@@ -341,6 +341,14 @@ class _Checker:
                 if not colocated and p.get("handoff") is None:
                     raise self.fail(f"workloads[{i}].handoff", "missing (required: push, pull or pull-thread) "
                                                                "unless the deployment is colocated")
+                engine_only = {"max_num_batched_tokens": None, "chunked_prefill": True, "max_concurrency": None}
+                for key, default in engine_only.items():
+                    if not colocated and p.get(key, default) != default:
+                        raise self.fail(f"workloads[{i}].{key}", "applies to a colocated deployment only")
+                if colocated and (p.get("prefill_tp") or p.get("decode_tp") or p.get("prefill_pp", 1) > 1
+                                  or p.get("decode_pp", 1) > 1):
+                    raise self.fail(f"workloads[{i}].deployment", f"{p['deployment']} runs prefill and decode on "
+                                                                  "the same GPUs: give tp alone, no side TPs or stages")
 
     def loadtest_window(self, specs: tuple[WorkloadSpec, ...], tables: list[dict]) -> None:
         """Every load test's arrivals fit in MAX_ARRIVAL_S: ``num_prompts / qps`` at most that."""
