@@ -175,7 +175,8 @@ def _build_parser() -> argparse.ArgumentParser:
                         "<P>P<D>D (P prefill and D decode servers, e.g. 2P1D; with --handoff); default: one decode "
                         "server fed by an unbounded prefill pool, as the push vs pull study")
     p.add_argument("--max-num-batched-tokens", type=_number(int, "--max-num-batched-tokens"), default=None,
-                   metavar="N", help="token budget of a step (--deployment; default vLLM's for the GPU)")
+                   metavar="N", help="token budget of a step: a colocated server's (default vLLM's for the GPU), or "
+                                     "a <P>P<D>D deployment's prefill servers', which then batch and chunk prompts")
     p.add_argument("--no-chunked-prefill", action="store_true",
                    help="whole prompts only: one that does not fit what is left of a step's budget waits")
     p.add_argument("--router", default="round-robin", help="round-robin or least-outstanding (colocated:N)")

@@ -155,7 +155,7 @@ def test_same_seed_same_run():
     (dict(deployment="colocated", tp=3), r"3 does not divide"),
     (dict(deployment="colocated", tp=1, gpu="l40s"), r"tp: the weights of qwen3-32b .* do not fit"),
     (dict(deployment="colocated", prefill_tp=4), r"tp: a colocated server runs prefill and decode on the same GPUs"),
-    (dict(handoff="push", max_num_batched_tokens=4096), r"max_num_batched_tokens: applies to a colocated"),
+    (dict(handoff="push", max_num_batched_tokens=4096), r"max_num_batched_tokens: batches prompts on prefill servers"),
     (dict(deployment="colocated", router="random"), r"router: expected one of round-robin, least-outstanding"),
 ])
 def test_bad_deployments_are_refused_with_one_line(kw, message):
@@ -222,8 +222,6 @@ def test_round_robin_spreads_requests_evenly_over_decode_servers():
 
 @pytest.mark.parametrize("kw, message", [
     (dict(deployment="1P1D"), r"handoff: expected one of push, pull, pull-thread"),
-    (dict(deployment="1P1D", handoff="push", max_num_batched_tokens=4096), r"max_num_batched_tokens: applies to a "
-                                                                          r"colocated deployment"),
     (dict(deployment="1P1D", handoff="push", max_concurrency=4), r"max_concurrency: applies to a colocated"),
     (dict(deployment="0P1D", handoff="push"), r"deployment: expected colocated"),
 ])
@@ -259,3 +257,23 @@ def test_more_bad_load_tests(kw, message):
         dg.loadtest(M, **{"qps": 2, "prompt_tokens": 100, "out_tokens": 5, "num_prompts": 50, **kw})
     with pytest.raises(dg.ConfigError, match=r"burstiness, range_ratio: a trace gives its own"):
         dg.loadtest(M, deployment="colocated", trace=table((0.0, 10, 2)), range_ratio=0.5)
+
+
+def test_batching_prefill_servers_chunk_to_their_budget():
+    """Two prompts at once on one prefill server with a 2,048-token budget: A's first 2,048 tokens, then A's
+    last 952 with B's 1,000, both done at the end of the second step."""
+    from depgraph.serving.simulator import LoadModel
+
+    t = table((0.0, 3000, 2), (0.0, 1000, 2))
+    r = dg.loadtest(M, handoff="push", trace=t, deployment="1P1D", max_num_batched_tokens=2048)
+    p = LoadModel()
+    sc = dg.CostModel(gpu=p.gpu, mfu=p.prefill_mfu, hbm_efficiency=p.hbm_efficiency).step_cost(
+        M, tp=p.ptp, overhead_s=p.decode_step_overhead_s, collectives=p.collectives)
+    end = 0.0 + sc.step_s([(2048, 0)])
+    end = end + sc.step_s([(952, 2048), (1000, 0)])
+    assert list(r.requests.prefill_s + r.requests.prefill_queue_s) == [end, end]
+    S = dg.schedule(r.graph())
+    assert all(S.start_s[f"r{i}:token"] == a + ttft for i, a, ttft in zip(r.requests.request, r.requests.arrival_s,
+                                                                           r.requests.ttft_s))
+    with pytest.raises(dg.ConfigError, match=r"max_num_batched_tokens: batches prompts on prefill servers"):
+        dg.loadtest(M, handoff="push", trace=t, max_num_batched_tokens=2048)

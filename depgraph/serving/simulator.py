@@ -41,6 +41,7 @@ True
 from __future__ import annotations
 
 import csv
+from collections import deque
 import heapq
 import io
 import math
@@ -118,6 +119,13 @@ class LoadModel:
     ``decode_servers = 1`` decode servers, each with its own ``max_num_seqs``
     slots, loop and posting thread, the proxy picking one per request as it
     arrives (``router``: ``round-robin`` or ``least-outstanding``).
+    ``prefill_max_num_batched_tokens = None``: each prefill server prefills
+    whole prompts one at a time, first come first served; a number makes
+    it a vLLM engine that only prefills: each step the prompts it has
+    started, then waiting ones, chunked to that token budget, costed as one
+    forward pass (:meth:`~depgraph.specs.cost.CostModel.step_cost` at
+    ``prefill_tp``, with ``decode_step_overhead_s`` per step), a request
+    handed off at the end of the step that computes its last prompt token.
     ``prefill_servers = 0`` means the prefill
     pool never queues (the study's 540 ms push TTFT at 8 req/s with 16k
     prompts is below what one 8-GPU H200 server could prefill at bf16, so its
@@ -147,6 +155,7 @@ class LoadModel:
     prefill_mfu: float = 0.4
     hbm_efficiency: float = 1.0
     prefill_servers: int = 0
+    prefill_max_num_batched_tokens: int | None = None
     decode_servers: int = 1
     router: str = "round-robin"
     prefill_pp: int = 1
@@ -176,6 +185,11 @@ class LoadModel:
         positive_number("hbm_efficiency", self.hbm_efficiency, upper=1.0)
         positive_int("prefill_servers", self.prefill_servers, upper=100_000, allow_zero=True)
         positive_int("decode_servers", self.decode_servers, upper=100_000)
+        if self.prefill_max_num_batched_tokens is not None:
+            positive_int("prefill_max_num_batched_tokens", self.prefill_max_num_batched_tokens, upper=10_000_000)
+            if not self.prefill_servers:
+                raise ConfigError("prefill_max_num_batched_tokens: batches prompts on prefill servers; give "
+                                  "prefill_servers (or a <P>P<D>D deployment)")
         one_of("router", self.router, ROUTERS)
         for name in ("decode_step_overhead_s", "posting_base_s", "posting_per_block_s", "relay_s"):
             positive_number(name, getattr(self, name), allow_zero=True, upper=60.0)
@@ -377,6 +391,8 @@ class _Req:
     prefill_after: int = -1  # the previous request on the same prefill server
     thread_after: int = -1  # the previous job on the posting thread
     decode_server: int = 0
+    prefilled: int = 0  # prompt tokens computed on a batching prefill server
+    prefill_step: int = -1  # the step of its server that computed its last prompt token
 
 
 @dataclass
@@ -434,7 +450,9 @@ def loadtest(model: ModelSpec | str, *, handoff: str | None = None, qps: float |
 
     ``deployment``: ``None`` (the default) is the model above, one decode
     server fed by a prefill pool; ``"<P>P<D>D"`` is ``P`` prefill servers
-    (whole prompts, first come first served, on the first free one) and
+    (whole prompts, first come first served, on the first free one; with
+    ``max_num_batched_tokens`` each a batching, chunking engine: see
+    :class:`LoadModel`'s ``prefill_max_num_batched_tokens``) and
     ``D`` decode servers (each its own slots, loop and posting thread; the
     proxy picks one per request by ``router``). ``"colocated"`` (or ``"colocated:N"``, N
     servers) runs prefill and decode on the same GPUs with vLLM's step rules
@@ -464,13 +482,17 @@ def loadtest(model: ModelSpec | str, *, handoff: str | None = None, qps: float |
                               chunked_prefill=chunked_prefill, memory=memory, router=router,
                               max_concurrency=max_concurrency)
     else:
-        for name, value, default in (("max_num_batched_tokens", max_num_batched_tokens, None),
-                                     ("chunked_prefill", chunked_prefill, True),
+        for name, value, default in (("chunked_prefill", chunked_prefill, True),
                                      ("max_concurrency", max_concurrency, None), ("memory", memory, True)):
             if value != default:
                 raise ConfigError(f"{name}: applies to a colocated deployment; the disaggregated load model "
-                                  "prefills whole prompts first come first served, bounds decode by its slots "
-                                  "and sends open-loop arrivals")
+                                  "chunks prompts on its prefill servers (with max_num_batched_tokens), bounds "
+                                  "decode by its slots and sends open-loop arrivals")
+        if max_num_batched_tokens is not None:  # the prefill servers become batching engines
+            if deploy is None:
+                raise ConfigError("max_num_batched_tokens: batches prompts on prefill servers; give a deployment "
+                                  "(<P>P<D>D or colocated)")
+            overrides = {**overrides, "prefill_max_num_batched_tokens": max_num_batched_tokens}
         one_of("router", router, ROUTERS)
         if deploy is not None:
             for name in ("prefill_servers", "decode_servers"):
@@ -640,6 +662,20 @@ def estimated_iterations(table: pd.DataFrame, *, model: ModelSpec, cost: CostMod
     return max(float(out.max()), total / running)
 
 
+class _Prefill:
+    """A batching prefill server's state: requests waiting, started, the step running, its steps."""
+
+    __slots__ = ("waiting", "running", "busy", "current", "steps", "woke_by")
+
+    def __init__(self) -> None:
+        self.waiting: deque[int] = deque()
+        self.running: list[int] = []
+        self.busy = False
+        self.current: list[tuple[int, int]] = []
+        self.steps: list[tuple[float, float, int]] = []  # (start, duration, the request that woke it or -1)
+        self.woke_by = -1
+
+
 class _Decode:
     """One decode server's state: its slots, its loop, its posting thread."""
 
@@ -678,6 +714,10 @@ class _Simulation:
         self.prefill_free_at: list[float] = [0.0] * params.prefill_servers
         self.prefill_last: list[int] = [-1] * params.prefill_servers
         self.dec = [_Decode(max_num_seqs) for _ in range(params.decode_servers)]
+        self.batching = params.prefill_max_num_batched_tokens is not None
+        self.pre = [_Prefill() for _ in range(params.prefill_servers)] if self.batching else []
+        self._prefill_step = (cost.step_cost(model, tp=params.ptp, overhead_s=params.decode_step_overhead_s,
+                                             collectives=params.collectives) if self.batching else None)
         self.rr = 0
         self.waiting = 0  # requests waiting for a slot, over the decode servers
         self.waiting_log: list[tuple[float, int]] = [(0.0, 0)]
@@ -856,6 +896,16 @@ class _Simulation:
     # -- prefill
     def start_prefill(self, t: float, i: int) -> None:
         r = self.reqs[i]
+        if self.batching:  # to the batching prefill server with the fewest prompts not yet done
+            k = min(range(len(self.pre)), key=lambda j: (len(self.pre[j].waiting) + len(self.pre[j].running), j))
+            ps = self.pre[k]
+            r.prefill_server = k
+            ps.waiting.append(i)
+            if not ps.busy:
+                ps.busy = True
+                ps.woke_by = i
+                self.push_event(t, "prefill_wake", k)
+            return
         if self.p.prefill_servers == 0:
             start = t
         else:
@@ -867,6 +917,49 @@ class _Simulation:
         r.prefill_start = start
         r.prefill_end = start + self.prefill_s(r.prompt)
         self.push_event(r.prefill_end, "prefilled", i)
+
+    def prefill_step(self, t: float, k: int) -> None:
+        """One step of batching prefill server ``k``: the prompts it started first, then waiting ones in
+        arrival order, each as much as the token budget leaves (vLLM's scheduler with only prefills)."""
+        ps = self.pre[k]
+        left = self.p.prefill_max_num_batched_tokens
+        sched = []
+        for i in ps.running:
+            if left <= 0:
+                break
+            r = self.reqs[i]
+            n = min(r.prompt - r.prefilled, left)
+            sched.append((i, n))
+            left -= n
+        while ps.waiting and left > 0:
+            i = ps.waiting.popleft()
+            r = self.reqs[i]
+            r.prefill_start = t
+            n = min(r.prompt, left)
+            ps.running.append(i)
+            sched.append((i, n))
+            left -= n
+        if not sched:
+            ps.busy = False
+            return
+        dur = self._prefill_step.step_s([(n, self.reqs[i].prefilled) for i, n in sched])
+        ps.steps.append((t, dur, ps.woke_by))
+        ps.woke_by = -1
+        ps.current = sched
+        self.push_event(t + dur, "prefill_step", k)
+
+    def prefill_step_end(self, t: float, k: int) -> None:
+        ps = self.pre[k]
+        step = len(ps.steps) - 1
+        for i, n in ps.current:
+            r = self.reqs[i]
+            r.prefilled += n
+            if r.prefilled == r.prompt:
+                ps.running.remove(i)
+                r.prefill_end, r.prefill_step = t, step
+                self.push_event(t, "prefilled", i)
+        ps.current = []
+        self.prefill_step(t, k)
 
     # -- the decode loop
     def kick_loop(self, t: float, k: int) -> None:
@@ -930,6 +1023,10 @@ class _Simulation:
                     self.want_slot(t, i)
                 else:
                     self.start_prefill(t, i)
+            elif kind == "prefill_wake":  # i is the prefill server
+                self.prefill_step(t, i)
+            elif kind == "prefill_step":
+                self.prefill_step_end(t, i)
             elif kind == "prefilled":
                 if self.handoff == "push":
                     self.push_event(t + self.transfer_s(self.reqs[i].prompt), "ready", i)
@@ -1035,12 +1132,13 @@ class _Simulation:
                                                         "prefill pool",
                        prefill_servers=P, decode_servers=D, router=self.p.router, preemptions=0)
         return LoadResult(requests=df, summary=summary, timeline=timeline, config={**meta, "model": self.model.name},
-                          _trace={"reqs": self.reqs, "iterations": self.iterations, "params": self.p,
+                          _trace={"reqs": self.reqs, "iterations": self.iterations, "params": self.p, "prefill": self.pre,
                                   "handoff": self.handoff, "prefill_s": self.prefill_s, "transfer_s": self.transfer_s})
 
 
 #: Ties between simultaneous events of the load model go in this order.
-_EVENT_ORDER = {"release": 0, "ready": 1, "posted": 2, "prefilled": 3, "relayed": 4, "arrive": 5, "loop": 6}
+_EVENT_ORDER = {"release": 0, "ready": 1, "posted": 2, "prefilled": 3, "relayed": 4, "arrive": 5, "loop": 6,
+                "prefill_step": 7, "prefill_wake": 8}
 
 
 def _step_series(log: list[tuple[float, int]], name: str) -> pd.DataFrame:
@@ -1102,20 +1200,32 @@ def run_graph(result: LoadResult) -> nx.DiGraph:
         add_dep(G, last, step, "program")
         step_node[(k, n)] = step
         prev[k] = step
+    batching = bool(tr.get("prefill"))
+    for k, ps in enumerate(tr.get("prefill") or ()):  # each batching prefill server's steps, in a chain
+        for j, (_start, dur, _woke) in enumerate(ps.steps):
+            add_event(G, f"prefill-{k}:step{j}", kind="prefill", device=f"prefill-{k}", operator="step",
+                      duration_s=dur)
+            if j:
+                add_dep(G, f"prefill-{k}:step{j - 1}", f"prefill-{k}:step{j}", "program")
     reserved = p.slot_scope == "reserved"
     wake_post, wake_join = {}, {}
     for r in reqs:
         i, k = r.i, r.decode_server
         arr = add_event(G, f"r{i}:arrival", kind="wait", request=i, operator="arrival", duration_s=r.arrival)
-        pre = add_event(G, f"r{i}:prefill", kind="prefill", request=i, device=f"prefill-{max(r.prefill_server, 0)}",
-                        duration_s=tr["prefill_s"](r.prompt))
+        if batching:  # its prompt is done at the end of the step that computed its last token
+            pre = add_event(G, f"r{i}:prefill", kind="barrier", request=i, device=f"prefill-{r.prefill_server}",
+                            operator="prefilled")
+            add_dep(G, f"prefill-{r.prefill_server}:step{r.prefill_step}", pre, "data")
+        else:
+            pre = add_event(G, f"r{i}:prefill", kind="prefill", request=i,
+                            device=f"prefill-{max(r.prefill_server, 0)}", duration_s=tr["prefill_s"](r.prompt))
         slot = add_event(G, f"r{i}:slot", kind="barrier", request=i, device=dev("decode", k), operator="slot")
         ready = add_event(G, f"r{i}:ready", kind="barrier", request=i, device=dev("decode", k), operator="ready")
         send = add_event(G, f"r{i}:transfer", kind="send", request=i, device="link", duration_s=tr["transfer_s"](r.prompt))
         token = add_event(G, f"r{i}:token", kind="token", request=i, device=dev("decode", k))
         if r.slot_from >= 0:
             add_dep(G, step_node[(k, reqs[r.slot_from].last_iter)], slot, "resource")
-        if r.prefill_server >= 0 and r.prefill_after >= 0:
+        if not batching and r.prefill_server >= 0 and r.prefill_after >= 0:
             add_dep(G, f"r{r.prefill_after}:prefill", pre, "resource")
         if handoff == "push":
             path = [arr, slot, pre, send, ready] if reserved else [arr, pre, send, ready, slot]
@@ -1136,6 +1246,12 @@ def run_graph(result: LoadResult) -> nx.DiGraph:
         wake_join[i] = ready if reserved else slot
         add_dep(G, wake_join[i], step_node[(k, r.first_iter)], "data")
         add_dep(G, step_node[(k, r.first_iter)], token, "data")
+    for k, ps in enumerate(tr.get("prefill") or ()):
+        for j, (_start, _dur, woke) in enumerate(ps.steps):
+            if woke >= 0:  # what the request waits for before its prompt reaches the server
+                w = reqs[woke]
+                before = f"r{woke}:slot" if handoff == "push" and reserved else f"r{woke}:arrival"
+                add_dep(G, before, f"prefill-{k}:step{j}", "data")
     # an idle loop wakes on the event that restarts it
     for it in iterations:
         k, n = it["server"], it["iteration"]

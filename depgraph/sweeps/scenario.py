@@ -341,7 +341,10 @@ class _Checker:
                 if not colocated and p.get("handoff") is None:
                     raise self.fail(f"workloads[{i}].handoff", "missing (required: push, pull or pull-thread) "
                                                                "unless the deployment is colocated")
-                engine_only = {"max_num_batched_tokens": None, "chunked_prefill": True, "max_concurrency": None}
+                engine_only = {"chunked_prefill": True, "max_concurrency": None}
+                if p.get("deployment") is None and p.get("max_num_batched_tokens") is not None:
+                    raise self.fail(f"workloads[{i}].max_num_batched_tokens", "applies to a deployment (prefill "
+                                                                              "servers or colocated ones)")
                 for key, default in engine_only.items():
                     if not colocated and p.get(key, default) != default:
                         raise self.fail(f"workloads[{i}].{key}", "applies to a colocated deployment only")
