@@ -525,12 +525,12 @@ def run_plan_command(args) -> int:
         print(_dumps([{k: None if isinstance(v, float) and math.isnan(v) else v for k, v in r.items()}
                       for r in rows]))
         return 0
-    from .sweeps.plan import MAX_CANDIDATES, candidates
+    from .sweeps.plan import candidates
 
     every = len(candidates(args.model, gpu=args.gpu, gpus=args.gpus, tps=args.tps, max_num_seqs=args.max_num_seqs,
                            handoffs=tuple(h.strip() for h in args.handoffs.split(",")),
                            colocated=only != "disaggregated", disaggregated=only != "colocated",
-                           max_candidates=MAX_CANDIDATES))
+                           max_candidates=None))
     if every > len(rows):
         print(f"note: {every - len(rows)} of {every} candidates left out (the smallest of each kind kept; "
               "raise --max-candidates)")
@@ -882,8 +882,8 @@ def _cmd_loadtest(args) -> int:
                             ("--router", args.router != "round-robin"),
                             ("--max-concurrency", args.max_concurrency is not None)):
             if given:
-                raise DepgraphError(f"{flag}: applies to a --deployment (colocated); the default load model "
-                                    "has one decode server")
+                raise DepgraphError(f"{flag}: applies to a --deployment (colocated, or <P>P<D>D for "
+                                    "--max-num-batched-tokens); the default load model has one decode server")
     result = loadtest(args.model, handoff=args.handoff, qps=args.qps, prompt_tokens=args.prompt_tokens,
                       out_tokens=args.out_tokens, num_prompts=args.num_prompts, max_num_seqs=args.max_num_seqs,
                       seed=args.seed, arrival=args.arrival, trace=args.trace, tp=args.tp,

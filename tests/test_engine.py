@@ -277,3 +277,12 @@ def test_batching_prefill_servers_chunk_to_their_budget():
                                                                            r.requests.ttft_s))
     with pytest.raises(dg.ConfigError, match=r"max_num_batched_tokens: batches prompts on prefill servers"):
         dg.loadtest(M, handoff="push", trace=t, max_num_batched_tokens=2048)
+
+
+def test_batching_prefill_servers_are_refused_what_they_cannot_do(monkeypatch):
+    kw = dict(handoff="push", deployment="2P1D", qps=4, prompt_tokens=16000, out_tokens=16, num_prompts=2000)
+    monkeypatch.setenv("DEPGRAPH_MEMORY_BUDGET", "2")
+    with pytest.raises(dg.ConfigError, match=r"decode-loop iterations and prefill steps"):
+        dg.loadtest(M, max_num_batched_tokens=1, **kw)  # 32M prefill steps: refused before it runs
+    with pytest.raises(dg.ConfigError, match=r"prefill_pp: batching prefill servers run one stage"):
+        dg.loadtest(M, max_num_batched_tokens=4096, prefill_pp=2, **{**kw, "num_prompts": 5})

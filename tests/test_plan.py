@@ -112,3 +112,21 @@ def test_only_memory_errors_make_a_candidate_memory_bound():
             "candidate": {**point["candidate"], "tp": 1, "gpus": 1}, "gpu": "a100-80g"}
     (row,) = evaluate(huge)
     assert row["bound"] == "memory-bound" and row["goodput_rps"] == 0
+
+
+def test_the_cap_count_and_an_odd_cap():
+    every = candidates("qwen3-32b", gpu="h200", gpus=512, max_candidates=None)
+    assert len(every) > 1000  # more than MAX_CANDIDATES: the note counts them all
+    assert [c["handoff"] for c in candidates("qwen3-32b", gpu="h200", gpus=64, max_candidates=1)] == [None]
+
+
+def test_the_machines_memory_budget_is_not_a_deployments_memory(monkeypatch):
+    from depgraph.sweeps.plan import evaluate
+
+    monkeypatch.setenv("DEPGRAPH_MEMORY_BUDGET", "0.002")
+    point = {"model": "qwen3-32b", "gpu": "h200",
+             "candidate": {"deployment": "1P1D", "tp": 8, "handoff": "push", "max_num_seqs": 64, "gpus": 16},
+             "traffic": dict(qps=2.0, prompt_tokens=2048, out_tokens=64, num_prompts=200, slo_ttft_s=1.0,
+                             slo_tpot_s=0.05, attainment=0.9, seed=0)}
+    with pytest.raises(dg.ConfigError, match=r"memory budget"):
+        evaluate(point)

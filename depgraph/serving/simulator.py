@@ -190,6 +190,9 @@ class LoadModel:
             if not self.prefill_servers:
                 raise ConfigError("prefill_max_num_batched_tokens: batches prompts on prefill servers; give "
                                   "prefill_servers (or a <P>P<D>D deployment)")
+            if self.prefill_pp != 1:
+                raise ConfigError("prefill_pp: batching prefill servers run one stage (give prefill_pp 1, or "
+                                  "whole prompts without max_num_batched_tokens)")
         one_of("router", self.router, ROUTERS)
         for name in ("decode_step_overhead_s", "posting_base_s", "posting_per_block_s", "relay_s"):
             positive_number(name, getattr(self, name), allow_zero=True, upper=60.0)
@@ -548,9 +551,12 @@ def loadtest(model: ModelSpec | str, *, handoff: str | None = None, qps: float |
         return _colocated(model, cost, params, deploy, engine, table, meta)
     iterations = estimated_iterations(table, model=model, cost=cost, params=params, max_num_seqs=max_num_seqs,
                                       handoff=handoff)
+    if params.prefill_max_num_batched_tokens is not None:  # and the batching prefill servers' steps
+        iterations += float(table["prompt_tokens"].sum()) / params.prefill_max_num_batched_tokens + len(table)
     check_memory("num_prompts" if trace is None else "trace",
                  len(table) * BYTES_PER_REQUEST + iterations * BYTES_PER_ITERATION,
-                 f"a load test of {len(table):,} requests and about {iterations:,.0f} decode-loop iterations")
+                 f"a load test of {len(table):,} requests and about {iterations:,.0f} decode-loop iterations"
+                 + (" and prefill steps" if params.prefill_max_num_batched_tokens is not None else ""))
     sim = _Simulation(model, cost, link, params, handoff, max_num_seqs, table)
     sim.run()
     return sim.result(**meta)

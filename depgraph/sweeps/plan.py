@@ -47,7 +47,7 @@ MAX_CANDIDATES = 1000
 #: Server counts tried on each side (and for colocated replicas), within the budget.
 _COUNTS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)
 #: The ConfigErrors of a load test that say the deployment's memory cannot hold the traffic.
-_MEMORY_ERRORS = re.compile(r"do not fit|needs [0-9.]+ GB of KV|does not fit|memory")
+_MEMORY_ERRORS = re.compile(r"do not fit|needs [0-9.]+ GB of KV|does not fit|leave no room")  # not the machine's budget
 #: Bisection steps below the offered rate for a candidate that misses its targets there.
 _BISECTIONS = 4
 
@@ -66,12 +66,13 @@ class _Traffic:
 
 def candidates(model, *, gpu: str, gpus: int, tps=(1, 2, 4, 8), max_num_seqs=(64, 256),
                handoffs=("push",), colocated: bool = True, disaggregated: bool = True,
-               max_candidates: int = 100) -> list[dict[str, Any]]:
+               max_candidates: int | None = 100) -> list[dict[str, Any]]:
     """The deployments :func:`plan` tries, in its tie-breaking order (colocated
     first, then fewer GPUs), at most ``max_candidates``: over the cap, the
     smallest of each kind, half each (:func:`plan` says how many it left
     out). A TP the model cannot shard is left out; one whose weights do not
-    fit is kept, to be reported memory-bound."""
+    fit is kept, to be reported memory-bound. ``max_candidates=None``: all
+    of them, uncapped (to count what a cap leaves out)."""
     model = load_model(model)
     gpus = positive_int("gpus", gpus, upper=100_000)
     shardable = []
@@ -99,11 +100,13 @@ def candidates(model, *, gpu: str, gpus: int, tps=(1, 2, 4, 8), max_num_seqs=(64
                         for h in handoffs:
                             out.append({"deployment": f"{p}P{d}D", "tp": tp, "handoff": h,
                                         "max_num_seqs": seqs, "gpus": (p + d) * tp})
+    if max_candidates is None:  # every candidate (to count what a cap leaves out)
+        return out
     max_candidates = positive_int("max_candidates", max_candidates, upper=MAX_CANDIDATES)
     # over the cap, both kinds keep an equal share (the smallest deployments of each; a kind with fewer
     # candidates leaves its unused share to the other), so neither crowds the other out
     kinds = [sorted((c for c in out if (c["handoff"] is None) == colo), key=lambda c: c["gpus"]) for colo in (True, False)]
-    share = max_candidates // 2
+    share = (max_candidates + 1) // 2  # colocated first on an odd cap
     take = [min(len(kinds[0]), max(share, max_candidates - len(kinds[1])))]
     take.append(min(len(kinds[1]), max_candidates - take[0]))
     return kinds[0][:take[0]] + kinds[1][:take[1]]
