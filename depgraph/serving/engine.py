@@ -44,7 +44,7 @@ import math
 from array import array
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import networkx as nx
 import numpy as np
@@ -201,26 +201,6 @@ class ColocatedRun:
     _trace: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
-def _kv_bytes_fn(model: ModelSpec, tp: int) -> tuple[Callable[[int], int], int]:
-    """Bytes of KV per GPU for ``t`` tokens of one request (a window's layers hold at most ``W``), and the
-    recurrent state's bytes per request."""
-    full, windows, state = 0, {}, 0
-    for layer in model.layers:
-        if layer.kv_bytes_per_token:
-            kv = layer.sharded_bytes("kv", 1, tp)[0]
-            if layer.kv_window_tokens:
-                windows[int(layer.kv_window_tokens)] = windows.get(int(layer.kv_window_tokens), 0) + kv
-            else:
-                full += kv
-        state += sum(layer.sharded_bytes(c, 1, tp)[0] for c in ("ssm", "conv") if c in layer.components)
-    items = sorted(windows.items())
-
-    def kv_bytes(t: int) -> int:
-        return full * t + sum(b * min(t, w) for w, b in items)
-
-    return kv_bytes, state
-
-
 def simulate_colocated(model: ModelSpec, cost: CostModel, table: pd.DataFrame, *, tp: int, servers: int,
                        config: EngineConfig, overhead_s: float, collectives: bool) -> ColocatedRun:
     """Run ``table`` (``arrival_s``, ``prompt_tokens``, ``output_tokens``) on ``servers`` colocated
@@ -233,7 +213,7 @@ def simulate_colocated(model: ModelSpec, cost: CostModel, table: pd.DataFrame, *
                           "preempted request's recompute, must fit one step (vLLM requires max_num_batched_tokens "
                           ">= max_model_len then)")
     step_cost = cost.step_cost(model, tp=tp, overhead_s=overhead_s, collectives=collectives)
-    kv_bytes, state_bytes = _kv_bytes_fn(model, tp)
+    kv_bytes, state_bytes = step_cost.kv_bytes, step_cost.state_bytes  # per GPU, at this TP
     B = config.block_tokens
     if config.memory:
         pool = config.kv_pool_bytes if config.kv_pool_bytes is not None else math.floor(

@@ -391,13 +391,13 @@ class StepCost:
                                    * layer.recurrent_state_elems for layer in layers)
         self.full_width = float(sum(layer.attention_width for layer in layers
                                     if layer.attention_width and not layer.kv_window_tokens))
-        windows: dict[int, list[float]] = {}  # W -> [attention width, KV bytes per token per rank]
-        full_kv = 0.0
-        state = 0.0
+        windows: dict[int, list[int]] = {}  # W -> [attention width, KV bytes per token per rank]
+        full_kv = 0  # whole bytes: the engine allocates memory in them
+        state = 0
         for layer in layers:
             kv = layer.sharded_bytes("kv", 1, tp)[0] if layer.kv_bytes_per_token else 0
             if layer.kv_window_tokens:
-                w = windows.setdefault(int(layer.kv_window_tokens), [0.0, 0.0])
+                w = windows.setdefault(int(layer.kv_window_tokens), [0, 0])
                 w[0] += layer.attention_width
                 w[1] += kv
             else:
@@ -416,6 +416,10 @@ class StepCost:
         self._collectives = collectives and tp > 1
         self._flops_per_s = cost.mfu * cost.gpu.peak_bf16_flops * tp
         self._bytes_per_s = cost.decode_bytes_per_s
+
+    def kv_bytes(self, tokens: int) -> int:
+        """Bytes of KV one GPU holds for one request of ``tokens`` tokens (a windowed layer at most ``W``)."""
+        return self.full_kv_bytes_per_token * tokens + sum(kv * min(tokens, w) for w, _, kv in self.windows)
 
     def weights_bytes(self, tokens: int) -> float:
         """Bytes of weights one GPU reads in a step of ``tokens`` tokens."""
