@@ -238,7 +238,7 @@ def plot_colocated(result: Any, *, unit: str = "ms"):
     >>> len(fig.axes), sum(len(c.get_offsets()) for c in fig.axes[0].collections)
     (3, 30)
     """
-    from .simulator import LoadResult
+    from .simulator import LoadResult, meets_slos
 
     if not isinstance(result, LoadResult) or "servers" not in result.summary:
         raise ConfigError("result: expected a colocated LoadResult (depgraph.loadtest(..., deployment='colocated'))")
@@ -246,11 +246,8 @@ def plot_colocated(result: Any, *, unit: str = "ms"):
     s, df, st = result.summary, result.requests, result.timeline
     fig = _figure((10.0, 7.5))
     ax_ttft, ax_run, ax_kv = fig.subplots(3, 1, sharex=True, gridspec_kw={"height_ratios": (2.0, 1.3, 1.0)})
-    good = np.ones(len(df), dtype=bool)
-    if s["slo_ttft_s"] is not None:
-        good &= df.ttft_s.to_numpy() <= s["slo_ttft_s"]
-    if s["slo_tpot_s"] is not None:
-        good &= ~(df.tpot_s.to_numpy() > s["slo_tpot_s"])
+    ttft_ok, tpot_ok = meets_slos(df, s["slo_ttft_s"], s["slo_tpot_s"])
+    good = ttft_ok & tpot_ok
     ax_ttft.scatter(df.arrival_s[good], df.ttft_s[good] * scale, s=8, color="#1f77b4", label="meets the SLOs")
     ax_ttft.scatter(df.arrival_s[~good], df.ttft_s[~good] * scale, s=8, color="#d62728", label="misses an SLO")
     if s["slo_ttft_s"] is not None:

@@ -65,7 +65,8 @@ from ..specs.parallel import check_pp, check_tp_pair, handoff_nics
 from .engine import ROUTERS, EngineConfig, colocated_graph, default_max_num_batched_tokens, parse_deployment, simulate_colocated
 from .memory import check_sides, max_slots_in_memory, weights_per_gpu_bytes
 
-__all__ = ["HANDOFFS", "LoadModel", "LoadResult", "loadtest", "arrivals", "read_trace", "run_graph", "MAX_REQUESTS",
+__all__ = ["HANDOFFS", "LoadModel", "LoadResult", "loadtest", "arrivals", "meets_slos", "read_trace", "run_graph",
+           "MAX_REQUESTS",
            "MAX_ARRIVAL_S", "MAX_TRACE_FILE_BYTES"]
 
 HANDOFFS = ("push", "pull", "pull-thread")
@@ -570,6 +571,16 @@ def _check_slos(ttft_s: float | None, tpot_s: float | None) -> dict[str, float |
     return {"ttft_s": ttft_s, "tpot_s": tpot_s}
 
 
+def meets_slos(requests: pd.DataFrame, ttft_s: float | None, tpot_s: float | None) -> tuple[np.ndarray, np.ndarray]:
+    """Per request, whether its TTFT and whether its TPOT meet the targets (``None``: no target, every
+    request meets it; a one-token answer has no TPOT and meets any)."""
+    ttft = requests.ttft_s.to_numpy()
+    tpot = requests.tpot_s.to_numpy()
+    ttft_ok = np.ones(len(ttft), dtype=bool) if ttft_s is None else ttft <= ttft_s
+    tpot_ok = np.ones(len(tpot), dtype=bool) if tpot_s is None else np.isnan(tpot) | (tpot <= tpot_s)
+    return ttft_ok, tpot_ok
+
+
 def _latency_summary(df: pd.DataFrame, *, itl: np.ndarray, slo: dict, end: float, gpus: int) -> dict[str, Any]:
     """Percentiles of TTFT, TPOT, ITL and end-to-end latency, and goodput under the SLOs."""
     out: dict[str, Any] = {}
@@ -578,13 +589,8 @@ def _latency_summary(df: pd.DataFrame, *, itl: np.ndarray, slo: dict, end: float
         for q in (50, 90, 99):
             out[f"{name}_p{q}_s"] = float(np.percentile(values, q)) if len(values) else math.nan
         out[f"{name}_mean_s"] = float(values.mean()) if len(values) else math.nan
-    good = np.ones(len(df), dtype=bool)
-    if slo["ttft_s"] is not None:
-        good &= df.ttft_s.to_numpy() <= slo["ttft_s"]
-    if slo["tpot_s"] is not None:
-        tpot = df.tpot_s.to_numpy()
-        good &= np.isnan(tpot) | (tpot <= slo["tpot_s"])
-    n_good = int(good.sum())
+    ttft_ok, tpot_ok = meets_slos(df, slo["ttft_s"], slo["tpot_s"])
+    n_good = int((ttft_ok & tpot_ok).sum())
     out.update(slo_ttft_s=slo["ttft_s"], slo_tpot_s=slo["tpot_s"], slo_attainment=n_good / len(df) if len(df) else 0.0,
                goodput_rps=n_good / end if end > 0 else math.nan, gpus=gpus)
     out["goodput_per_gpu"] = out["goodput_rps"] / gpus if gpus else math.nan
