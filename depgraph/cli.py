@@ -196,14 +196,7 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--num-prompts", type=_number(int, "--num-prompts"), default=None, metavar="R")
     p.add_argument("--max-num-seqs", type=_number(int, "--max-num-seqs"), default=8, metavar="S")
     p.add_argument("--tp", type=_number(int, "--tp"), default=8, metavar="P")
-    p.add_argument("--prefill-tp", type=_number(int, "--prefill-tp"), default=None, metavar="P",
-                   help="tensor-parallel size of the prefill side (default --tp)")
-    p.add_argument("--decode-tp", type=_number(int, "--decode-tp"), default=None, metavar="D",
-                   help="tensor-parallel size of the decode side (default --tp)")
-    p.add_argument("--prefill-pp", type=_number(int, "--prefill-pp"), default=None, metavar="S",
-                   help="pipeline stages of the prefill side (default 1)")
-    p.add_argument("--decode-pp", type=_number(int, "--decode-pp"), default=None, metavar="S",
-                   help="pipeline stages of the decode side (default 1)")
+    _add_side_flags(p, pp_default=None)
     p.add_argument("--collectives", action="store_true", default=None,
                    help="add the cost model's per-layer all-reduces to every prefill and decode step (for an MFU "
                         "and step overhead measured without them; the defaults are fitted with them inside)")
@@ -385,14 +378,7 @@ def add_capacity_command(subparsers) -> argparse.ArgumentParser:
                         f"(default {DEFAULT_LINK}: 400 Gbit/s, the push vs pull study's bandwidth)")
     p.add_argument("--tp", type=_number(int, "--tp"), default=1, metavar="P",
                    help="tensor-parallel degree; each GPU sends its own slice over its own link (default 1)")
-    p.add_argument("--prefill-tp", type=_number(int, "--prefill-tp"), default=None, metavar="P",
-                   help="tensor-parallel size of the prefill side (default --tp)")
-    p.add_argument("--decode-tp", type=_number(int, "--decode-tp"), default=None, metavar="D",
-                   help="tensor-parallel size of the decode side (default --tp)")
-    p.add_argument("--prefill-pp", type=_number(int, "--prefill-pp"), default=1, metavar="S",
-                   help="pipeline stages of the prefill side (default 1)")
-    p.add_argument("--decode-pp", type=_number(int, "--decode-pp"), default=1, metavar="S",
-                   help="pipeline stages of the decode side (default 1): memory per stage")
+    _add_side_flags(p, pp_default=1)
     p.add_argument("--headroom", type=_number(float, "--headroom"), default=0.8, metavar="H",
                    help="share of --max-num-seqs to stay under, in (0, 1] (default 0.8)")
     p.add_argument("--kv-dtype", default=None, help="store KV in this dtype, e.g. fp8")
@@ -857,6 +843,25 @@ def _cmd_reproduce(args) -> int:
     return 0
 
 
+def _add_side_flags(p: argparse.ArgumentParser, *, pp_default: int | None) -> None:
+    """--prefill-tp/--decode-tp (default --tp) and --prefill-pp/--decode-pp (default 1) of the load test
+    and the capacity plan (``pp_default``: what an absent stage flag reads as)."""
+    for side, letter in (("prefill", "P"), ("decode", "D")):
+        p.add_argument(f"--{side}-tp", type=_number(int, f"--{side}-tp"), default=None, metavar=letter,
+                       help=f"tensor-parallel size of the {side} side (default --tp)")
+    for side in ("prefill", "decode"):
+        p.add_argument(f"--{side}-pp", type=_number(int, f"--{side}-pp"), default=pp_default, metavar="S",
+                       help=f"pipeline stages of the {side} side (default 1)")
+
+
+def _goodput_text(s: dict) -> str:
+    """A load test's goodput, per GPU, and the share of requests meeting the SLOs it was given."""
+    slo = " and ".join(f"{name} <= {s[key] * 1e3:g} ms" for name, key in (("TTFT", "slo_ttft_s"), ("TPOT", "slo_tpot_s"))
+                       if s[key] is not None)
+    return (f"goodput {s['goodput_rps']:.3f} req/s, {s['goodput_per_gpu']:.4f} per GPU"
+            + (f" ({100 * s['slo_attainment']:.1f}% meet {slo})" if slo else " (no SLO given)"))
+
+
 def _pp_text(stages: int) -> str:
     return f" PP {stages}" if stages > 1 else ""
 
@@ -923,11 +928,7 @@ def _cmd_loadtest(args) -> int:
     print(f"  slots held (mean) {s['slots_held_mean']:.2f} of {servers * seqs}{each}; waiting for a slot: "
           f"peak {s['waiting_peak']}, mean {s['waiting_mean']:.2f}")
     print(f"  decode loop time spent posting handoffs: {100 * s['loop_posting_share']:.1f}%")
-    slo = " and ".join(f"{name} <= {s[key] * 1e3:g} ms" for name, key in (("TTFT", "slo_ttft_s"), ("TPOT", "slo_tpot_s"))
-                       if s[key] is not None)
-    print(f"  {s['deployment']}, {s['gpus']} GPUs: throughput {s['throughput_rps']:.3f} req/s; goodput "
-          f"{s['goodput_rps']:.3f} req/s, {s['goodput_per_gpu']:.4f} per GPU"
-          + (f" ({100 * s['slo_attainment']:.1f}% meet {slo})" if slo else " (no SLO given)"))
+    print(f"  {s['deployment']}, {s['gpus']} GPUs: throughput {s['throughput_rps']:.3f} req/s; {_goodput_text(s)}")
     if not s["memory_fits"]:
         print(f"  warning: max_num_seqs {s['max_num_seqs']} does not fit in decode memory: {s['gpu']} x TP {s['decode_tp']} "
               f"holds {s['memory_max_num_seqs']} requests of the run's longest context beside the weights")
@@ -949,11 +950,8 @@ def _print_colocated(result, args) -> int:
     for name, label, digits in (("ttft", "TTFT", 1), ("tpot", "TPOT", 2), ("itl", "ITL", 2), ("e2e", "E2E", 1)):
         print(f"  {label:<6} p50 {s[f'{name}_p50_s'] * 1e3:9.{digits}f} ms   p90 {s[f'{name}_p90_s'] * 1e3:9.{digits}f} ms"
               f"   p99 {s[f'{name}_p99_s'] * 1e3:9.{digits}f} ms")
-    slo = [f"{name} <= {s[key] * 1e3:g} ms" for name, key in (("TTFT", "slo_ttft_s"), ("TPOT", "slo_tpot_s"))
-           if s[key] is not None]
-    print(f"  throughput {s['throughput_rps']:.3f} req/s ({s['output_tokens_per_s']:,.0f} output tokens/s); goodput "
-          f"{s['goodput_rps']:.3f} req/s, {s['goodput_per_gpu']:.4f} per GPU"
-          + (f" ({100 * s['slo_attainment']:.1f}% meet {' and '.join(slo)})" if slo else " (no SLO given)"))
+    print(f"  throughput {s['throughput_rps']:.3f} req/s ({s['output_tokens_per_s']:,.0f} output tokens/s); "
+          f"{_goodput_text(s)}")
     print(f"  utilisation {100 * s['utilization_mean']:.1f}% of the time stepping; running {s['running_mean']:.1f} on "
           f"average, waiting peak {s['waiting_peak']}; KV used peak {100 * s['kv_used_peak']:.1f}%, mean "
           f"{100 * s['kv_used_mean']:.1f}%; preemptions {s['preemptions']} ({s['preempted_requests']} requests)")
