@@ -181,7 +181,13 @@ def _build_parser() -> argparse.ArgumentParser:
                    help="whole prompts only: one that does not fit what is left of a step's budget waits")
     p.add_argument("--router", default="round-robin", help="round-robin or least-outstanding (colocated:N)")
     p.add_argument("--max-concurrency", type=_number(int, "--max-concurrency"), default=None, metavar="C",
-                   help="requests in flight at most; the client sends the next when one finishes")
+                   help="requests in flight at most; the client sends the next when one finishes (default: no cap)")
+    p.add_argument("--no-memory", action="store_true",
+                   help="a --deployment's servers hold unlimited KV (slots only, no preemption); default: KV blocks "
+                        "and recurrent state in what HBM leaves beside the weights, preempting when they run out")
+    p.add_argument("--kv-pool-gb", type=_number(float, "--kv-pool-gb"), default=None, metavar="G",
+                   help="a --deployment's KV and state memory per GPU, in GB, instead of what HBM leaves beside "
+                        "the weights (a what-if)")
     p.add_argument("--burstiness", type=_number(float, "--burstiness"), default=None, metavar="B",
                    help="gamma arrivals as vllm bench serve draws them (1: Poisson; smaller: burstier)")
     p.add_argument("--range-ratio", type=_number(float, "--range-ratio"), default=0.0, metavar="R",
@@ -524,10 +530,11 @@ def run_plan_command(args) -> int:
           f"{args.prompt_tokens:,} + {args.out_tokens:,} tokens, TTFT <= {args.slo_ttft_ms:g} ms and TPOT <= "
           f"{args.slo_tpot_ms:g} ms for {100 * args.attainment:g}% of requests (goodput: DistServe's, capped at "
           "the offered rate)")
-    print(f"  {'rank':>4}  {'deployment':<14} {'TP':>3} {'handoff':<11} {'seqs':>5} {'GPUs':>5} {'goodput':>9} "
-          f"{'per GPU':>8}  bound")
+    print(f"  {'rank':>4}  {'deployment':<14} {'TP':>5} {'handoff':<11} {'seqs':>5} {'GPUs':>5} {'goodput':>9} "
+          f"{'per GPU':>8}  bound   (TP P/D: prefill and decode sides apart)")
     for k, r in enumerate(rows[:args.top], 1):
-        print(f"  {k:>4}  {r['deployment']:<14} {r['tp']:>3} {r['handoff'] or '-':<11} {r['max_num_seqs']:>5} "
+        tp = r["tp"] if r["tp"] is not None else f"{r['prefill_tp']}/{r['decode_tp']}"
+        print(f"  {k:>4}  {r['deployment']:<14} {tp:>5} {r['handoff'] or '-':<11} {r['max_num_seqs']:>5} "
               f"{r['gpus']:>5} {r['goodput_rps']:>9.3f} {r['goodput_per_gpu']:>8.4f}  {r['bound']}: {r['reason']}")
     if len(rows) > args.top:
         print(f"  ... {len(rows) - args.top} more (--top, --json)")
@@ -862,6 +869,13 @@ def _goodput_text(s: dict) -> str:
             + (f" ({100 * s['slo_attainment']:.1f}% meet {slo})" if slo else " (no SLO given)"))
 
 
+def _gb_bytes(flag: str, gb: float) -> int:
+    """GB at the edge, whole bytes inside (a positive, finite size)."""
+    if not (math.isfinite(gb) and 0 < gb <= 1e6):
+        raise DepgraphError(f"{flag}: expected a size in GB above 0 and at most 1e6; got {gb:g}")
+    return max(1, int(gb * 1e9))
+
+
 def _pp_text(stages: int) -> str:
     return f" PP {stages}" if stages > 1 else ""
 
@@ -880,12 +894,13 @@ def _cmd_loadtest(args) -> int:
     engine = {} if args.deployment is None else {
         "deployment": args.deployment, "max_num_batched_tokens": args.max_num_batched_tokens,
         "chunked_prefill": not args.no_chunked_prefill, "router": args.router,
-        "max_concurrency": args.max_concurrency}
+        "memory": False if args.no_memory else None,
+        "kv_pool_bytes": None if args.kv_pool_gb is None else _gb_bytes("--kv-pool-gb", args.kv_pool_gb)}
     if args.deployment is None:  # flags of a deployment (checked by loadtest() when one is given)
         for flag, given in (("--max-num-batched-tokens", args.max_num_batched_tokens is not None),
                             ("--no-chunked-prefill", args.no_chunked_prefill),
-                            ("--router", args.router != "round-robin"),
-                            ("--max-concurrency", args.max_concurrency is not None)):
+                            ("--router", args.router != "round-robin"), ("--no-memory", args.no_memory),
+                            ("--kv-pool-gb", args.kv_pool_gb is not None)):
             if given:
                 raise DepgraphError(f"{flag}: applies to a --deployment (colocated, or <P>P<D>D for "
                                     "--max-num-batched-tokens); the default load model has one decode server")
@@ -893,6 +908,7 @@ def _cmd_loadtest(args) -> int:
                       out_tokens=args.out_tokens, num_prompts=args.num_prompts, max_num_seqs=args.max_num_seqs,
                       seed=args.seed, arrival=args.arrival, trace=args.trace, tp=args.tp,
                       burstiness=args.burstiness, range_ratio=args.range_ratio, **slo, **engine,
+                      max_concurrency=args.max_concurrency,
                       slot_scope=args.slot_scope,
                       **{k: v for k, v in (("link", args.link), ("gpu", args.gpu), ("prefill_tp", args.prefill_tp),
                                            ("decode_tp", args.decode_tp), ("prefill_pp", args.prefill_pp),
@@ -920,7 +936,8 @@ def _cmd_loadtest(args) -> int:
           f"{s['gpu']}, prefill TP {s['prefill_tp']}{_pp_text(s['prefill_pp'])}, decode TP {s['decode_tp']}"
           f"{_pp_text(s['decode_pp'])}{', all-reduces added' if s['collectives'] else ''} (prefill MFU {s['prefill_mfu']:g}, "
           f"decode HBM efficiency {s['hbm_efficiency']:g}), "
-          f"{s['link']} per GPU")
+          f"{s['link']} per GPU" + (f"; at most {s['max_concurrency']} requests in flight"
+                                     if s["max_concurrency"] is not None else ""))
     print(f"  TTFT   p50 {s['ttft_p50_s'] * 1e3:9.1f} ms   p90 {s['ttft_p90_s'] * 1e3:9.1f} ms   p99 {s['ttft_p99_s'] * 1e3:9.1f} ms")
     print(f"  TPOT   p50 {s['tpot_p50_s'] * 1e3:9.2f} ms   p90 {s['tpot_p90_s'] * 1e3:9.2f} ms   p99 {s['tpot_p99_s'] * 1e3:9.2f} ms")
     servers, seqs = s.get("decode_servers", 1), s["max_num_seqs"]
@@ -929,7 +946,14 @@ def _cmd_loadtest(args) -> int:
           f"peak {s['waiting_peak']}, mean {s['waiting_mean']:.2f}")
     print(f"  decode loop time spent posting handoffs: {100 * s['loop_posting_share']:.1f}%")
     print(f"  {s['deployment']}, {s['gpus']} GPUs: throughput {s['throughput_rps']:.3f} req/s; {_goodput_text(s)}")
-    if not s["memory_fits"]:
+    busy = [f"{100 * u:.0f}%" for u in s["utilization_by_decode_server"]]
+    pre = [f"{100 * u:.0f}%" for u in s["utilization_by_prefill_server"]]
+    print(f"  busy: decode {' '.join(busy)}" + (f"; prefill {' '.join(pre)}" if pre else ""))
+    if s["memory"]:
+        print(f"  decode KV and state memory ({s['kv_pool_bytes'] / 1e9:.1f} GB per GPU): used peak "
+              f"{100 * s['kv_used_peak']:.1f}%, mean {100 * s['kv_used_mean']:.1f}%; preemptions {s['preemptions']} "
+              f"({s['preempted_requests']} requests)")
+    if not s["memory_fits"] and not s["memory"]:  # with memory modelled the run itself shows it
         print(f"  warning: max_num_seqs {s['max_num_seqs']} does not fit in decode memory: {s['gpu']} x TP {s['decode_tp']} "
               f"holds {s['memory_max_num_seqs']} requests of the run's longest context beside the weights")
     parts = result.requests[["prefill_queue_s", "prefill_s", "handoff_s", "slot_wait_s", "decode_s"]].mean()

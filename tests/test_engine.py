@@ -192,7 +192,7 @@ XPYD = dict(qps=8, prompt_tokens=16000, out_tokens=64, num_prompts=200, max_num_
 @pytest.mark.parametrize("handoff", ["push", "pull", "pull-thread"])
 def test_one_prefill_and_one_decode_server_is_the_load_model_exactly(handoff):
     a = dg.loadtest(M, handoff=handoff, prefill_servers=1, **XPYD)
-    b = dg.loadtest(M, handoff=handoff, deployment="1P1D", **XPYD)
+    b = dg.loadtest(M, handoff=handoff, deployment="1P1D", memory=False, **XPYD)
     pd.testing.assert_frame_equal(a.requests, b.requests)
     assert a.summary.keys() == b.summary.keys()
     assert all(a.summary[k] == b.summary[k] or (isinstance(a.summary[k], float) and math.isnan(a.summary[k]))
@@ -211,6 +211,92 @@ def test_xpyd_runs_are_event_graphs_that_give_back_every_first_token(deployment,
     assert r.summary["goodput_rps"] <= r.summary["throughput_rps"]
 
 
+BLOCK = 16 * 32 * 1024  # a block of 16 tokens of Qwen3-32B's KV on one GPU at TP 8
+
+
+def test_a_decode_server_out_of_blocks_preempts_the_newest_and_recomputes_it():
+    """A and B (64-token prompts, 40 tokens out) on one decode server with room for 11 blocks. Each is
+    admitted with blocks for its prompt and next token (80 tokens: 5 blocks); A joins at iteration 0,
+    B, prefilled just after A, at iteration 1. A's context passes 80 tokens at iteration 16: its 6th
+    block fits (11 used). B's does at iteration 17: none is left, so B, the newest running request,
+    is preempted with 16 tokens made. When A finishes (iteration 39) B is let in again (6 blocks for
+    its 80 tokens and the next) and rejoins at iteration 40, whose step also recomputes B's 80 tokens
+    at the decode side's TP; it makes its other 24 tokens there."""
+    from depgraph.serving.simulator import LoadModel
+
+    r = dg.loadtest(M, handoff="push", deployment="1P1D", trace=table((0.0, 64, 40), (0.0, 64, 40)),
+                    max_num_seqs=8, kv_pool_bytes=11 * BLOCK)
+    its = r._trace["iterations"]
+    assert r.summary["preemptions"] == 1 and list(r.requests.preemptions) == [0, 1]
+    assert [it["running"] for it in its[15:19]] == [2, 2, 1, 1]  # B is out from iteration 17
+    assert [it["iteration"] for it in its if it.get("rejoined")] == [40]
+    p = LoadModel()
+    cost = dg.CostModel(gpu=p.gpu, mfu=p.prefill_mfu, hbm_efficiency=p.hbm_efficiency)
+    alone = its[41]["step_s"]  # B alone, one more token of context than at its rejoin
+    assert its[40]["step_s"] - cost.prefill_s(M, 80) / 8 == pytest.approx(alone, rel=1e-3)
+    assert sum(it["running"] for it in its) == 80  # every token made once: 40 + 16 + 24
+    a, b = r.requests.iloc[0], r.requests.iloc[1]
+    assert a.finish_s == its[39]["end_s"] and b.finish_s == its[63]["end_s"]
+    assert b.tpot_s == (its[63]["end_s"] - its[1]["end_s"]) / 39
+    assert r.summary["kv_used_peak"] == 1.0
+    S = dg.schedule(r.graph())
+    assert all(S.start_s[f"r{i}:token"] - x == t for i, x, t in zip(r.requests.request, r.requests.arrival_s,
+                                                                     r.requests.ttft_s))
+
+
+@pytest.mark.parametrize("handoff", ["push", "pull", "pull-thread"])
+@pytest.mark.parametrize("slot_scope", ["running", "reserved"])
+def test_xpyd_memory_keeps_the_books(handoff, slot_scope):
+    """Under memory pressure (Qwen3-32B at TP 2 on H100s, 128 slots of up to 7.7k tokens): every request
+    finishes once, every token is made once, ITL gaps count every token after the first, the pool is
+    never overdrawn, and the graph still gives back every first token."""
+    t = arrivals(qps=6, num_prompts=150, prompt_tokens=4000, out_tokens=1000, seed=5, range_ratio=0.5)
+    r = dg.loadtest(M, handoff=handoff, deployment="2P1D", trace=t, max_num_seqs=128, gpu="h100-sxm", tp=2,
+                    slot_scope=slot_scope, slo_tpot_s=0.05)
+    its = r._trace["iterations"]
+    assert r.summary["preemptions"] > 0 and r.requests.finish_s.notna().all()
+    assert sum(it["running"] for it in its) == int(t.output_tokens.sum())
+    assert r.summary["itl_mean_s"] * int((t.output_tokens - 1).sum()) == pytest.approx(
+        float((r.requests.tpot_s * (t.output_tokens - 1)).sum()), rel=1e-9)
+    assert 0 < r.summary["kv_used_mean"] <= r.summary["kv_used_peak"] <= 1.0
+    assert r.summary["goodput_rps"] <= r.summary["throughput_rps"]
+    S = dg.schedule(r.graph())
+    assert all(S.start_s[f"r{i}:token"] - x == ttft for i, x, ttft in zip(r.requests.request, r.requests.arrival_s,
+                                                                          r.requests.ttft_s))
+
+
+def test_xpyd_with_memory_that_never_runs_out_is_the_slots_only_run():
+    kw = dict(handoff="pull", deployment="2P2D", **XPYD)
+    a, b = dg.loadtest(M, memory=False, **kw), dg.loadtest(M, **kw)
+    assert b.summary["preemptions"] == 0 and b.summary["kv_used_peak"] < 0.1
+    pd.testing.assert_frame_equal(a.requests, b.requests)
+
+
+@pytest.mark.parametrize("deployment", [None, "2P1D", "1P2D"])
+def test_a_concurrency_cap_holds_xpyd_requests_at_the_client(deployment):
+    kw = dict(deployment=deployment) if deployment else dict(prefill_servers=2)
+    r = dg.loadtest(M, handoff="pull", qps=20, prompt_tokens=4000, out_tokens=100, num_prompts=100,
+                    max_num_seqs=64, max_concurrency=8, **kw)
+    df = r.requests
+    events = sorted([(a, 1) for a in df.arrival_s] + [(f, -1) for f in df.finish_s], key=lambda e: (e[0], e[1]))
+    in_flight = np.cumsum([e[1] for e in events])
+    assert in_flight.max() == 8 and (df.arrival_s >= df.scheduled_s).all() and (df.arrival_s > df.scheduled_s).any()
+    held = df[df.arrival_s > df.scheduled_s]
+    assert held.arrival_s.isin(df.finish_s).all()  # each sent at another's last token
+    S = dg.schedule(r.graph())
+    assert all(S.start_s[f"r{i}:token"] - x == t for i, x, t in zip(df.request, df.arrival_s, df.ttft_s))
+
+
+def test_xpyd_reports_each_server_busy_share():
+    r = dg.loadtest(M, handoff="push", deployment="2P2D", **XPYD)
+    s = r.summary
+    assert len(s["utilization_by_decode_server"]) == 2 and len(s["utilization_by_prefill_server"]) == 2
+    end = s["makespan_s"]
+    prefill = (r.requests.prefill_s.sum()) / end
+    assert sum(s["utilization_by_prefill_server"]) == pytest.approx(prefill, rel=1e-9)
+    assert all(0 < u <= 1 for u in s["utilization_by_decode_server"] + s["utilization_by_prefill_server"])
+
+
 def test_round_robin_spreads_requests_evenly_over_decode_servers():
     r = dg.loadtest(M, handoff="push", deployment="2P3D", **XPYD)
     counts = r.requests.decode_server.value_counts().sort_index().tolist()
@@ -222,7 +308,12 @@ def test_round_robin_spreads_requests_evenly_over_decode_servers():
 
 @pytest.mark.parametrize("kw, message", [
     (dict(deployment="1P1D"), r"handoff: expected one of push, pull, pull-thread"),
-    (dict(deployment="1P1D", handoff="push", max_concurrency=4), r"max_concurrency: applies to a colocated"),
+    (dict(deployment="1P1D", handoff="push", chunked_prefill=False), r"chunked_prefill: applies to a colocated"),
+    (dict(handoff="push", memory=True), r"memory: KV blocks and preemption are modelled for a deployment"),
+    (dict(handoff="push", kv_pool_bytes=10**9), r"memory: KV blocks|kv_pool_bytes: sets the decode"),
+    (dict(deployment="1P1D", handoff="push", memory=False, kv_pool_bytes=10**9), r"kv_pool_bytes: sets the decode"),
+    (dict(deployment="1P1D", handoff="push", kv_pool_bytes=10**6), r"decode_tp: .* leave no room .* for one request"),
+    (dict(deployment="1P1D", handoff="push", max_concurrency=0), r"max_concurrency: expected"),
     (dict(deployment="0P1D", handoff="push"), r"deployment: expected colocated"),
 ])
 def test_bad_disaggregated_deployments(kw, message):

@@ -18,7 +18,13 @@ def test_candidates_stay_within_the_budget_and_shard_the_model():
     cs = candidates("qwen3.6-35b-a3b", gpu="h200", gpus=12, tps=(1, 2, 3, 4, 8), max_num_seqs=(64,),
                     max_candidates=1000)
     assert all(c["gpus"] <= 12 for c in cs)
-    assert {c["tp"] for c in cs} == {1, 2, 4, 8}  # 3 does not divide its heads
+    assert {c["tp"] for c in cs if c["handoff"] is None} == {1, 2, 4, 8}  # 3 does not divide its heads
+    # disaggregated: a TP per side, every pair where one divides the other (vLLM's connectors need it)
+    pairs = {(c["prefill_tp"], c["decode_tp"]) for c in cs if c["handoff"] is not None}
+    assert (2, 8) in pairs and (8, 1) in pairs and (2, 2) in pairs and not any(3 in p for p in pairs)
+    assert all(c["gpus"] == int(c["deployment"].split("P")[0]) * c["prefill_tp"]
+               + int(c["deployment"].split("P")[1][:-1]) * c["decode_tp"] for c in cs if c["handoff"])
+    assert all((c["tp"] is None) == (c["prefill_tp"] != c["decode_tp"]) for c in cs)
     kinds = [c["handoff"] is None for c in cs]
     assert kinds == sorted(kinds, reverse=True)  # colocated first
     assert {"colocated:3", "2P1D", "1P2D"} <= {c["deployment"] for c in cs}
@@ -45,10 +51,24 @@ def test_a_missed_target_gives_the_rate_that_would_meet_it():
     r = max(missed, key=lambda r: r["goodput_rps"])
     assert r["goodput_rps"] > 0
     kw = dict(qps=r["goodput_rps"], prompt_tokens=2048, out_tokens=64, num_prompts=40, max_num_seqs=32, seed=0,
-              slo_ttft_s=0.05, slo_tpot_s=0.03, deployment=r["deployment"], gpu="h200", tp=r["tp"])
+              slo_ttft_s=0.05, slo_tpot_s=0.03, deployment=r["deployment"], gpu="h200", prefill_tp=r["prefill_tp"],
+              decode_tp=r["decode_tp"])
     if r["handoff"]:
         kw["handoff"] = r["handoff"]
     assert dg.loadtest("qwen3-32b", **kw).summary["slo_attainment"] >= 0.9  # the bisection's rate meets it
+
+
+def test_a_plan_tries_a_tp_per_side_and_runs_each_side_at_its_own():
+    """A 1P1D of a TP-2 prefill server and a TP-8 decode server is the load test with those sides."""
+    rows = dg.plan("qwen3-32b", **{**KW, "tps": (2, 8), "max_candidates": 40, "gpus": 10}, workers=1,
+                   colocated=False)
+    mixed = [r for r in rows if r["deployment"] == "1P1D" and (r["prefill_tp"], r["decode_tp"]) == (2, 8)]
+    assert len(mixed) == 1 and mixed[0]["gpus"] == 10 and mixed[0]["tp"] is None
+    r = dg.loadtest("qwen3-32b", handoff="push", deployment="1P1D", qps=3, prompt_tokens=2048, out_tokens=64,
+                    num_prompts=40, max_num_seqs=32, seed=0, slo_ttft_s=1.0, slo_tpot_s=0.03, gpu="h200",
+                    prefill_tp=2, decode_tp=8)
+    assert mixed[0]["slo_attainment"] == r.summary["slo_attainment"]
+    assert mixed[0]["ttft_p90_s"] == r.summary["ttft_p90_s"]
 
 
 def test_the_plan_command(capsys, tmp_path):

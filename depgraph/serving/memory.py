@@ -26,6 +26,7 @@ GPUs as TP 8, cut the other way, hold as many):
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from .._validate import positive_int, positive_number
 from ..errors import ConfigError
@@ -33,7 +34,8 @@ from ..specs.hardware import GPU, load_gpu
 from ..specs.models import ModelSpec, handoff_bytes_per_rank
 from ..specs.parallel import check_pp, stage_placement
 
-__all__ = ["slot_bytes", "weights_per_gpu_bytes", "max_slots_in_memory", "check_sides", "GPU_MEMORY_UTILIZATION"]
+__all__ = ["slot_bytes", "weights_per_gpu_bytes", "max_slots_in_memory", "check_sides", "GPU_MEMORY_UTILIZATION",
+           "StagePool", "decode_pools"]
 
 #: The share of HBM the engine may use for weights and state (vLLM's ``--gpu-memory-utilization`` default).
 GPU_MEMORY_UTILIZATION = 0.9
@@ -108,3 +110,54 @@ def max_slots_in_memory(model: ModelSpec, *, context_tokens: int, tp: int, gpu: 
         per = parts["total"]
         fits.append(0 if free <= 0 else math.floor(free / per) if per else 1_000_000)
     return min(fits)
+
+
+@dataclass(frozen=True, slots=True)
+class StagePool:
+    """What one GPU of a pipeline stage holds for the running requests: ``pool_bytes`` (its share of HBM
+    beside the weights), and per request the KV of its tokens (``full_kv_bytes_per_token`` over the
+    whole-context layers, plus each sliding-window layer's bytes per token up to its window: ``windows``,
+    ``(W, bytes per token)``) and its recurrent state (``state_bytes``), all at this GPU's shard."""
+
+    pool_bytes: int
+    full_kv_bytes_per_token: int
+    windows: tuple[tuple[int, int], ...]
+    state_bytes: int
+
+    def request_bytes(self, tokens: int) -> int:
+        """Bytes one request holding KV blocks for ``tokens`` tokens takes here (its state included)."""
+        held = self.full_kv_bytes_per_token * tokens + self.state_bytes
+        if self.windows:
+            held += sum(b * min(tokens, w) for w, b in self.windows)
+        return held
+
+
+def decode_pools(model: ModelSpec, *, tp: int, pp: int = 1, gpu: str | GPU,
+                 gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION) -> list[StagePool]:
+    """One :class:`StagePool` per pipeline stage of a server of ``tp`` x ``pp`` GPUs: the same per-rank
+    shards as :func:`slot_bytes` (a window layer holding at most ``W`` tokens, as
+    :meth:`~depgraph.specs.cost.StepCost.kv_bytes`), the same weights as :func:`weights_per_gpu_bytes`.
+
+    >>> import depgraph as dg
+    >>> [p] = decode_pools(dg.load_model("qwen3-32b"), tp=8, gpu="h200")
+    >>> p.full_kv_bytes_per_token, p.state_bytes, round(p.pool_bytes / 1e9, 1)
+    (32768, 0, 118.7)
+    """
+    tp = positive_int("tp", tp, upper=1024)
+    gpu = load_gpu(gpu)
+    positive_number("gpu_memory_utilization", gpu_memory_utilization, upper=1.0)
+    handoff_bytes_per_rank(model, prompt_tokens=1, tp=tp)  # refuses a tp the model cannot be sharded at
+    out = []
+    for weights, layers in zip(_stage_weights_bytes(model, tp, pp), _stages(model, pp)):
+        full, windows, state = 0, {}, 0
+        for layer in layers:
+            kv = layer.sharded_bytes("kv", 1, tp)[0] if "kv" in layer.components else 0
+            if layer.kv_window_tokens:
+                windows[int(layer.kv_window_tokens)] = windows.get(int(layer.kv_window_tokens), 0) + kv
+            else:
+                full += kv
+            state += sum(layer.sharded_bytes(c, 1, tp)[0] for c in ("ssm", "conv") if c in layer.components)
+        out.append(StagePool(pool_bytes=math.floor(gpu_memory_utilization * gpu.hbm_bytes - weights),
+                             full_kv_bytes_per_token=int(full), windows=tuple(sorted(windows.items())),
+                             state_bytes=int(state)))
+    return out

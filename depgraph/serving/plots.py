@@ -149,7 +149,9 @@ def plot_loadtest(result: Any, *, unit: str = "ms"):
            the p50 and p99 TTFT;
         2. the decode slots held (a step line from ``result.timeline``) with
            a red dashed line at ``max_num_seqs``;
-        3. the requests waiting for a slot (vLLM's ``num_requests_waiting``).
+        3. the requests waiting for a slot (vLLM's ``num_requests_waiting``);
+        4. with decode memory modelled (a ``<P>P<D>D`` deployment), each
+           decode server's KV and state memory in use, step by step.
 
         The title names the model, handoff, request rate (when the run has
         one; a trace has none), prompt length, p50/p99 TTFT and p50 TPOT.
@@ -178,8 +180,11 @@ def plot_loadtest(result: Any, *, unit: str = "ms"):
     max_num_seqs = int(s["max_num_seqs"])
     end_s = float(s.get("makespan_s", req["finish_s"].max() if "finish_s" in req else tl["time_s"].max()))
 
-    fig = _figure((10.0, 7.5))
-    ax_ttft, ax_slots, ax_wait = fig.subplots(3, 1, sharex=True, gridspec_kw={"height_ratios": (2.2, 1.2, 1.0)})
+    memory = bool(s.get("memory"))
+    fig = _figure((10.0, 9.0 if memory else 7.5))
+    axes = fig.subplots(4 if memory else 3, 1, sharex=True,
+                        gridspec_kw={"height_ratios": (2.2, 1.2, 1.0, 1.0)[:4 if memory else 3]})
+    ax_ttft, ax_slots, ax_wait = axes[:3]
 
     dominant = _dominant_parts(req)
     arrival = req["arrival_s"].to_numpy(dtype=float)
@@ -218,6 +223,17 @@ def plot_loadtest(result: Any, *, unit: str = "ms"):
                    bbox_to_anchor=(1.01, 1.0), fontsize=8, title_fontsize=8, frameon=False)
     ax_wait.set_xlabel("time (s)")
     ax_wait.set_xlim(0, max(end_s, 1e-9) * 1.01)
+    if memory:  # each decode server's KV and state memory in use, step by step
+        ax_kv = axes[3]
+        steps = result.decode_steps
+        for k, part in steps.groupby("server"):
+            ax_kv.step(part.start_s, 100 * part.kv_used, where="post", lw=1, label=f"decode server {k}")
+        ax_kv.set_ylabel("KV memory used (%)")
+        ax_kv.set_ylim(0, 105)
+        ax_kv.legend(title=f"preemptions {s['preemptions']}", loc="upper left", bbox_to_anchor=(1.01, 1.0),
+                     fontsize=8, title_fontsize=8, frameon=False)
+        ax_wait.set_xlabel("")
+        ax_kv.set_xlabel("time (s)")
 
     fig.suptitle(_loadtest_title(result, scale, ul), fontsize=10)
     return fig
@@ -306,7 +322,9 @@ def plot_plan(rows: list[dict], *, title: str = ""):
     ax.step([r["gpus"] for r in front], [r["goodput_rps"] for r in front], where="post", color="#2ca02c", lw=1.5,
             label="Pareto front")
     for r in front:
-        ax.annotate(r["deployment"] + (f" TP{r['tp']}" if "tp" in r else ""), (r["gpus"], r["goodput_rps"]),
+        tp = r.get("tp") if r.get("tp") is not None else (f"{r['prefill_tp']}/{r['decode_tp']}" if "decode_tp" in r
+                                                            else None)
+        ax.annotate(r["deployment"] + (f" TP{tp}" if tp is not None else ""), (r["gpus"], r["goodput_rps"]),
                     fontsize=7, xytext=(4, 4), textcoords="offset points")
     ax.set_xlabel("GPUs")
     ax.set_ylabel("goodput (req/s)")

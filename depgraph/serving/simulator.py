@@ -63,7 +63,7 @@ from ..specs.hardware import DEFAULT_LINK, load_gpu, load_link
 from ..specs.models import ModelSpec, handoff_bytes, load_model
 from ..specs.parallel import check_pp, check_tp_pair, handoff_nics
 from .engine import ROUTERS, EngineConfig, colocated_graph, default_max_num_batched_tokens, parse_deployment, simulate_colocated
-from .memory import check_sides, max_slots_in_memory, weights_per_gpu_bytes
+from .memory import check_sides, decode_pools, max_slots_in_memory, weights_per_gpu_bytes
 
 __all__ = ["HANDOFFS", "LoadModel", "LoadResult", "loadtest", "arrivals", "meets_slos", "read_trace", "run_graph",
            "MAX_REQUESTS",
@@ -397,6 +397,16 @@ class _Req:
     decode_server: int = 0
     prefilled: int = 0  # prompt tokens computed on a batching prefill server
     prefill_step: int = -1  # the step of its server that computed its last prompt token
+    nominal: float = math.nan  # when the client meant to send it (arrival is when it did, under max_concurrency)
+    sent_after: int = -1  # the request whose finish freed the client slot it was sent in (-1: none)
+    kv_alloc: int = 0  # tokens of KV blocks it holds on its decode server (memory=True; 0: none, nor state)
+    finish_iter: int = -1  # the loop iteration that will make its last token, while it runs
+    grow_iter: int = -1  # the loop iteration that will need its next KV block (-1: none before it finishes)
+    join_seq: int = -1  # when it joined the running batch, in order (the newest is preempted first)
+    slot_iter: int = -1  # the loop iteration whose end admitted it from the queue (memory=True; -1: on arrival)
+    preemptions: int = 0
+    recompute: int = 0  # tokens to recompute when it rejoins after a preemption
+    preempted_token_s: float = math.nan  # the time of its last token before its latest preemption
 
 
 @dataclass
@@ -408,6 +418,23 @@ class LoadResult:
     timeline: pd.DataFrame
     config: dict[str, Any] = field(default_factory=dict)
     _trace: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def decode_steps(self) -> pd.DataFrame:
+        """Every decode-loop step of a disaggregated run, server by server: ``server``, ``iteration``,
+        ``start_s``, ``end_s``, ``running`` (its batch) and, with memory, ``kv_used`` (the share of the
+        server's KV and state memory in use as it ran, on its fullest stage). Built when asked for."""
+        its = self._trace.get("iterations")
+        if its is None:
+            raise ConfigError("decode_steps: a colocated run's steps are in its timeline")
+        out = pd.DataFrame({"server": [it["server"] for it in its], "iteration": [it["iteration"] for it in its],
+                            "start_s": [it["start_s"] for it in its], "end_s": [it["end_s"] for it in its],
+                            "running": [it["running"] for it in its]})
+        pools = self._trace.get("pool_bytes")
+        if pools:
+            free = np.array([it["free_bytes"] for it in its], dtype=np.float64).reshape(len(its), len(pools))
+            out["kv_used"] = (1.0 - free / np.array(pools, dtype=np.float64)).max(axis=1) if len(its) else []
+        return out
 
     @property
     def timeline_running_max(self) -> int:
@@ -428,8 +455,9 @@ def loadtest(model: ModelSpec | str, *, handoff: str | None = None, qps: float |
              trace: str | Path | pd.DataFrame | None = None, params: LoadModel | None = None,
              deployment: str | None = None, burstiness: float | None = None, range_ratio: float = 0.0,
              max_num_batched_tokens: int | None = None, chunked_prefill: bool = True,
-             max_concurrency: int | None = None, router: str = "round-robin", memory: bool = True,
-             slo_ttft_s: float | None = None, slo_tpot_s: float | None = None, **overrides) -> LoadResult:
+             max_concurrency: int | None = None, router: str = "round-robin", memory: bool | None = None,
+             slo_ttft_s: float | None = None, slo_tpot_s: float | None = None, kv_pool_bytes: int | None = None,
+             **overrides) -> LoadResult:
     """Simulate a load test; return per-request rows and a summary.
 
     Either ``qps``, ``prompt_tokens``, ``out_tokens`` and ``num_prompts``
@@ -463,10 +491,17 @@ def loadtest(model: ModelSpec | str, *, handoff: str | None = None, qps: float |
     (:mod:`depgraph.serving.engine`): ``max_num_batched_tokens`` (default
     vLLM's for the GPU), ``chunked_prefill``, ``max_num_seqs``, KV memory
     with preemption (``memory=False``: unlimited), ``router``; ``handoff``
-    does not apply. ``burstiness`` draws gamma arrivals as ``vllm bench
+    does not apply. ``memory`` (``None``: on for a deployment, off for the
+    default model): each decode server (or colocated server) holds KV blocks
+    and recurrent state in what HBM leaves beside the weights; a request
+    waits for its blocks, and one that cannot grow preempts the newest
+    running request, which later recomputes its tokens on that server
+    (summary ``preemptions``); ``kv_pool_bytes`` sets that memory per GPU
+    (every stage) instead of what HBM leaves beside the weights: a what-if. ``burstiness`` draws gamma arrivals as ``vllm bench
     serve --burstiness`` does; ``range_ratio`` varies the lengths;
     ``max_concurrency`` caps the requests in flight (the client sends the
-    next when one finishes). With ``slo_ttft_s`` / ``slo_tpot_s`` the summary
+    next when one finishes; a request's ``arrival_s`` is when it was sent,
+    ``scheduled_s`` when it was due). With ``slo_ttft_s`` / ``slo_tpot_s`` the summary
     has ``slo_attainment`` (the share of requests meeting both) and
     ``goodput_rps`` (those requests per second, as ``vllm bench serve``'s
     request goodput), else every request counts; ``goodput_per_gpu``
@@ -481,17 +516,27 @@ def loadtest(model: ModelSpec | str, *, handoff: str | None = None, qps: float |
         raise ConfigError(f"handoff: a {deploy.name} deployment has no handoff; leave it out")
     slo = _check_slos(slo_ttft_s, slo_tpot_s)
     engine = None
+    if memory is not None and not isinstance(memory, bool):
+        raise ConfigError(f"memory: expected true or false, got {memory!r}")
+    if max_concurrency is not None:
+        max_concurrency = positive_int("max_concurrency", max_concurrency, upper=10_000_000)
     if colocated:
         engine = EngineConfig(max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
-                              chunked_prefill=chunked_prefill, memory=memory, router=router,
-                              max_concurrency=max_concurrency)
+                              chunked_prefill=chunked_prefill, memory=memory is not False, router=router,
+                              max_concurrency=max_concurrency, kv_pool_bytes=kv_pool_bytes)
     else:
-        for name, value, default in (("chunked_prefill", chunked_prefill, True),
-                                     ("max_concurrency", max_concurrency, None), ("memory", memory, True)):
-            if value != default:
-                raise ConfigError(f"{name}: applies to a colocated deployment; the disaggregated load model "
-                                  "chunks prompts on its prefill servers (with max_num_batched_tokens), bounds "
-                                  "decode by its slots and sends open-loop arrivals")
+        if chunked_prefill is not True:
+            raise ConfigError("chunked_prefill: applies to a colocated deployment; disaggregated prefill servers "
+                              "prefill whole prompts, or chunk them with max_num_batched_tokens")
+        if memory and deploy is None:
+            raise ConfigError("memory: KV blocks and preemption are modelled for a deployment (<P>P<D>D or "
+                              "colocated); the default load model bounds decode by its max_num_seqs slots")
+        memory = deploy is not None and memory is not False
+        if kv_pool_bytes is not None:
+            if not memory:
+                raise ConfigError("kv_pool_bytes: sets the decode servers' KV memory; it needs memory on and a "
+                                  "deployment")
+            kv_pool_bytes = positive_int("kv_pool_bytes", kv_pool_bytes, upper=10**15)
         if max_num_batched_tokens is not None:  # the prefill servers become batching engines
             if deploy is None:
                 raise ConfigError("max_num_batched_tokens: batches prompts on prefill servers; give a deployment "
@@ -544,7 +589,10 @@ def loadtest(model: ModelSpec | str, *, handoff: str | None = None, qps: float |
     meta = {"qps": qps, "seed": seed, "arrival": arrival if trace is None else "trace", "slo": slo}
     if deploy is not None and not colocated and len(table):  # a deployment must hold its weights and one request
         longest = int((table["prompt_tokens"] + table["output_tokens"]).max())
-        if max_slots_in_memory(model, context_tokens=longest, tp=params.dtp, gpu=cost.gpu, pp=params.decode_pp) == 0:
+        whole = -(-longest // params.block_tokens) * params.block_tokens  # its last step's blocks
+        if (max_slots_in_memory(model, context_tokens=longest, tp=params.dtp, gpu=cost.gpu, pp=params.decode_pp) == 0
+                or memory and any(pool.request_bytes(whole) > (kv_pool_bytes or pool.pool_bytes) for pool in
+                                  decode_pools(model, tp=params.dtp, pp=params.decode_pp, gpu=cost.gpu))):
             raise ConfigError(f"decode_tp: {model.name}'s weights ({weights_per_gpu_bytes(model, tp=params.dtp) / 1e9:.1f} "
                               f"GB per GPU at TP {params.dtp}) leave no room on {cost.gpu.name} for one request of "
                               f"{longest:,} tokens; raise the TP")
@@ -558,7 +606,8 @@ def loadtest(model: ModelSpec | str, *, handoff: str | None = None, qps: float |
                  len(table) * BYTES_PER_REQUEST + iterations * BYTES_PER_ITERATION,
                  f"a load test of {len(table):,} requests and about {iterations:,.0f} decode-loop iterations"
                  + (" and prefill steps" if params.prefill_max_num_batched_tokens is not None else ""))
-    sim = _Simulation(model, cost, link, params, handoff, max_num_seqs, table)
+    sim = _Simulation(model, cost, link, params, handoff, max_num_seqs, table, memory=memory,
+                      max_concurrency=max_concurrency, kv_pool_bytes=kv_pool_bytes)
     sim.run()
     return sim.result(**meta)
 
@@ -693,9 +742,9 @@ class _Decode:
 
     __slots__ = ("free_slots", "slot_queue", "last_release", "thread_free_at", "thread_last", "pending_posting",
                  "ready_queue", "running", "context_sum", "finishing_at", "loop_busy", "iterations", "finishing",
-                 "outstanding")
+                 "outstanding", "free_bytes", "grow_at")
 
-    def __init__(self, slots: int) -> None:
+    def __init__(self, slots: int, pools: list[int] | None = None) -> None:
         self.free_slots = slots
         self.slot_queue: list[int] = []  # FIFO of requests waiting for a slot
         self.last_release: list[int] = []  # requests whose slots were freed and not yet taken (stack of ids)
@@ -710,22 +759,44 @@ class _Decode:
         self.iterations: list[dict] = []
         self.finishing: list[int] = []
         self.outstanding = 0
+        self.free_bytes = list(pools) if pools else []  # per pipeline stage, on each of its GPUs (memory=True)
+        self.grow_at: dict[int, list[int]] = {}  # loop iteration -> running requests that need a KV block in it
 
 
 class _Simulation:
     """The discrete-event simulation. All state lives on the instance; ties
     break by (time, event order, request index), so runs are deterministic."""
 
-    def __init__(self, model, cost, link, params, handoff, max_num_seqs, table) -> None:
+    def __init__(self, model, cost, link, params, handoff, max_num_seqs, table, *, memory: bool = False,
+                 max_concurrency: int | None = None, kv_pool_bytes: int | None = None) -> None:
         self.model, self.cost, self.link, self.p = model, cost, link, params
         self.handoff, self.slots = handoff, max_num_seqs
         self.reqs = [_Req(i, float(r.arrival_s), int(r.prompt_tokens), int(r.output_tokens))
                      for i, r in enumerate(table.itertuples(index=False))]
+        for r in self.reqs:
+            r.nominal = r.arrival
         self.events: list[tuple[float, int, int, str, int]] = []
         self.seq = 0
         self.prefill_free_at: list[float] = [0.0] * params.prefill_servers
         self.prefill_last: list[int] = [-1] * params.prefill_servers
-        self.dec = [_Decode(max_num_seqs) for _ in range(params.decode_servers)]
+        # decode memory (memory=True): every stage's KV and state pool on each decode server
+        self.memory = memory
+        self.pools = decode_pools(model, tp=params.dtp, pp=params.decode_pp, gpu=cost.gpu) if memory else []
+        if kv_pool_bytes is not None:
+            self.pools = [replace(pool, pool_bytes=kv_pool_bytes) for pool in self.pools]
+        # a running request's next block, per stage, where no layer has a window (else worked out each time)
+        self._block_bytes = ([pool.full_kv_bytes_per_token * params.block_tokens for pool in self.pools]
+                             if memory and not any(pool.windows for pool in self.pools) else None)
+        self.dec = [_Decode(max_num_seqs, [pool.pool_bytes for pool in self.pools])
+                    for _ in range(params.decode_servers)]
+        self.preemptions = 0
+        self.joins = 0
+        self.rejoin_gaps: list[float] = []  # a preempted request's gap between its tokens either side
+        self._recompute_s: dict[int, float] = {}
+        # the client (vLLM bench serve's max_concurrency: the next request goes when one finishes)
+        self.concurrency = max_concurrency
+        self.in_flight = 0
+        self.client_queue: deque[int] = deque()
         self.batching = params.prefill_max_num_batched_tokens is not None
         self.pre = [_Prefill() for _ in range(params.prefill_servers)] if self.batching else []
         self._prefill_step = (cost.step_cost(model, tp=params.ptp, overhead_s=params.decode_step_overhead_s,
@@ -760,6 +831,10 @@ class _Simulation:
         self._state_s = sum(per_rank(layer, "ssm") + per_rank(layer, "conv") for layer in model.layers) * dtp / bw
         # what the cost model's whole-model step counts for one request's state (taken out of the weights' part)
         self._state_total_s = sum(layer.ssm_bytes + layer.conv_bytes for layer in model.layers) / bw
+        # a step with no window layers, pipeline hops or all-reduces: iterate works it out inline
+        self._plain_step = not self._window_token_s and params.decode_pp == 1 and not params.collectives
+        self._overhead_s, self._dtp = params.decode_step_overhead_s, dtp
+        self._cols = None
 
     # -- helpers
     def _memory(self, df: pd.DataFrame) -> dict[str, Any]:
@@ -776,14 +851,17 @@ class _Simulation:
 
     def prefill_s(self, prompt: int) -> float:
         if prompt not in self._prefill_s:
-            t = self.cost.prefill_s(self.model, prompt) / self.p.ptp
-            if self.p.collectives:
-                t += sum(self.cost.layer_collectives_s(self.model, layer, prompt, self.p.ptp)
-                         for layer in self.model.layers)
-            if self.p.prefill_pp > 1:
-                t += (self.p.prefill_pp - 1) * self.cost.activation_hop_s
-            self._prefill_s[prompt] = t
+            self._prefill_s[prompt] = self._prefill_at(prompt, self.p.ptp, self.p.prefill_pp)
         return self._prefill_s[prompt]
+
+    def _prefill_at(self, tokens: int, tp: int, pp: int) -> float:
+        """The cost model's prefill of ``tokens`` on ``tp`` x ``pp`` GPUs (all-reduces with collectives)."""
+        t = self.cost.prefill_s(self.model, tokens) / tp
+        if self.p.collectives:
+            t += sum(self.cost.layer_collectives_s(self.model, layer, tokens, tp) for layer in self.model.layers)
+        if pp > 1:
+            t += (pp - 1) * self.cost.activation_hop_s
+        return t
 
     def transfer_s(self, prompt: int) -> float:
         if prompt not in self._transfer_s:
@@ -843,11 +921,139 @@ class _Simulation:
         self.reqs[i].decode_server = k
         self.dec[k].outstanding += 1
 
+    # -- decode memory (memory=True): KV blocks and recurrent state, as the colocated engine holds them
+    def _blocks_for(self, tokens: int) -> int:
+        """Tokens of KV blocks holding ``tokens`` tokens (whole blocks)."""
+        b = self.p.block_tokens
+        return -(-tokens // b) * b
+
+    def _need(self, r: _Req, tokens: int) -> list[int]:
+        """Bytes per stage that growing ``r``'s blocks to ``tokens`` tokens takes (its state too, if it holds none)."""
+        old = r.kv_alloc
+        return [pool.request_bytes(tokens) - (pool.request_bytes(old) if old else 0) for pool in self.pools]
+
+    @staticmethod
+    def _fits(d: _Decode, need: list[int]) -> bool:
+        if len(need) == 1:
+            return need[0] <= d.free_bytes[0]
+        return all(n <= f for n, f in zip(need, d.free_bytes))
+
+    @staticmethod
+    def _take_bytes(d: _Decode, r: _Req, tokens: int, need: list[int]) -> None:
+        if len(need) == 1:
+            d.free_bytes = [d.free_bytes[0] - need[0]]
+        else:
+            d.free_bytes = [f - n for f, n in zip(d.free_bytes, need)]
+        r.kv_alloc = tokens
+
+    def _free_bytes(self, d: _Decode, r: _Req) -> None:
+        if r.kv_alloc:
+            d.free_bytes = [f + pool.request_bytes(r.kv_alloc) for f, pool in zip(d.free_bytes, self.pools)]
+            r.kv_alloc = 0
+
+    def _first_blocks(self, r: _Req) -> int:
+        """The blocks a request needs to run its next step: its prompt and generated tokens and the new one."""
+        return self._blocks_for(r.prompt + r.generated + 1)
+
+    def _admit(self, t: float, k: int) -> None:
+        """Admit waiting requests of decode server ``k``, first come first served, while a slot is free and
+        the head's blocks fit (vLLM's scheduler takes waiting requests in order and stops at the first
+        whose blocks it cannot allocate)."""
+        d = self.dec[k]
+        while d.slot_queue and d.free_slots > 0:
+            r = self.reqs[d.slot_queue[0]]
+            tokens = self._first_blocks(r)
+            need = self._need(r, tokens)
+            if not self._fits(d, need):
+                return
+            d.slot_queue.pop(0)
+            self.waiting -= 1
+            self.log_waiting(t)
+            self._take_bytes(d, r, tokens, need)
+            if not r.recompute:  # the step whose end let it in (a readmission after a preemption has its own)
+                r.slot_iter = len(d.iterations) - 1
+            self.take_slot(t, r.i)
+
+    def _grow(self, t: float, k: int, n: int) -> bool:
+        """Before loop iteration ``n`` of server ``k``: give each running request that needs one its next
+        KV block, oldest first; when none is free, preempt the newest running request (it frees its blocks
+        and slot and goes back to the head of the queue, to recompute its prompt and generated tokens when
+        it rejoins), as vLLM's scheduler does. Whether anything was preempted."""
+        d = self.dec[k]
+        due = d.grow_at.pop(n, None)
+        if not due:
+            return False
+        preempted = False
+        B = self.p.block_tokens
+        block = self._block_bytes
+        for i in (sorted(due, key=lambda j: self.reqs[j].join_seq) if len(due) > 1 else due):
+            r = self.reqs[i]
+            if i not in d.running:
+                continue  # preempted earlier in this pass
+            tokens = r.kv_alloc + B
+            need = block or self._need(r, tokens)  # one more block (its state is held already)
+            while not self._fits(d, need):
+                victim = next(reversed(d.running))
+                self._preempt(t, k, victim, n)
+                preempted = True
+                if victim == i:
+                    break
+            if i not in d.running:
+                continue
+            self._take_bytes(d, r, tokens, need)
+            nxt = n + B
+            if nxt <= r.finish_iter:
+                r.grow_iter = nxt
+                d.grow_at.setdefault(nxt, []).append(i)
+            else:
+                r.grow_iter = -1
+        return preempted
+
+    def _preempt(self, t: float, k: int, i: int, n: int) -> None:
+        d = self.dec[k]
+        r = self.reqs[i]
+        context = d.running.pop(i) + n
+        d.context_sum -= context
+        r.generated = context - r.prompt
+        d.finishing_at[r.finish_iter].remove(i)
+        if r.grow_iter >= 0 and r.grow_iter != n:
+            d.grow_at[r.grow_iter].remove(i)
+        r.grow_iter = -1
+        self._free_bytes(d, r)
+        r.preemptions += 1
+        self.preemptions += 1
+        r.recompute = context
+        r.preempted_token_s = d.iterations[-1]["end_s"]
+        d.free_slots += 1
+        self.log_held(t, -1)
+        d.slot_queue.insert(0, i)
+        self.waiting += 1
+        self.log_waiting(t)
+
+    def recompute_s(self, tokens: int) -> float:
+        """A preempted request's recompute on its decode server: its prompt and generated tokens, prefilled
+        at the decode side's TP and stages (the cost model's prefill, as a prefill server's)."""
+        if tokens not in self._recompute_s:
+            self._recompute_s[tokens] = self._prefill_at(tokens, self.p.dtp, self.p.decode_pp)
+        return self._recompute_s[tokens]
+
     # -- slots
     def want_slot(self, t: float, i: int) -> None:
         r = self.reqs[i]
         d = self.dec[r.decode_server]
         r.slot_request = t
+        if self.memory:
+            if d.free_slots > 0 and not d.slot_queue:
+                tokens = self._first_blocks(r)
+                need = self._need(r, tokens)
+                if self._fits(d, need):
+                    self._take_bytes(d, r, tokens, need)
+                    self.take_slot(t, i)
+                    return
+            d.slot_queue.append(i)
+            self.waiting += 1
+            self.log_waiting(t)
+            return
         if d.free_slots > 0 and not d.slot_queue:
             self.take_slot(t, i)
         else:
@@ -859,9 +1065,12 @@ class _Simulation:
         r = self.reqs[i]
         d = self.dec[r.decode_server]
         d.free_slots -= 1
+        self.log_held(t, +1)
+        if r.recompute:  # back after a preemption: its KV is recomputed here, not sent again
+            self.join(t, i)
+            return
         r.slot_start = t
         r.slot_from = d.last_release.pop() if d.last_release else -1
-        self.log_held(t, +1)
         if self.p.slot_scope == "running":
             self.join(t, i)
         elif self.handoff == "push":
@@ -895,8 +1104,11 @@ class _Simulation:
         d = self.dec[self.reqs[i].decode_server]
         d.free_slots += 1
         d.outstanding -= 1
-        d.last_release.append(i)
         self.log_held(t, -1)
+        if self.memory:  # admitted by the loop, after the running requests' blocks (see _admit)
+            self._free_bytes(d, self.reqs[i])
+            return
+        d.last_release.append(i)
         while d.free_slots > 0 and d.slot_queue:
             j = d.slot_queue.pop(0)
             self.waiting -= 1
@@ -980,61 +1192,117 @@ class _Simulation:
             d.loop_busy = True
             self.push_event(t, "loop", k)
 
-    def iterate(self, t: float, k: int) -> None:
+    def iterate(self, t: float, k: int) -> float:
         """One loop iteration of decode server ``k``: posting work first (pull), then one decode step of
         the whole batch, the requests that joined included. Each request's last iteration is known when
         it joins (it makes one token per iteration), so an iteration touches only the requests that join
-        or finish in it."""
+        or finish in it. Returns when its step ends (the loop's next event)."""
         d = self.dec[k]
-        posting, d.pending_posting = d.pending_posting, []
-        joining = sorted(d.ready_queue)
-        d.ready_queue.clear()
-        start = t
-        for i in posting:
-            r = self.reqs[i]
-            r.posting_start = t
-            t = t + self.p.posting_s(r.prompt)
-            r.posting_end = t
-            self.push_event(t, "posted", i)
         n = len(d.iterations)
+        memory = self.memory
+        if memory:  # the running requests' blocks first, then, if none was preempted, admissions
+            if not (n in d.grow_at and self._grow(t, k, n)) and d.slot_queue and d.free_slots > 0:
+                self._admit(t, k)
+        start = t
+        if d.pending_posting:
+            posting, d.pending_posting = d.pending_posting, []
+            for i in posting:
+                r = self.reqs[i]
+                r.posting_start = t
+                t = t + self.p.posting_s(r.prompt)
+                r.posting_end = t
+                self.push_event(t, "posted", i)
+        else:
+            posting = []
+        if d.ready_queue:
+            joining = sorted(d.ready_queue)
+            d.ready_queue.clear()
+        else:
+            joining = []
+        recompute = 0.0
         for i in joining:
             r = self.reqs[i]
-            d.running[i] = r.prompt + r.generated - n  # its context at iteration j is this plus j
-            d.context_sum += r.prompt + r.generated
-            d.finishing_at.setdefault(n + r.out - r.generated - 1, []).append(i)
+            context = r.prompt + r.generated
+            d.running[i] = context - n  # its context at iteration j is this plus j
+            d.context_sum += context
+            r.finish_iter = n + r.out - r.generated - 1
+            d.finishing_at.setdefault(r.finish_iter, []).append(i)
+            r.join_seq = self.joins
+            self.joins += 1
+            if memory:  # its blocks hold context + 1 tokens; the next block is due when that is exceeded
+                grow = n + r.kv_alloc - context
+                r.grow_iter = grow if grow <= r.finish_iter else -1
+                if r.grow_iter >= 0:
+                    d.grow_at.setdefault(grow, []).append(i)
+            if r.recompute:
+                recompute += self.recompute_s(r.recompute)
         batch = len(d.running)
-        windowed = [base + n for base in d.running.values()] if self._window_token_s else ()
-        step = self._step_s(batch, d.context_sum, windowed) if batch else 0.0
+        weights = self._weights_s.get(batch) if self._plain_step else None
+        if weights is not None:  # _step_s, inlined for a step of the plain kind (the common one)
+            step = self._overhead_s + (weights + (self._kv_token_s * d.context_sum + batch * self._state_s)) / self._dtp
+        else:
+            windowed = [base + n for base in d.running.values()] if self._window_token_s else ()
+            step = self._step_s(batch, d.context_sum, windowed) if batch else 0.0
+        if recompute:
+            step += recompute
         end = t + step
-        d.iterations.append({"iteration": n, "start_s": start, "posting_s": t - start, "step_s": step,
-                             "end_s": end, "running": batch, "joined": joining, "posted": posting, "server": k})
+        it = {"iteration": n, "start_s": start, "posting_s": t - start, "step_s": step,
+              "end_s": end, "running": batch, "joined": joining, "posted": posting, "server": k}
+        if memory:  # the pools' free bytes as the step ran (a list never changed in place)
+            it["free_bytes"] = d.free_bytes
+        d.iterations.append(it)
         for i in joining:
             r = self.reqs[i]
             if r.generated == 0:
                 r.first_token, r.first_iter = end, n
+            elif r.recompute:
+                it["rejoined"] = it.get("rejoined", 0) + 1
+                self.rejoin_gaps.append(end - r.preempted_token_s)
+                r.recompute = 0
         d.context_sum += batch  # one token each
-        finished = d.finishing_at.pop(n, [])
-        for i in finished:  # in the order they joined
-            r = self.reqs[i]
-            r.generated = r.out
-            r.last_token, r.last_iter = end, n
-            del d.running[i]
-            d.context_sum -= r.prompt + r.out
-        self.push_event(end, "loop", k)
-        d.finishing = finished
+        finished = d.finishing_at.pop(n, None)
+        if finished:
+            for i in finished:  # in the order they joined
+                r = self.reqs[i]
+                r.generated = r.out
+                r.last_token, r.last_iter = end, n
+                del d.running[i]
+                d.context_sum -= r.prompt + r.out
+            d.finishing = finished
+        return end
+
+    def send(self, t: float, i: int) -> None:
+        """The client sends request ``i``: the proxy routes it, and it goes to prefill (or, for push with
+        reserved slots, first to its decode server for a slot)."""
+        self.in_flight += 1
+        self.reqs[i].arrival = t
+        self.route(i)
+        if self.handoff == "push" and self.p.slot_scope == "reserved":
+            self.want_slot(t, i)
+        else:
+            self.start_prefill(t, i)
 
     def run(self) -> None:
         for r in self.reqs:
             self.push_event(r.arrival, "arrive", r.i)
-        while self.events:
-            t, _, _, kind, i = heapq.heappop(self.events)
-            reserved = self.p.slot_scope == "reserved"
-            if kind == "arrive":
-                self.route(i)
-                if self.handoff == "push" and reserved:
-                    self.want_slot(t, i)
+        events = self.events
+        reserved = self.p.slot_scope == "reserved"
+        while events:
+            t, _, _, kind, i = heapq.heappop(events)
+            if kind == "loop":  # i is the decode server
+                end = self._loop(t, i)
+                # while the loop's next step end comes before every other event, run it here, not via the heap
+                while end is not None:
+                    if events and (events[0][0] < end or (events[0][0] == end and events[0][1] <= _LOOP_ORDER)):
+                        heapq.heappush(events, (end, _LOOP_ORDER, self.seq, "loop", i))
+                        self.seq += 1
+                        break
+                    end = self._loop(end, i)
+            elif kind == "arrive":
+                if self.concurrency is not None and self.in_flight >= self.concurrency:
+                    self.client_queue.append(i)
                 else:
-                    self.start_prefill(t, i)
+                    self.send(t, i)
             elif kind == "prefill_wake":  # i is the prefill server
                 self.prefill_step(t, i)
             elif kind == "prefill_step":
@@ -1057,15 +1325,76 @@ class _Simulation:
                     self.join(t, i)
                 else:
                     self.want_slot(t, i)
-            elif kind == "loop":  # i is the decode server
-                d = self.dec[i]
-                for j in d.finishing:  # slots free at the end of the step that finished them
-                    self.release_slot(t, j)
-                d.finishing = []
-                if d.pending_posting or d.ready_queue or d.running:
-                    self.iterate(t, i)
-                else:
-                    d.loop_busy = False
+
+    def _loop(self, t: float, k: int) -> float | None:
+        """The loop of decode server ``k`` at ``t`` (a step ended, or it was woken): free the slots of the
+        requests the step finished, then iterate if there is work; when its step ends, or ``None`` (idle)."""
+        d = self.dec[k]
+        if d.finishing:
+            for j in d.finishing:  # slots free at the end of the step that finished them
+                self.release_slot(t, j)
+                if self.concurrency is not None:  # the client sends its next request
+                    self.in_flight -= 1
+                    if self.client_queue:
+                        nxt = self.client_queue.popleft()
+                        self.reqs[nxt].sent_after = j
+                        self.send(t, nxt)
+            d.finishing = []
+        if self.memory and d.slot_queue and not (d.pending_posting or d.ready_queue or d.running):
+            self._admit(t, k)  # nothing runs: the queue's head may fit now
+        if d.pending_posting or d.ready_queue or d.running:
+            return self.iterate(t, k)
+        d.loop_busy = False
+        return None
+
+    def kv_used(self, free_bytes: np.ndarray) -> np.ndarray:
+        """Per row of free bytes (one column per stage), the share of a decode server's KV and state
+        memory in use, on its fullest stage."""
+        pools = np.array([pool.pool_bytes for pool in self.pools], dtype=np.float64)
+        return (1.0 - free_bytes / pools).max(axis=1) if len(free_bytes) else np.zeros(0)
+
+    def _occupancy(self, end: float) -> dict[str, Any]:
+        """Per server, the share of the run it was busy (a decode server's loop, a prefill server's
+        prompts or steps), and, with memory, the KV and state pool's peak and time-average use (the
+        fullest stage, each loop step weighted by its length)."""
+        out: dict[str, Any] = {}
+        loops = [float(np.cumsum(c["end_s"] - c["start_s"])[-1]) if len(c["end_s"]) else 0.0
+                 for c in self._columns()]
+        out["utilization_by_decode_server"] = [b / end if end > 0 else math.nan for b in loops]
+        if self.batching:
+            busy = [sum(dur for _, dur, _ in ps.steps) for ps in self.pre]
+        else:
+            busy = [0.0] * self.p.prefill_servers
+            for r in self.reqs:
+                if r.prefill_server >= 0:
+                    busy[r.prefill_server] += r.prefill_end - r.prefill_start
+        out["utilization_by_prefill_server"] = [b / end if end > 0 else math.nan for b in busy]
+        if self.memory:
+            its = self.iterations
+            used = self.kv_used(np.array([it["free_bytes"] for it in its], dtype=np.float64).reshape(len(its), -1))
+            span = np.concatenate([c["end_s"] - c["start_s"] for c in self._columns()])
+            total = float(span.sum())
+            out.update(kv_used_peak=float(used.max()) if len(used) else 0.0,
+                       kv_used_mean=float((used * span).sum()) / total if total else 0.0,
+                       kv_pool_bytes=min(pool.pool_bytes for pool in self.pools))
+        return out
+
+    def _columns(self) -> list[dict[str, np.ndarray]]:
+        """Per decode server, its iterations' ``start_s``, ``end_s``, ``posting_s``, ``running`` and
+        ``rejoined`` as arrays, and ``firsts``: how many requests made their first token in each."""
+        if self._cols is None:
+            cols = []
+            for k, d in enumerate(self.dec):
+                its, m = d.iterations, len(d.iterations)
+                c = {key: np.fromiter((it[key] for it in its), np.float64, m)
+                     for key in ("start_s", "end_s", "posting_s")}
+                c["running"] = np.fromiter((it["running"] for it in its), np.int64, m)
+                c["rejoined"] = np.fromiter((it.get("rejoined", 0) for it in its), np.int64, m)
+                firsts = [r.first_iter for r in self.reqs if r.decode_server == k and r.first_iter >= 0]
+                c["firsts"] = np.bincount(np.array(firsts, dtype=np.int64), minlength=m)[:m]
+                cols.append(c)
+            self._cols = cols
+        return self._cols
 
     @property
     def iterations(self) -> list[dict]:
@@ -1089,14 +1418,19 @@ class _Simulation:
                          "decode_s": r.first_token - max(r.ready, r.slot_start),
                          "tpot_s": tpot, "slot_start_s": r.slot_start, "slot_end_s": r.last_token,
                          "time_in_slot_s": r.last_token - r.slot_start, "finish_s": r.last_token,
-                         "e2e_s": r.last_token - r.arrival, "decode_server": r.decode_server})
+                         "e2e_s": r.last_token - r.arrival, "decode_server": r.decode_server,
+                         "scheduled_s": r.nominal, "preemptions": r.preemptions})
         df = pd.DataFrame(rows)
         timeline = _step_series(self.held_log, "slots_held").merge(
             _step_series(self.waiting_log, "waiting"), on="time_s", how="outer").sort_values("time_s").ffill()
         end = float(df.finish_s.max())
         held_mean = _time_average(self.held_log, end)
-        loop_time = sum(it["end_s"] - it["start_s"] for it in self.iterations)
-        posting = sum(it["posting_s"] for it in self.iterations)
+        cols = self._columns()  # sums in iteration order, server by server, as Python's sum would add them
+        if any(len(c["end_s"]) for c in cols):
+            loop_time = float(np.cumsum(np.concatenate([c["end_s"] - c["start_s"] for c in cols]))[-1])
+            posting = float(np.cumsum(np.concatenate([c["posting_s"] for c in cols]))[-1])
+        else:
+            loop_time = posting = 0.0
         tpot = df.tpot_s.dropna()
         # Little's law in the arrival window, away from the start-up and the drain: time-average slots held
         # there against the rate requests take slots there times their mean time in a slot
@@ -1128,13 +1462,13 @@ class _Simulation:
         # every running request's next token comes one iteration later: an iteration's inter-token gap
         # counts once per request in it that already had a token
         parts = []
-        for d in self.dec:
-            gaps = np.diff(np.array([it["end_s"] for it in d.iterations]))
-            repeats = np.array([it["running"] - sum(1 for i in it["joined"]
-                                                    if self.reqs[i].first_iter == it["iteration"])
-                                for it in d.iterations[1:]], dtype=np.int64)
+        for c in cols:
+            gaps = np.diff(c["end_s"])
+            repeats = (c["running"] - c["rejoined"] - c["firsts"])[1:]
             if len(gaps):
                 parts.append(np.repeat(gaps, np.maximum(repeats, 0)))
+        if self.rejoin_gaps:  # a request back after a preemption waited longer than its batch's step
+            parts.append(np.array(self.rejoin_gaps))
         itl = np.concatenate(parts) if parts else np.zeros(0)
         P, D = self.p.prefill_servers, self.p.decode_servers
         gpus = self.p.dtp * self.p.decode_pp * D + self.p.ptp * self.p.prefill_pp * P
@@ -1142,15 +1476,19 @@ class _Simulation:
         summary.update({k: v for k, v in latency.items() if k not in summary})
         summary.update(deployment=f"{P}P{D}D" if P else f"{D} decode server{'s' if D > 1 else ''}, an unbounded "
                                                         "prefill pool",
-                       prefill_servers=P, decode_servers=D, router=self.p.router, preemptions=0)
+                       prefill_servers=P, decode_servers=D, router=self.p.router, preemptions=self.preemptions,
+                       preempted_requests=int((df.preemptions > 0).sum()), memory=self.memory,
+                       max_concurrency=self.concurrency, **self._occupancy(end))
         return LoadResult(requests=df, summary=summary, timeline=timeline, config={**meta, "model": self.model.name},
                           _trace={"reqs": self.reqs, "iterations": self.iterations, "params": self.p, "prefill": self.pre,
+                                  "pool_bytes": [pool.pool_bytes for pool in self.pools],
                                   "handoff": self.handoff, "prefill_s": self.prefill_s, "transfer_s": self.transfer_s})
 
 
 #: Ties between simultaneous events of the load model go in this order.
 _EVENT_ORDER = {"release": 0, "ready": 1, "posted": 2, "prefilled": 3, "relayed": 4, "arrive": 5, "loop": 6,
                 "prefill_step": 7, "prefill_wake": 8}
+_LOOP_ORDER = _EVENT_ORDER["loop"]
 
 
 def _step_series(log: list[tuple[float, int]], name: str) -> pd.DataFrame:
@@ -1220,10 +1558,17 @@ def run_graph(result: LoadResult) -> nx.DiGraph:
             if j:
                 add_dep(G, f"prefill-{k}:step{j - 1}", f"prefill-{k}:step{j}", "program")
     reserved = p.slot_scope == "reserved"
-    wake_post, wake_join = {}, {}
+    wake_post, wake_join, sent = {}, {}, {}
     for r in reqs:
         i, k = r.i, r.decode_server
-        arr = add_event(G, f"r{i}:arrival", kind="wait", request=i, operator="arrival", duration_s=r.arrival)
+        arr = add_event(G, f"r{i}:arrival", kind="wait", request=i, operator="arrival", duration_s=r.nominal)
+        if r.sent_after >= 0:  # held at the client (max_concurrency) until an earlier request's last token
+            f = reqs[r.sent_after]
+            send_node = add_event(G, f"r{i}:send", kind="barrier", request=i, operator="send")
+            add_dep(G, arr, send_node, "data")
+            add_dep(G, step_node[(f.decode_server, f.last_iter)], send_node, "data")
+            arr = send_node
+        sent[i] = arr
         if batching:  # its prompt is done at the end of the step that computed its last token
             pre = add_event(G, f"r{i}:prefill", kind="barrier", request=i, device=f"prefill-{r.prefill_server}",
                             operator="prefilled")
@@ -1237,6 +1582,8 @@ def run_graph(result: LoadResult) -> nx.DiGraph:
         token = add_event(G, f"r{i}:token", kind="token", request=i, device=dev("decode", k))
         if r.slot_from >= 0:
             add_dep(G, step_node[(k, reqs[r.slot_from].last_iter)], slot, "resource")
+        if r.slot_iter >= 0:  # memory: let in at the end of a loop step (blocks freed, or a slot)
+            add_dep(G, step_node[(k, r.slot_iter)], slot, "resource")
         if not batching and r.prefill_server >= 0 and r.prefill_after >= 0:
             add_dep(G, f"r{r.prefill_after}:prefill", pre, "resource")
         if handoff == "push":
@@ -1262,7 +1609,7 @@ def run_graph(result: LoadResult) -> nx.DiGraph:
         for j, (_start, _dur, woke) in enumerate(ps.steps):
             if woke >= 0:  # what the request waits for before its prompt reaches the server
                 w = reqs[woke]
-                before = f"r{woke}:slot" if handoff == "push" and reserved else f"r{woke}:arrival"
+                before = f"r{woke}:slot" if handoff == "push" and reserved else sent[woke]
                 add_dep(G, before, f"prefill-{k}:step{j}", "data")
     # an idle loop wakes on the event that restarts it
     for it in iterations:

@@ -2,8 +2,9 @@
 
 Candidates (:func:`candidates`): colocated servers at each tensor-parallel
 size that shards the model and holds its weights, ``N`` of them within the
-budget; and disaggregated ``<P>P<D>D`` deployments, both sides at one TP,
-with each handoff; each at every ``max_num_seqs`` asked for. Each runs as a
+budget; and disaggregated ``<P>P<D>D`` deployments with a TP per side (every
+pair of the sizes tried where one divides the other, as vLLM's connectors
+need), with each handoff; each at every ``max_num_seqs`` asked for. Each runs as a
 load test (:func:`~depgraph.serving.simulator.loadtest`) of the traffic, in
 parallel through the sweep machinery (local workers, or a Dask client), and
 is scored by its goodput as DistServe defines it: the highest request rate,
@@ -19,10 +20,10 @@ order above); each candidate says what bounds it:
 ``link-bound``
     TTFT-bound with the handoff more than half of the mean first-token time;
 ``memory-bound``
-    the weights do not fit the GPUs, or more than a tenth of the requests
-    were preempted (colocated), or a decode server's memory cut
-    ``max_num_seqs`` (disaggregated: the load test runs with the slots that
-    fit) and the targets are missed.
+    the weights do not fit the GPUs, one request does not fit beside them,
+    or more than a tenth of the requests were preempted (KV blocks and
+    recurrent state are modelled on colocated and decode servers alike) and
+    the targets are missed.
 """
 
 from __future__ import annotations
@@ -34,10 +35,11 @@ from typing import Any
 
 from .._validate import one_of, positive_int, positive_number
 from ..errors import ConfigError, DepgraphError
-from ..serving.memory import GPU_MEMORY_UTILIZATION, check_sides, max_slots_in_memory, weights_per_gpu_bytes
+from ..serving.memory import GPU_MEMORY_UTILIZATION, check_sides, weights_per_gpu_bytes
 from ..serving.simulator import HANDOFFS, MAX_ARRIVAL_S, loadtest, meets_slos
 from ..specs.hardware import load_gpu
 from ..specs.models import load_model
+from ..specs.parallel import check_tp_pair
 
 __all__ = ["plan", "candidates", "evaluate", "BOUNDS", "MAX_CANDIDATES"]
 
@@ -91,15 +93,18 @@ def candidates(model, *, gpu: str, gpus: int, tps=(1, 2, 4, 8), max_num_seqs=(64
     for seqs in dict.fromkeys(positive_int("max_num_seqs", v, upper=1_000_000) for v in max_num_seqs):
         for tp in shardable if colocated else ():
             for n in (c for c in _COUNTS if c * tp <= gpus):
-                out.append({"deployment": "colocated" if n == 1 else f"colocated:{n}", "tp": tp, "handoff": None,
-                            "max_num_seqs": seqs, "gpus": n * tp})
-        for tp in shardable if disaggregated else ():
+                out.append({"deployment": "colocated" if n == 1 else f"colocated:{n}", "tp": tp, "prefill_tp": tp,
+                            "decode_tp": tp, "handoff": None, "max_num_seqs": seqs, "gpus": n * tp})
+        pairs = [(a, b) for a in shardable for b in shardable if max(a, b) % min(a, b) == 0] if disaggregated else []
+        for ptp, dtp in pairs:
+            check_tp_pair(ptp, dtp)
             for p in _COUNTS:
                 for d in _COUNTS:
-                    if (p + d) * tp <= gpus:
+                    if p * ptp + d * dtp <= gpus:
                         for h in handoffs:
-                            out.append({"deployment": f"{p}P{d}D", "tp": tp, "handoff": h,
-                                        "max_num_seqs": seqs, "gpus": (p + d) * tp})
+                            out.append({"deployment": f"{p}P{d}D", "tp": ptp if ptp == dtp else None,
+                                        "prefill_tp": ptp, "decode_tp": dtp, "handoff": h,
+                                        "max_num_seqs": seqs, "gpus": p * ptp + d * dtp})
     if max_candidates is None:  # every candidate (to count what a cap leaves out)
         return out
     max_candidates = positive_int("max_candidates", max_candidates, upper=MAX_CANDIDATES)
@@ -116,29 +121,23 @@ def evaluate(point: dict[str, Any]) -> list[dict[str, Any]]:
     """One candidate's row (a sweep runner: picklable, deterministic): its
     load test at the offered rate, and its goodput by bisection below it."""
     c, t = point["candidate"], _Traffic(**point["traffic"])
+    # a candidate with one "tp" runs both sides at it
+    c = {**c, "prefill_tp": c.get("prefill_tp", c.get("tp")), "decode_tp": c.get("decode_tp", c.get("tp"))}
+    c["tp"] = c["prefill_tp"] if c["prefill_tp"] == c["decode_tp"] else None
     model, gpu = point["model"], point["gpu"]
-    row = {k: c[k] for k in ("deployment", "tp", "handoff", "max_num_seqs", "gpus")}
-    weights = weights_per_gpu_bytes(load_model(model), tp=c["tp"])
-    if weights >= GPU_MEMORY_UTILIZATION * load_gpu(gpu).hbm_bytes:
-        return [{**row, "goodput_rps": 0.0, "goodput_per_gpu": 0.0, "bound": "memory-bound",
-                 "reason": f"weights {weights / 1e9:.1f} GB per GPU do not fit", "slo_attainment": 0.0,
-                 "ttft_p90_s": math.nan, "tpot_p90_s": math.nan}]
-
-    seqs, cut = c["max_num_seqs"], ""
-    if c["handoff"] is not None:  # a decode server holds at most what its memory fits (vLLM would not start)
-        fit = max_slots_in_memory(load_model(model), context_tokens=t.prompt_tokens + t.out_tokens, tp=c["tp"],
-                                  gpu=gpu)
-        if fit < seqs:
-            seqs, cut = fit, f"; max_num_seqs cut to {fit} by decode memory"
-        if fit == 0:
+    row = {k: c[k] for k in ("deployment", "tp", "prefill_tp", "decode_tp", "handoff", "max_num_seqs", "gpus")}
+    for side in ("prefill_tp", "decode_tp"):
+        weights = weights_per_gpu_bytes(load_model(model), tp=c[side])
+        if weights >= GPU_MEMORY_UTILIZATION * load_gpu(gpu).hbm_bytes:
+            where = "" if c["handoff"] is None else f" on the {side[:-3]} side"
             return [{**row, "goodput_rps": 0.0, "goodput_per_gpu": 0.0, "bound": "memory-bound",
-                     "reason": "not one request fits in decode memory beside the weights", "slo_attainment": 0.0,
+                     "reason": f"weights {weights / 1e9:.1f} GB per GPU{where} do not fit", "slo_attainment": 0.0,
                      "ttft_p90_s": math.nan, "tpot_p90_s": math.nan}]
 
     def run(qps: float):
         kw = dict(qps=qps, prompt_tokens=t.prompt_tokens, out_tokens=t.out_tokens, num_prompts=t.num_prompts,
-                  max_num_seqs=seqs, seed=t.seed, slo_ttft_s=t.slo_ttft_s, slo_tpot_s=t.slo_tpot_s,
-                  deployment=c["deployment"], gpu=gpu, tp=c["tp"])
+                  max_num_seqs=c["max_num_seqs"], seed=t.seed, slo_ttft_s=t.slo_ttft_s, slo_tpot_s=t.slo_tpot_s,
+                  deployment=c["deployment"], gpu=gpu, prefill_tp=c["prefill_tp"], decode_tp=c["decode_tp"])
         if c["handoff"] is not None:
             kw["handoff"] = c["handoff"]
         return loadtest(model, **kw)
@@ -178,9 +177,7 @@ def evaluate(point: dict[str, Any]) -> list[dict[str, Any]]:
             else:
                 hi = mid
         goodput = lo
-    if cut and not attained:
-        bound = "memory-bound"
-    return [{**row, "goodput_rps": goodput, "goodput_per_gpu": goodput / c["gpus"], "bound": bound, "reason": reason + cut,
+    return [{**row, "goodput_rps": goodput, "goodput_per_gpu": goodput / c["gpus"], "bound": bound, "reason": reason,
              "slo_attainment": s["slo_attainment"], "ttft_p90_s": s["ttft_p90_s"], "tpot_p90_s": s["tpot_p90_s"]}]
 
 
@@ -192,7 +189,8 @@ def plan(model, *, gpu: str, gpus: int, qps: float, prompt_tokens: int, out_toke
     for ``qps`` requests per second of ``prompt_tokens`` and ``out_tokens``,
     under TTFT <= ``slo_ttft_s`` and TPOT <= ``slo_tpot_s`` for at least
     ``attainment`` of requests. Returns one dict per candidate, best first:
-    ``deployment``, ``tp``, ``handoff``, ``max_num_seqs``, ``gpus``,
+    ``deployment``, ``prefill_tp``, ``decode_tp`` (``tp``: theirs when they
+    are equal, else ``None``), ``handoff``, ``max_num_seqs``, ``gpus``,
     ``goodput_rps`` (capped at ``qps``), ``goodput_per_gpu``, ``bound``,
     ``reason``, ``slo_attainment`` (at the offered rate), ``ttft_p90_s``,
     ``tpot_p90_s``. Deterministic for a seed, whatever the worker count.

@@ -106,7 +106,7 @@ def _loadtest_row(point: dict[str, Any]) -> dict[str, Any]:
 
     optional = ("prefill_tp", "decode_tp", "prefill_pp", "decode_pp", "collectives", "deployment", "burstiness",
                 "max_num_batched_tokens", "max_concurrency", "slo_ttft_s", "slo_tpot_s")
-    defaults = {"range_ratio": 0.0, "chunked_prefill": True, "router": "round-robin"}
+    defaults = {"range_ratio": 0.0, "chunked_prefill": True, "router": "round-robin", "memory": True}
     r = loadtest(point["model"], handoff=point.get("handoff"), qps=point["qps"], prompt_tokens=point["prompt_tokens"],
                  out_tokens=point["out_tokens"], num_prompts=point["num_prompts"],
                  max_num_seqs=point["max_num_seqs"], seed=point["seed"], link=point["link"], tp=point["tp"],

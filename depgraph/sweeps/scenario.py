@@ -341,13 +341,16 @@ class _Checker:
                 if not colocated and p.get("handoff") is None:
                     raise self.fail(f"workloads[{i}].handoff", "missing (required: push, pull or pull-thread) "
                                                                "unless the deployment is colocated")
-                engine_only = {"chunked_prefill": True, "max_concurrency": None}
+                engine_only = {"chunked_prefill": True}
                 if p.get("deployment") is None and p.get("max_num_batched_tokens") is not None:
                     raise self.fail(f"workloads[{i}].max_num_batched_tokens", "applies to a deployment (prefill "
                                                                               "servers or colocated ones)")
                 for key, default in engine_only.items():
                     if not colocated and p.get(key, default) != default:
                         raise self.fail(f"workloads[{i}].{key}", "applies to a colocated deployment only")
+                if p.get("deployment") is None and p.get("memory", True) is not True:
+                    raise self.fail(f"workloads[{i}].memory", "applies to a deployment (the default load model "
+                                                              "has slots only)")
                 if colocated and (p.get("prefill_tp") or p.get("decode_tp") or p.get("prefill_pp", 1) > 1
                                   or p.get("decode_pp", 1) > 1):
                     raise self.fail(f"workloads[{i}].deployment", f"{p['deployment']} runs prefill and decode on "

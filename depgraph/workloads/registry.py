@@ -185,7 +185,7 @@ _LOADTEST_LABELLED = (("out_tokens", 128), ("num_prompts", 400), ("max_num_seqs"
                       ("prefill_tp", None), ("decode_tp", None), ("prefill_pp", 1), ("decode_pp", 1),
                       ("collectives", False), ("burstiness", None), ("range_ratio", 0.0),
                       ("max_num_batched_tokens", None), ("chunked_prefill", True), ("router", "round-robin"),
-                      ("max_concurrency", None), ("slo_ttft_s", None), ("slo_tpot_s", None))
+                      ("max_concurrency", None), ("slo_ttft_s", None), ("slo_tpot_s", None), ("memory", True))
 
 
 def _label_loadtest(p: dict) -> str:
@@ -249,7 +249,9 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in (
         Param("max_num_batched_tokens", "int", None, 1, 10_000_000, help="a colocated step's token budget"),
         Param("chunked_prefill", "bool", True, help="colocated: chunk prompts to the budget"),
         Param("router", "choice", "round-robin", choices=("round-robin", "least-outstanding")),
-        Param("max_concurrency", "int", None, 1, 10_000_000, help="colocated: requests in flight at most"),
+        Param("max_concurrency", "int", None, 1, 10_000_000, help="requests in flight at most (closed loop)"),
+        Param("memory", "bool", True, help="a deployment's KV blocks, recurrent state and preemption (false: "
+                                           "slots only)"),
         Param("slo_ttft_s", "float", None, 0, 1e6, help="TTFT target (seconds) for goodput"),
         Param("slo_tpot_s", "float", None, 0, 1e6, help="TPOT target (seconds) for goodput"),
     ), _label_loadtest, description="the push/pull load test of a decode server (depgraph.serving)"),
