@@ -89,6 +89,9 @@ def _add_request_args(p: argparse.ArgumentParser) -> None:
                                                "study's calibration device is study-effective)")
     p.add_argument("--kv-dtype", default=None, help="store KV in this dtype, e.g. fp8")
     p.add_argument("--ssm-dtype", default=None, help="store the recurrent state in this dtype, e.g. float32 (vLLM --mamba-ssm-cache-dtype)")
+    p.add_argument("--calibration", default=None, metavar="FILE",
+                   help="a file depgraph calibrate -o wrote: its fitted MFU, HBM efficiency and step overhead "
+                        "(default: none, the cost model's defaults)")
     _add_workload_args(p.add_argument_group("workload"))
 
 
@@ -160,6 +163,7 @@ def _build_parser() -> argparse.ArgumentParser:
     add_capacity_command(sub)
     add_anomalies_command(sub)
     add_plan_command(sub)
+    add_calibrate_command(sub)
 
     p = sub.add_parser("schedule", help="schedule an event graph read from GraphML or node-link JSON")
     p.add_argument("graph", help="a .graphml or node-link .json file")
@@ -185,6 +189,8 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-memory", action="store_true",
                    help="a --deployment's servers hold unlimited KV (slots only, no preemption); default: KV blocks "
                         "and recurrent state in what HBM leaves beside the weights, preempting when they run out")
+    p.add_argument("--calibration", default=None, metavar="FILE",
+                   help="a file depgraph calibrate -o wrote: its fitted values replace the load model's defaults")
     p.add_argument("--kv-pool-gb", type=_number(float, "--kv-pool-gb"), default=None, metavar="G",
                    help="a --deployment's KV and state memory per GPU, in GB, instead of what HBM leaves beside "
                         "the weights (a what-if)")
@@ -486,6 +492,8 @@ def add_plan_command(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--top", type=_number(int, "--top"), default=15, help="rows printed (default 15)")
     p.add_argument("--plot", default=None, metavar="FILE", help="the Pareto front: goodput against GPUs (.png/.svg/.pdf)")
     p.add_argument("--json", action="store_true", help="every candidate as a JSON list, best first")
+    p.add_argument("--calibration", default=None, metavar="FILE",
+                   help="a file depgraph calibrate -o wrote: every candidate runs with its fitted values")
     return p
 
 
@@ -506,7 +514,8 @@ def run_plan_command(args) -> int:
                 slo_tpot_s=positive("--slo-tpot-ms", args.slo_tpot_ms) / 1e3, attainment=args.attainment,
                 num_prompts=args.num_prompts, seed=args.seed, tps=args.tps, max_num_seqs=args.max_num_seqs,
                 handoffs=tuple(h.strip() for h in args.handoffs.split(",")), colocated=only != "disaggregated",
-                disaggregated=only != "colocated", max_candidates=args.max_candidates, workers=args.workers)
+                disaggregated=only != "colocated", max_candidates=args.max_candidates, workers=args.workers,
+                calibration=args.calibration)
     if args.plot:
         from .serving.plots import plot_plan
 
@@ -529,7 +538,8 @@ def run_plan_command(args) -> int:
     print(f"{args.model}: {len(rows)} deployments on up to {args.gpus} x {args.gpu} for {args.qps:g} req/s of "
           f"{args.prompt_tokens:,} + {args.out_tokens:,} tokens, TTFT <= {args.slo_ttft_ms:g} ms and TPOT <= "
           f"{args.slo_tpot_ms:g} ms for {100 * args.attainment:g}% of requests (goodput: DistServe's, capped at "
-          "the offered rate)")
+          "the offered rate)" + (f"; calibration {args.calibration} (fitted values)" if args.calibration else
+                                 "; the load model's default calibration"))
     print(f"  {'rank':>4}  {'deployment':<14} {'TP':>5} {'handoff':<11} {'seqs':>5} {'GPUs':>5} {'goodput':>9} "
           f"{'per GPU':>8}  bound   (TP P/D: prefill and decode sides apart)")
     for k, r in enumerate(rows[:args.top], 1):
@@ -541,6 +551,98 @@ def run_plan_command(args) -> int:
     if args.plot:
         print(f"  wrote plot: {args.plot}")
     return 0
+
+
+# ------------------------------------------------------------------ calibrate
+
+def add_calibrate_command(subparsers) -> argparse.ArgumentParser:
+    """Add ``depgraph calibrate MODEL FILE... --gpu G [--tp T] [--deployment D] [--handoff H]
+    [--max-num-seqs S] [--max-num-batched-tokens N] [--no-chunked-prefill] [-o calib.toml] [--json]``."""
+    p = subparsers.add_parser("calibrate", help="fit the cost model to measured vllm bench serve runs")
+    p.add_argument("model")
+    p.add_argument("files", nargs="+", metavar="FILE",
+                   help="vllm bench serve --save-result JSON files (--save-detailed for per-request fits)")
+    p.add_argument("--gpu", required=True, help="GPU type the runs were measured on (depgraph gpus)")
+    p.add_argument("--tp", type=_number(int, "--tp"), default=8, metavar="T", help="tensor-parallel size (default 8)")
+    p.add_argument("--prefill-tp", type=_number(int, "--prefill-tp"), default=None, metavar="P",
+                   help="a disaggregated deployment's prefill side (default --tp)")
+    p.add_argument("--decode-tp", type=_number(int, "--decode-tp"), default=None, metavar="D",
+                   help="a disaggregated deployment's decode side (default --tp)")
+    p.add_argument("--deployment", default="colocated",
+                   help="colocated, colocated:N or <P>P<D>D, as the runs were served (default colocated)")
+    p.add_argument("--handoff", default=None, help="push, pull or pull-thread (a <P>P<D>D deployment)")
+    p.add_argument("--max-num-seqs", type=_number(int, "--max-num-seqs"), default=256, metavar="S",
+                   help="the server's max_num_seqs (default 256, vLLM's)")
+    p.add_argument("--max-num-batched-tokens", type=_number(int, "--max-num-batched-tokens"), default=None,
+                   metavar="N", help="the server's token budget (default vLLM's for the GPU)")
+    p.add_argument("--no-chunked-prefill", action="store_true", help="the server ran without chunked prefill")
+    p.add_argument("--bootstrap", type=_number(int, "--bootstrap"), default=200, metavar="B",
+                   help="bootstrap resamples for the intervals (default 200)")
+    p.add_argument("--no-leave-one-out", action="store_true", help="skip the leave-one-file-out errors")
+    p.add_argument("-o", "--output", default=None, metavar="FILE", help="save the calibration (.toml)")
+    p.add_argument("--plot", default=None, metavar="FILE",
+                   help="measured against predicted CDFs of TTFT and TPOT per file (.png/.svg/.pdf)")
+    p.add_argument("--json", action="store_true", help="the fit as JSON")
+    return p
+
+
+def run_calibrate_command(args) -> int:
+    from ._validate import positive_int
+    from .io.atomic import save_figure
+    from .serving.calibrate import calibrate, write_calibration
+
+    if args.output is not None and Path(args.output).suffix.lower() != ".toml":
+        raise DepgraphError(f"-o: expected a file ending in .toml; got {args.output!r}")
+    if args.plot is not None and Path(args.plot).suffix.lower() not in (".png", ".svg", ".pdf"):
+        raise DepgraphError(f"--plot: expected a file ending in .png, .svg or .pdf; got {args.plot!r}")
+    positive_int("--bootstrap", args.bootstrap, upper=100_000, allow_zero=True)
+    cal = calibrate(args.model, args.files, gpu=args.gpu, deployment=args.deployment, handoff=args.handoff,
+                    tp=args.tp, prefill_tp=args.prefill_tp, decode_tp=args.decode_tp, max_num_seqs=args.max_num_seqs,
+                    max_num_batched_tokens=args.max_num_batched_tokens, chunked_prefill=not args.no_chunked_prefill,
+                    bootstrap=args.bootstrap, leave_one_out=not args.no_leave_one_out)
+    if args.output:
+        write_calibration(cal, args.output)
+    if args.plot:
+        from .serving.plots import plot_calibration
+
+        save_figure(plot_calibration(cal), Path(args.plot))
+    if args.json:
+        print(_dumps(_json_safe(cal.as_dict())))
+        return 0
+    print(f"{args.model} on {args.gpu}, {args.deployment} (TP {args.tp}), fitted to {len(cal.files)} file(s); "
+          f"residual RMS {100 * cal.residual_rms:.1f}% (log ratio of predicted to measured percentiles)")
+    for name, value in cal.values.items():
+        if name in cal.fitted:
+            lo, hi = cal.intervals.get(name, (math.nan, math.nan))
+            span = f"90% interval {lo:.4g} to {hi:.4g}" if name in cal.intervals else "no interval: --bootstrap 0"
+            print(f"  {name:<24} {value:.6g}  fitted ({span}; prior {cal.prior[name]:.4g})")
+        else:
+            print(f"  {name:<24} {value:.6g}  prior: {cal.not_fitted.get(name, 'not asked for')}")
+    print("  per file, measured / predicted (ms):")
+    for row in cal.per_file.to_dict(orient="records"):
+        parts = [f"{m.upper()} p{q} {1e3 * row[f'{m}_p{q}_measured_s']:.1f}/{1e3 * row[f'{m}_p{q}_predicted_s']:.1f}"
+                 for m in ("ttft", "tpot") for q in (50, 90, 99)]
+        print(f"    {row['file']}: {row['requests']} requests ({row['failed_skipped']} failed, skipped); "
+              + ", ".join(parts))
+    if len(cal.leave_one_out):
+        print("  leave one file out (fit on the others, predict it), error of predicted against measured:")
+        for row in cal.leave_one_out.to_dict(orient="records"):
+            print(f"    {row['file']}: " + ", ".join(f"{m.upper()} p{q} {100 * row[f'{m}_p{q}_error']:+.1f}%"
+                                                     for m in ("ttft", "tpot") for q in (50, 90, 99)))
+    for flag, value in (("calibration", args.output), ("plot", args.plot)):
+        if value:
+            print(f"  wrote {flag}: {value}")
+    return 0
+
+
+def _json_safe(value):
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    return value
 
 
 # ------------------------------------------------------------------ anomalies
@@ -611,6 +713,10 @@ def _cost(args):
         kwargs["mfu"] = args.mfu
     if args.gpu:
         kwargs["gpu"] = args.gpu
+    if getattr(args, "calibration", None):
+        if args.mfu is not None:
+            raise DepgraphError("--mfu: the calibration gives the prefill MFU; give one or the other")
+        return CostModel.from_calibration(args.calibration, **kwargs)
     return CostModel(**kwargs)
 
 
@@ -778,11 +884,14 @@ def _cmd_ttft(args) -> int:
             scope = G.graph["hook_scope"]
             out.update(phase="expected", ttft_s=e[f"ttft_{scope}_s"],
                        stall_s=e["stall_batch_s"] if scope == "batch" else 0.0)
+    out["calibration"] = getattr(args, "calibration", None)
     if args.json:
         print(_dumps(out))
         return 0
     print(f"{out['model']}, {args.prompt_tokens:,} tokens, {out['link']}, {out['gpu']} (prefill MFU {out['mfu']:g}, "
-          f"decode HBM efficiency {out['hbm_efficiency']:g}), {out['timing']} timing, {out['policy']} readiness, "
+          f"decode HBM efficiency {out['hbm_efficiency']:g}"
+          + (f"; fitted, calibration {out['calibration']}" if out["calibration"] else "")
+          + f"), {out['timing']} timing, {out['policy']} readiness, "
           f"workload {out['workload']}" + (f", prefill TP {out['prefill_tp']} -> decode TP {out['decode_tp']} "
                                            f"(NIC {out['nic']})" if "decode_tp" in out else "")
           + (f", prefill PP {out['prefill_pp']} -> decode PP {out['decode_pp']} (NIC {out['nic']})"
@@ -908,7 +1017,7 @@ def _cmd_loadtest(args) -> int:
                       out_tokens=args.out_tokens, num_prompts=args.num_prompts, max_num_seqs=args.max_num_seqs,
                       seed=args.seed, arrival=args.arrival, trace=args.trace, tp=args.tp,
                       burstiness=args.burstiness, range_ratio=args.range_ratio, **slo, **engine,
-                      max_concurrency=args.max_concurrency,
+                      max_concurrency=args.max_concurrency, calibration=args.calibration,
                       slot_scope=args.slot_scope,
                       **{k: v for k, v in (("link", args.link), ("gpu", args.gpu), ("prefill_tp", args.prefill_tp),
                                            ("decode_tp", args.decode_tp), ("prefill_pp", args.prefill_pp),
@@ -938,6 +1047,8 @@ def _cmd_loadtest(args) -> int:
           f"decode HBM efficiency {s['hbm_efficiency']:g}), "
           f"{s['link']} per GPU" + (f"; at most {s['max_concurrency']} requests in flight"
                                      if s["max_concurrency"] is not None else ""))
+    if s.get("calibration"):
+        print(f"  calibration: {s['calibration']} (fitted values)")
     print(f"  TTFT   p50 {s['ttft_p50_s'] * 1e3:9.1f} ms   p90 {s['ttft_p90_s'] * 1e3:9.1f} ms   p99 {s['ttft_p99_s'] * 1e3:9.1f} ms")
     print(f"  TPOT   p50 {s['tpot_p50_s'] * 1e3:9.2f} ms   p90 {s['tpot_p90_s'] * 1e3:9.2f} ms   p99 {s['tpot_p99_s'] * 1e3:9.2f} ms")
     servers, seqs = s.get("decode_servers", 1), s["max_num_seqs"]
@@ -971,6 +1082,8 @@ def _print_colocated(result, args) -> int:
           f"{s['max_num_batched_tokens']:,}, chunked prefill {'on' if s['chunked_prefill'] else 'off'}; {s['gpu']} "
           f"(prefill MFU {s['prefill_mfu']:g}, decode HBM efficiency {s['hbm_efficiency']:g}, step overhead "
           f"{s['step_overhead_s'] * 1e3:g} ms{', all-reduces added' if s['collectives'] else ''})")
+    if s.get("calibration"):
+        print(f"  calibration: {s['calibration']} (fitted values)")
     for name, label, digits in (("ttft", "TTFT", 1), ("tpot", "TPOT", 2), ("itl", "ITL", 2), ("e2e", "E2E", 1)):
         print(f"  {label:<6} p50 {s[f'{name}_p50_s'] * 1e3:9.{digits}f} ms   p90 {s[f'{name}_p90_s'] * 1e3:9.{digits}f} ms"
               f"   p99 {s[f'{name}_p99_s'] * 1e3:9.{digits}f} ms")
@@ -1012,7 +1125,8 @@ def _cmd_schedule(args) -> int:
 _COMMANDS = {"models": _cmd_models, "gpus": _cmd_gpus, "links": _cmd_links, "bytes": _cmd_bytes, "ttft": _cmd_ttft, "draw": _cmd_draw,
              "trace": _cmd_trace, "sweep": run_sweep_command, "loadtest": _cmd_loadtest,
              "schedule": _cmd_schedule, "reproduce": _cmd_reproduce,
-             "capacity": run_capacity_command, "anomalies": run_anomalies_command, "plan": run_plan_command}
+             "capacity": run_capacity_command, "anomalies": run_anomalies_command, "plan": run_plan_command,
+             "calibrate": run_calibrate_command}
 
 
 def _warm_up(argv: Sequence[str]) -> None:

@@ -544,3 +544,70 @@ def _sweep_title(table: pd.DataFrame) -> str:
                 value = int(value)  # a column with gaps (rows of other workloads) holds floats
             parts.append(fmt.format(value))
     return "push vs pull under load" + (": " + ", ".join(parts) if parts else "")
+
+
+def plot_calibration(cal: Any):
+    """A calibration against its files: for each file, the measured and
+    predicted CDFs of TTFT (left) and TPOT (middle), and on the right the
+    residuals (predicted over measured, p50 and p99 of each) against each
+    file's request rate. The title names the fitted values (marked as fits).
+
+    >>> from depgraph.serving.calibrate import Calibration
+    >>> import numpy as np, pandas as pd
+    >>> c = Calibration(values={"prefill_mfu": 0.3}, prior={"prefill_mfu": 0.4}, fitted=["prefill_mfu"],
+    ...                 not_fitted={}, intervals={}, per_file=pd.DataFrame(), leave_one_out=pd.DataFrame(),
+    ...                 setup={"model": "m"}, residual_rms=0.0, files=["a"],
+    ...                 curves=[{"file": "a", "rate_rps": 2.0, "ttft_predicted_s": np.array([0.1, 0.2]),
+    ...                          "ttft_measured_s": np.array([0.1, 0.3]), "tpot_predicted_s": np.array([0.01, 0.02]),
+    ...                          "tpot_measured_s": np.array([0.01, 0.02])}])
+    >>> len(plot_calibration(c).axes)
+    3
+    """
+    fig = _figure((13.0, 4.2))
+    ax_t, ax_p, ax_r = fig.subplots(1, 3)
+    colors = plt_colors()
+    for k, c in enumerate(cal.curves):
+        color = colors[k % len(colors)]
+        for ax, metric in ((ax_t, "ttft"), (ax_p, "tpot")):
+            for kind, style in (("measured", "-"), ("predicted", "--")):
+                v = c[f"{metric}_{kind}_s"]
+                if v is None:
+                    continue
+                v = np.sort(v[~np.isnan(v)]) * 1e3
+                if len(v):
+                    ax.step(v, np.arange(1, len(v) + 1) / len(v), where="post", color=color, ls=style, lw=1.2,
+                            label=f"{c['file']} {kind}")
+        for metric, marker in (("ttft", "o"), ("tpot", "s")):
+            m, p = c[f"{metric}_measured_s"], c[f"{metric}_predicted_s"]
+            if m is None:
+                continue
+            m, p = m[~np.isnan(m)], p[~np.isnan(p)]
+            if not (len(m) and len(p)):
+                continue
+            rate = c["rate_rps"] if np.isfinite(c["rate_rps"]) else 0.0
+            for q, fill in ((50, color), (99, "none")):
+                ax_r.scatter([rate], [np.percentile(p, q) / np.percentile(m, q)], marker=marker, facecolors=fill,
+                             edgecolors=color, s=36, label=f"{c['file']} {metric.upper()} p{q}")
+    from matplotlib.ticker import NullFormatter
+
+    for ax, metric in ((ax_t, "TTFT"), (ax_p, "TPOT")):
+        ax.set_xscale("log")
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.set_xlabel(f"{metric} (ms, log)")
+        ax.set_ylabel("share of requests")
+        ax.set_title(f"{metric}: measured (solid) and predicted (dashed)", fontsize=9)
+    ax_t.legend(fontsize=6, loc="lower right")
+    ax_r.axhline(1.0, color="#555555", lw=1, ls=":")
+    ax_r.set_xlabel("request rate (req/s; 0: all at once)")
+    ax_r.set_ylabel("predicted / measured")
+    ax_r.set_title("residuals (circle TTFT, square TPOT; filled p50, open p99)", fontsize=9)
+    fitted = ", ".join(f"{k} {v:.4g}" for k, v in cal.values.items() if k in cal.fitted)
+    fig.suptitle(f"{cal.setup.get('model')}: calibration fits: {fitted or 'none'}", fontsize=10)
+    return fig
+
+
+def plt_colors() -> list[str]:
+    """matplotlib's default colour cycle."""
+    import matplotlib.pyplot as plt
+
+    return plt.rcParams["axes.prop_cycle"].by_key()["color"]

@@ -457,7 +457,7 @@ def loadtest(model: ModelSpec | str, *, handoff: str | None = None, qps: float |
              max_num_batched_tokens: int | None = None, chunked_prefill: bool = True,
              max_concurrency: int | None = None, router: str = "round-robin", memory: bool | None = None,
              slo_ttft_s: float | None = None, slo_tpot_s: float | None = None, kv_pool_bytes: int | None = None,
-             **overrides) -> LoadResult:
+             calibration: str | Path | None = None, **overrides) -> LoadResult:
     """Simulate a load test; return per-request rows and a summary.
 
     Either ``qps``, ``prompt_tokens``, ``out_tokens`` and ``num_prompts``
@@ -497,7 +497,11 @@ def loadtest(model: ModelSpec | str, *, handoff: str | None = None, qps: float |
     waits for its blocks, and one that cannot grow preempts the newest
     running request, which later recomputes its tokens on that server
     (summary ``preemptions``); ``kv_pool_bytes`` sets that memory per GPU
-    (every stage) instead of what HBM leaves beside the weights: a what-if. ``burstiness`` draws gamma arrivals as ``vllm bench
+    (every stage) instead of what HBM leaves beside the weights: a what-if.
+    ``calibration``: a file ``depgraph calibrate -o`` wrote; its fitted values
+    replace the :class:`LoadModel` defaults (the summary's ``calibration``
+    names it; a value also given in ``overrides`` is refused, as is a GPU
+    other than the one it was fitted on). ``burstiness`` draws gamma arrivals as ``vllm bench
     serve --burstiness`` does; ``range_ratio`` varies the lengths;
     ``max_concurrency`` caps the requests in flight (the client sends the
     next when one finishes; a request's ``arrival_s`` is when it was sent,
@@ -508,6 +512,19 @@ def loadtest(model: ModelSpec | str, *, handoff: str | None = None, qps: float |
     divides by ``gpus``.
     """
     model = load_model(model)
+    if calibration is not None:
+        from ..specs.calibration import read_calibration
+
+        cal = read_calibration(calibration)
+        for name in cal["values"]:
+            if name in overrides:
+                raise ConfigError(f"{name}: given and also in the calibration {calibration}; give one")
+        fitted_on = cal["setup"].get("gpu")
+        gpu = overrides.get("gpu", (params or LoadModel()).gpu)
+        if fitted_on is not None and load_gpu(fitted_on).name != load_gpu(gpu).name:
+            raise ConfigError(f"gpu: the calibration {calibration} was fitted on {fitted_on}; its values do not "
+                              f"carry to {load_gpu(gpu).name}")
+        overrides = {**overrides, **cal["values"]}
     deploy = None if deployment is None else parse_deployment(deployment)
     colocated = deploy is not None and deploy.kind == "colocated"
     if not colocated:
@@ -586,7 +603,8 @@ def loadtest(model: ModelSpec | str, *, handoff: str | None = None, qps: float |
     if len(table):  # every request's prompt and output within the model's context
         model.check_context(int((table["prompt_tokens"] + table["output_tokens"]).max()),
                             field="prompt_tokens" if trace is None else "trace", what="a prompt plus its output")
-    meta = {"qps": qps, "seed": seed, "arrival": arrival if trace is None else "trace", "slo": slo}
+    meta = {"qps": qps, "seed": seed, "arrival": arrival if trace is None else "trace", "slo": slo,
+            "calibration": None if calibration is None else str(calibration)}
     if deploy is not None and not colocated and len(table):  # a deployment must hold its weights and one request
         longest = int((table["prompt_tokens"] + table["output_tokens"]).max())
         whole = -(-longest // params.block_tokens) * params.block_tokens  # its last step's blocks
@@ -687,7 +705,7 @@ def _colocated(model: ModelSpec, cost: CostModel, params: LoadModel, deploy, eng
         "waiting_peak": int(st.waiting.max()) if len(st) else 0,
         "running_mean": float((st.running * st.duration_s).sum() / st.duration_s.sum()) if len(st) else 0.0,
         "kv_pool_bytes": run.pool_bytes if engine.memory else None,
-        "makespan_s": end,
+        "makespan_s": end, "calibration": meta.get("calibration"),
     }
     timeline = st.assign(kv_used=used)
     return LoadResult(requests=df, summary=summary, timeline=timeline,
@@ -1478,7 +1496,8 @@ class _Simulation:
                                                         "prefill pool",
                        prefill_servers=P, decode_servers=D, router=self.p.router, preemptions=self.preemptions,
                        preempted_requests=int((df.preemptions > 0).sum()), memory=self.memory,
-                       max_concurrency=self.concurrency, **self._occupancy(end))
+                       max_concurrency=self.concurrency, calibration=meta.get("calibration"),
+                       **self._occupancy(end))
         return LoadResult(requests=df, summary=summary, timeline=timeline, config={**meta, "model": self.model.name},
                           _trace={"reqs": self.reqs, "iterations": self.iterations, "params": self.p, "prefill": self.pre,
                                   "pool_bytes": [pool.pool_bytes for pool in self.pools],

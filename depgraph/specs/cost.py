@@ -114,6 +114,7 @@ class CostModel:
     decode_tp: int = 1
     prefill_pp: int = 1
     decode_pp: int = 1
+    calibration: str | None = field(default=None, compare=False)  # the calibration file it came from, if any
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "gpu", load_gpu(self.gpu))
@@ -332,6 +333,33 @@ class CostModel:
                            prefill_pp=self.prefill_pp, decode_pp=self.decode_pp, nic=nic, spec_tokens=spec_tokens):
             busy[t.card] = busy.get(t.card, 0.0) + self.link.transfer_s(t.nbytes)
         return max(busy.values(), default=0.0)
+
+    @classmethod
+    def from_calibration(cls, path, **overrides) -> "CostModel":
+        """The cost model a saved calibration (``depgraph calibrate -o``) describes:
+        its GPU, ``mfu`` = the fitted prefill MFU, ``hbm_efficiency`` = the
+        fitted decode bandwidth efficiency, and the fitted per-step overhead
+        spread over the calibrated model's layers (``decode_layer_overhead_s``;
+        a step of this cost model sums its layers). ``overrides`` replace any
+        field (a ``gpu`` other than the calibrated one is refused: the fit is
+        that GPU's). ``cost.calibration`` names the file."""
+        from .calibration import read_calibration
+        from .models import load_model
+
+        cal = read_calibration(path)
+        setup, values = cal["setup"], cal["values"]
+        gpu = setup.get("gpu")
+        if "gpu" in overrides and gpu is not None and load_gpu(overrides["gpu"]).name != load_gpu(gpu).name:
+            raise ConfigError(f"gpu: {path} was fitted on {gpu}; its values do not carry to "
+                              f"{load_gpu(overrides['gpu']).name}")
+        kw: dict = {"gpu": gpu} if gpu else {}
+        if "prefill_mfu" in values:
+            kw["mfu"] = values["prefill_mfu"]
+        if "hbm_efficiency" in values:
+            kw["hbm_efficiency"] = values["hbm_efficiency"]
+        if "decode_step_overhead_s" in values and setup.get("model"):
+            kw["decode_layer_overhead_s"] = values["decode_step_overhead_s"] / load_model(setup["model"]).num_layers
+        return cls(**{**kw, **overrides, "calibration": str(path)})
 
     def step_cost(self, model: ModelSpec, *, tp: int = 1, overhead_s: float = 0.0,
                   collectives: bool = True) -> "StepCost":

@@ -136,6 +136,7 @@ def evaluate(point: dict[str, Any]) -> list[dict[str, Any]]:
 
     def run(qps: float):
         kw = dict(qps=qps, prompt_tokens=t.prompt_tokens, out_tokens=t.out_tokens, num_prompts=t.num_prompts,
+                  calibration=point.get("calibration"),
                   max_num_seqs=c["max_num_seqs"], seed=t.seed, slo_ttft_s=t.slo_ttft_s, slo_tpot_s=t.slo_tpot_s,
                   deployment=c["deployment"], gpu=gpu, prefill_tp=c["prefill_tp"], decode_tp=c["decode_tp"])
         if c["handoff"] is not None:
@@ -184,7 +185,8 @@ def evaluate(point: dict[str, Any]) -> list[dict[str, Any]]:
 def plan(model, *, gpu: str, gpus: int, qps: float, prompt_tokens: int, out_tokens: int, slo_ttft_s: float,
          slo_tpot_s: float, attainment: float = 0.9, num_prompts: int = 200, seed: int = 0, tps=(1, 2, 4, 8),
          max_num_seqs=(64, 256), handoffs=("push",), colocated: bool = True, disaggregated: bool = True,
-         max_candidates: int = 100, workers: int | None = None, client: Any = None) -> list[dict[str, Any]]:
+         max_candidates: int = 100, workers: int | None = None, client: Any = None,
+         calibration: str | None = None) -> list[dict[str, Any]]:
     """Rank deployments of ``model`` on at most ``gpus`` GPUs of type ``gpu``
     for ``qps`` requests per second of ``prompt_tokens`` and ``out_tokens``,
     under TTFT <= ``slo_ttft_s`` and TPOT <= ``slo_tpot_s`` for at least
@@ -194,6 +196,9 @@ def plan(model, *, gpu: str, gpus: int, qps: float, prompt_tokens: int, out_toke
     ``goodput_rps`` (capped at ``qps``), ``goodput_per_gpu``, ``bound``,
     ``reason``, ``slo_attainment`` (at the offered rate), ``ttft_p90_s``,
     ``tpot_p90_s``. Deterministic for a seed, whatever the worker count.
+    ``calibration``: a file ``depgraph calibrate -o`` wrote; every candidate
+    runs with its fitted values (read once here, so a bad file fails before
+    any candidate runs).
 
     >>> import depgraph as dg
     >>> best = dg.plan("qwen3-32b", gpu="h200", gpus=8, qps=2, prompt_tokens=2048, out_tokens=64,
@@ -218,11 +223,16 @@ def plan(model, *, gpu: str, gpus: int, qps: float, prompt_tokens: int, out_toke
     if traffic.num_prompts / traffic.qps > MAX_ARRIVAL_S:
         raise ConfigError(f"qps: {traffic.qps:g} req/s spreads {traffic.num_prompts:,} requests over more than "
                           f"{MAX_ARRIVAL_S:.0e} s; expected at least {traffic.num_prompts / MAX_ARRIVAL_S:.3g} req/s")
+    if calibration is not None:
+        from ..specs.calibration import read_calibration
+
+        read_calibration(calibration)
+        calibration = str(calibration)
     found = candidates(model_spec, gpu=gpu, gpus=gpus, tps=tps, max_num_seqs=max_num_seqs, handoffs=handoffs,
                        colocated=colocated, disaggregated=disaggregated, max_candidates=max_candidates)
     # the model travels by name when it has one in the catalog (workers load it), else as the spec
     points = [{"key": f"{i}", "model": model if isinstance(model, str) else model_spec, "gpu": gpu,
-               "candidate": c, "traffic": _as_dict(traffic)}
+               "candidate": c, "traffic": _as_dict(traffic), "calibration": calibration}
               for i, c in enumerate(found)]
     jobs = [{k: v for k, v in p.items() if k != "key"} for p in points]
     n = min(len(jobs), workers if workers is not None else cpu_count())

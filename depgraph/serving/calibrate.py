@@ -1,0 +1,393 @@
+"""Fit the load model to measured runs, then predict the next one.
+
+:func:`calibrate` replays each measured run (its own request rate,
+burstiness or concurrency cap, and its requests' lengths, in order) through
+:func:`~depgraph.serving.simulator.loadtest` on the deployment the user
+describes, and fits the free parameters of the cost model to the
+*distributions* of TTFT and TPOT: the residuals are the log ratios of
+predicted to measured percentiles (10, 25, 50, 75, 90, 99) of both, for
+every file (a file without per-request fields contributes its reported
+mean, median and p99). The parameters (:data:`FREE`):
+
+``prefill_mfu``
+    prefill efficiency (FLOPs over the GPU's peak);
+``hbm_efficiency``
+    decode bandwidth efficiency (bytes over the GPU's peak HBM rate);
+``decode_step_overhead_s``
+    fixed time per engine step (launches, all-reduces, scheduling);
+``posting_base_s``
+    the decode loop's per-request posting work of a pull handoff.
+
+Only those the files can identify are fitted: a parameter whose change moves
+no residual (``posting_base_s`` for a push or colocated run; the step
+overhead and the bandwidth efficiency when every step has the same size and
+so cannot be told apart) stays at its prior, and the result says so. The fit
+is Levenberg-Marquardt in log-parameter space with finite-difference
+Jacobians; intervals are a bootstrap over requests through the linearised
+fit (each resample's measured percentiles move the fit by the Jacobian's
+pseudo-inverse), 5th to 95th percentile; the leave-one-file-out error fits on
+the other files and predicts the one left out. Deterministic: the replay's
+arrivals use a fixed seed and the bootstrap its own.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import pandas as pd
+
+from .._validate import one_of, positive_int
+from ..errors import ConfigError
+from ..io.benchjson import MeasuredRun, quantiles, read_bench_result
+from ..specs.calibration import FREE, read_calibration
+from ..specs.models import load_model
+from .simulator import LoadModel, arrivals, loadtest
+
+__all__ = ["FREE", "QUANTILES", "Calibration", "calibrate", "replay", "write_calibration", "read_calibration",
+           "calibration_overrides"]
+
+#: The percentiles of TTFT and TPOT each file's residuals compare.
+QUANTILES = (10, 25, 50, 75, 90, 99)
+_REPORTED = ("mean", "p50", "p99")
+_STEP = 0.05  # finite-difference step in log-parameter space
+_MIN_EFFECT = 0.02  # a parameter moving no residual by this much (log) over a +-5% change is not identified
+_LOO_ITERATIONS = 4
+
+
+@dataclass
+class Calibration:
+    """What :func:`calibrate` returns: the fitted values (``values``, every
+    parameter of :data:`FREE`, at its prior where not fitted), which were
+    fitted (``fitted``) and why the others were not (``not_fitted``), 90%
+    ``intervals``, per-file measured against predicted percentiles
+    (``per_file``), the leave-one-file-out errors (``leave_one_out``), and
+    the ``setup`` every prediction used (model, GPU, deployment...)."""
+
+    values: dict[str, float]
+    prior: dict[str, float]
+    fitted: list[str]
+    not_fitted: dict[str, str]
+    intervals: dict[str, tuple[float, float]]
+    per_file: pd.DataFrame
+    leave_one_out: pd.DataFrame
+    setup: dict[str, Any]
+    residual_rms: float
+    files: list[str] = field(default_factory=list)
+    #: per file: measured and predicted TTFT and TPOT (seconds, per request) and its request rate, for plots
+    curves: list[dict[str, Any]] = field(default_factory=list, repr=False)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"setup": self.setup, "values": self.values, "prior": self.prior, "fitted": self.fitted,
+                "not_fitted": self.not_fitted, "intervals": {k: list(v) for k, v in self.intervals.items()},
+                "residual_rms": self.residual_rms, "files": self.files,
+                "per_file": self.per_file.to_dict(orient="records"),
+                "leave_one_out": self.leave_one_out.to_dict(orient="records")}
+
+
+def replay_table(run: MeasuredRun, seed: int = 0) -> pd.DataFrame:
+    """A measured run's requests as a load-test trace: arrival times drawn at
+    its request rate and burstiness (all at 0 for ``"inf"``), its requests'
+    lengths in order (a file without them: its mean lengths)."""
+    if run.requests is not None:
+        prompts = run.requests.prompt_tokens.to_numpy()
+        outs = run.requests.output_tokens.to_numpy()
+    else:
+        p, o = run.mean_lengths()
+        prompts, outs = np.full(run.num_prompts, p), np.full(run.num_prompts, o)
+    n = len(prompts)
+    if math.isinf(run.request_rate_rps):
+        times = np.zeros(n)
+    else:
+        times = arrivals(qps=run.request_rate_rps, num_prompts=n, prompt_tokens=1, out_tokens=1,
+                         process="gamma" if run.burstiness != 1.0 else "poisson", seed=seed,
+                         burstiness=run.burstiness).arrival_s.to_numpy()
+    return pd.DataFrame({"arrival_s": times, "prompt_tokens": prompts.astype(np.int64),
+                         "output_tokens": outs.astype(np.int64)})
+
+
+def replay(model, run: MeasuredRun, setup: dict[str, Any], values: dict[str, float]):
+    """Run ``run``'s traffic on the ``setup`` deployment with the parameter ``values``; the load result."""
+    kw = {k: v for k, v in setup.items() if k not in ("model", "gpu_name")}
+    return loadtest(model, trace=replay_table(run), max_concurrency=run.max_concurrency, **kw, **values)
+
+
+def _targets(run: MeasuredRun) -> tuple[np.ndarray, list[str]]:
+    """A run's measured statistics (log seconds) and their names."""
+    if run.requests is not None:
+        t = quantiles(run.requests.ttft_s.to_numpy())
+        p = quantiles(run.requests.tpot_s.to_numpy())
+        names = [f"ttft_p{q}" for q in QUANTILES] + [f"tpot_p{q}" for q in QUANTILES]
+        vals = np.concatenate([t, p])
+    else:
+        names = [f"{m}_{s}" for m in ("ttft", "tpot") for s in _REPORTED if f"{m}_{s}_s" in run.reported]
+        vals = np.array([run.reported[f"{n}_s"] for n in names])
+    keep = np.isfinite(vals) & (vals > 0)
+    return np.log(vals[keep]), [n for n, k in zip(names, keep) if k]
+
+
+def _predicted(result, names: list[str]) -> np.ndarray:
+    df = result.requests
+    out = []
+    for name in names:
+        metric, stat = name.split("_")
+        v = df[f"{metric}_s"].to_numpy(dtype=float)
+        v = v[~np.isnan(v)]
+        if not len(v):
+            out.append(np.nan)
+        elif stat == "mean":
+            out.append(float(v.mean()))
+        else:
+            out.append(float(np.percentile(v, int(stat[1:]))))
+    return np.log(np.maximum(np.array(out), 1e-12))
+
+
+class _Problem:
+    """The residuals of some files as a function of log-parameters (cached per point)."""
+
+    def __init__(self, model, runs: list[MeasuredRun], setup: dict[str, Any], base: dict[str, float],
+                 names: list[str]) -> None:
+        self.model, self.runs, self.setup, self.base, self.names = model, runs, setup, base, names
+        self.targets = [_targets(r) for r in runs]
+        self.cache: dict[tuple, np.ndarray] = {}
+
+    def values(self, x: np.ndarray) -> dict[str, float]:
+        out = dict(self.base)
+        for name, xi in zip(self.names, x):
+            lo, hi = FREE[name]
+            out[name] = float(min(hi, max(lo, math.exp(xi))))
+        return out
+
+    def residuals(self, x: np.ndarray) -> np.ndarray:
+        key = tuple(np.round(x, 12))
+        if key not in self.cache:
+            vals = self.values(x)
+            parts = []
+            for run, (target, names) in zip(self.runs, self.targets):
+                pred = _predicted(replay(self.model, run, self.setup, vals), names)
+                parts.append(pred - target)
+            self.cache[key] = np.concatenate(parts)
+        return self.cache[key]
+
+    def jacobian(self, x: np.ndarray) -> np.ndarray:
+        r0 = self.residuals(x)
+        cols = []
+        for j in range(len(x)):
+            up, down = x.copy(), x.copy()
+            up[j] += _STEP
+            down[j] -= _STEP
+            cols.append((self.residuals(up) - self.residuals(down)) / (2 * _STEP))
+        return np.column_stack(cols) if cols else np.zeros((len(r0), 0))
+
+
+def _lm(problem: _Problem, x: np.ndarray, iterations: int) -> np.ndarray:
+    """Levenberg-Marquardt on the log-parameters, each kept within its bounds."""
+    lam = 1e-2
+    lo = np.log([FREE[n][0] for n in problem.names])
+    hi = np.log([FREE[n][1] for n in problem.names])
+    cost = float(np.sum(problem.residuals(x) ** 2))
+    for _ in range(iterations):
+        r, J = problem.residuals(x), problem.jacobian(x)
+        A, g = J.T @ J, J.T @ r
+        improved = False
+        for _ in range(6):
+            step = np.linalg.solve(A + lam * np.diag(np.maximum(np.diag(A), 1e-9)), -g)
+            trial = np.clip(x + step, lo, hi)
+            c = float(np.sum(problem.residuals(trial) ** 2))
+            if c < cost:
+                x, cost, lam, improved = trial, c, lam / 3, True
+                break
+            lam *= 4
+        if not improved or cost < 1e-10:
+            break
+    return x
+
+
+def calibrate(model, files: Sequence[str | Path | MeasuredRun], *, gpu: str = "h200", deployment: str | None = None,
+              handoff: str | None = None, tp: int = 8, prefill_tp: int | None = None, decode_tp: int | None = None,
+              max_num_seqs: int = 256, max_num_batched_tokens: int | None = None, chunked_prefill: bool = True,
+              params: Sequence[str] = tuple(FREE), prior: LoadModel | None = None, iterations: int = 8,
+              bootstrap: int = 200, seed: int = 0, leave_one_out: bool = True) -> Calibration:
+    """Fit the cost model's free parameters to measured runs (see the module).
+
+    ``files``: ``vllm bench serve --save-result`` JSON files (or
+    :class:`~depgraph.io.benchjson.MeasuredRun`). The deployment is
+    described as for :func:`~depgraph.serving.simulator.loadtest`
+    (``deployment``: ``"colocated"``, ``"<P>P<D>D"`` or ``None``, the
+    default model; ``handoff`` for a disaggregated one). ``prior``: the
+    load model whose values start the fit and stay where a parameter is not
+    identified (default :class:`LoadModel`'s).
+    """
+    model = load_model(model)
+    runs = [f if isinstance(f, MeasuredRun) else read_bench_result(f) for f in files]
+    if not runs:
+        raise ConfigError("files: expected at least one measured run")
+    names = [one_of("params", p, tuple(FREE)) for p in dict.fromkeys(params)]
+    prior = prior or LoadModel()
+    base = {name: float(getattr(prior, name)) for name in FREE}
+    colocated = deployment is not None and deployment.strip().lower().startswith("colocated")
+    setup: dict[str, Any] = {"gpu": gpu, "tp": positive_int("tp", tp, upper=1024), "max_num_seqs": max_num_seqs}
+    for key, value in (("deployment", deployment), ("handoff", handoff), ("prefill_tp", prefill_tp),
+                       ("decode_tp", decode_tp), ("max_num_batched_tokens", max_num_batched_tokens)):
+        if value is not None:
+            setup[key] = value
+    if not chunked_prefill:
+        setup["chunked_prefill"] = False
+    if not colocated and handoff is None:
+        raise ConfigError("handoff: required (push, pull or pull-thread) unless the deployment is colocated")
+    not_fitted: dict[str, str] = {}
+    uses_posting = not colocated and handoff in ("pull", "pull-thread")
+    if "posting_base_s" in names and not uses_posting:
+        names.remove("posting_base_s")
+        not_fitted["posting_base_s"] = "no posting work in a " + ("colocated" if colocated else f"{handoff}") + \
+                                       " deployment: left at its prior"
+    replay(model, runs[0], setup, base)  # refuses a bad deployment before any fitting
+    problem = _Problem(model, runs, setup, base, names)
+    x0 = np.log([base[n] for n in names])
+    # identifiability: a parameter that moves no residual, or only as another already kept does, stays put
+    J = problem.jacobian(x0)
+    keep: list[int] = []
+    order = sorted(range(len(names)), key=lambda j: -float(np.abs(J[:, j]).max()))
+    for j in order:
+        col = J[:, j]
+        effect = float(np.abs(col).max()) * _STEP
+        if effect < _MIN_EFFECT:
+            not_fitted[names[j]] = (f"a {100 * _STEP:.0f}% change moves no measured percentile by more than "
+                                    f"{100 * effect:.1f}%: not identified by these files, left at its prior")
+            continue
+        if keep:
+            basis = J[:, keep]
+            resid = col - basis @ np.linalg.lstsq(basis, col, rcond=None)[0]
+            if float(np.linalg.norm(resid)) < 0.1 * float(np.linalg.norm(col)):
+                others = ", ".join(names[k] for k in keep)
+                not_fitted[names[j]] = (f"moves the percentiles only as {others} does (these files cannot tell "
+                                        "them apart; measure another batch size or prompt length): left at its prior")
+                continue
+        keep.append(j)
+    fit_names = [names[j] for j in sorted(keep)]
+    problem = _Problem(model, runs, setup, base, fit_names)
+    x0 = np.log([base[n] for n in fit_names])
+    x = _lm(problem, x0, iterations) if fit_names else x0
+    values = problem.values(x)
+    r = problem.residuals(x)
+    intervals = _bootstrap(problem, x, runs, bootstrap, seed) if fit_names else {}
+    curves: list[dict[str, Any]] = []
+    per_file = _per_file(model, runs, setup, values, curves)
+    loo = _leave_one_out(model, runs, setup, base, fit_names, x) if leave_one_out and len(runs) > 1 and fit_names \
+        else pd.DataFrame(columns=["file", "ttft_p50_error", "ttft_p90_error", "ttft_p99_error", "tpot_p50_error",
+                                   "tpot_p90_error", "tpot_p99_error"])
+    return Calibration(values=values, prior=base, fitted=fit_names, not_fitted=not_fitted, intervals=intervals,
+                       per_file=per_file, leave_one_out=loo,
+                       setup={"model": model.name, **setup}, residual_rms=float(np.sqrt(np.mean(r ** 2))),
+                       files=[run.name for run in runs], curves=curves)
+
+
+def _bootstrap(problem: _Problem, x: np.ndarray, runs: list[MeasuredRun], count: int,
+               seed: int) -> dict[str, tuple[float, float]]:
+    """5th and 95th percentiles of the fit over resampled requests, through the linearised fit (none
+    for ``count`` 0)."""
+    if count <= 0:
+        return {}
+    J = problem.jacobian(x)
+    pinv = np.linalg.pinv(J)
+    rng = np.random.default_rng(seed)
+    base = np.concatenate([t for t, _ in problem.targets])
+    draws = []
+    for _ in range(count):
+        parts = []
+        for run, (target, names) in zip(runs, problem.targets):
+            if run.requests is None:  # no requests to resample: its reported statistics stay
+                parts.append(target)
+                continue
+            df = run.requests.iloc[rng.integers(0, len(run.requests), len(run.requests))]
+            t = quantiles(df.ttft_s.to_numpy())
+            p = quantiles(df.tpot_s.to_numpy())
+            full = dict(zip([f"ttft_p{q}" for q in QUANTILES] + [f"tpot_p{q}" for q in QUANTILES],
+                            np.concatenate([t, p])))
+            parts.append(np.log(np.array([full[n] for n in names])))
+        moved = np.concatenate(parts) - base
+        draws.append(x + pinv @ moved)
+    draws = np.array(draws)
+    out = {}
+    for j, name in enumerate(problem.names):
+        lo, hi = FREE[name]
+        a, b = np.percentile(np.exp(draws[:, j]), (5, 95))
+        out[name] = (float(min(hi, max(lo, a))), float(min(hi, max(lo, b))))
+    return out
+
+
+def _per_file(model, runs: list[MeasuredRun], setup: dict, values: dict[str, float],
+              curves: list | None = None) -> pd.DataFrame:
+    rows = []
+    for run in runs:
+        pred = replay(model, run, setup, values).requests
+        if curves is not None:
+            curves.append({"file": run.name, "rate_rps": run.request_rate_rps,
+                           "ttft_predicted_s": pred.ttft_s.to_numpy(), "tpot_predicted_s": pred.tpot_s.to_numpy(),
+                           "ttft_measured_s": None if run.requests is None else run.requests.ttft_s.to_numpy(),
+                           "tpot_measured_s": None if run.requests is None else run.requests.tpot_s.to_numpy()})
+        row: dict[str, Any] = {"file": run.name, "requests": len(pred), "failed_skipped": run.failed}
+        for metric in ("ttft", "tpot"):
+            p = pred[f"{metric}_s"].dropna().to_numpy()
+            m = run.requests[f"{metric}_s"].dropna().to_numpy() if run.requests is not None else None
+            for q in (50, 90, 99):
+                row[f"{metric}_p{q}_measured_s"] = (float(np.percentile(m, q)) if m is not None and len(m) else
+                                                    run.reported.get(f"{metric}_p{q}_s", math.nan))
+                row[f"{metric}_p{q}_predicted_s"] = float(np.percentile(p, q)) if len(p) else math.nan
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _leave_one_out(model, runs: list[MeasuredRun], setup: dict, base: dict, names: list[str],
+                   x: np.ndarray) -> pd.DataFrame:
+    rows = []
+    for k, run in enumerate(runs):
+        others = [r for i, r in enumerate(runs) if i != k]
+        problem = _Problem(model, others, setup, base, names)
+        xk = _lm(problem, x.copy(), _LOO_ITERATIONS)
+        row = _per_file(model, [run], setup, problem.values(xk)).iloc[0]
+        out = {"file": run.name}
+        for metric in ("ttft", "tpot"):
+            for q in (50, 90, 99):
+                meas, pred = row[f"{metric}_p{q}_measured_s"], row[f"{metric}_p{q}_predicted_s"]
+                out[f"{metric}_p{q}_error"] = float(pred / meas - 1.0) if meas and meas > 0 else math.nan
+        rows.append(out)
+    return pd.DataFrame(rows)
+
+
+# ------------------------------------------------------------------ saving and using a calibration
+
+def write_calibration(cal: Calibration, path: str | Path) -> None:
+    """Save ``cal`` as TOML: ``[setup]``, ``[values]`` (every parameter),
+    ``[fitted]`` (true or false, and the reason), ``[intervals]``."""
+    from ..io.atomic import atomic_write_text
+
+    def lit(v: Any) -> str:
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            return repr(float(v)) if isinstance(v, float) else str(v)
+        if isinstance(v, (list, tuple)):
+            return "[" + ", ".join(lit(x) for x in v) + "]"
+        return '"' + str(v).replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+    lines = ["# depgraph calibration: fitted by `depgraph calibrate` (these are fits, not measurements)", "",
+             "[setup]"]
+    lines += [f"{k} = {lit(v)}" for k, v in cal.setup.items()]
+    lines += [f"files = {lit(cal.files)}", "", "[values]"]
+    lines += [f"{k} = {lit(v)}" for k, v in cal.values.items()]
+    lines += ["", "[fitted]"]
+    lines += [f"{k} = {lit(k in cal.fitted)}" for k in cal.values]
+    lines += ["", "[not_fitted]"]
+    lines += [f"{k} = {lit(v)}" for k, v in cal.not_fitted.items()]
+    lines += ["", "[intervals]  # 5th to 95th percentile, bootstrap over requests"]
+    lines += [f"{k} = {lit(list(v))}" for k, v in cal.intervals.items()]
+    atomic_write_text(Path(path), "\n".join(lines) + "\n")
+
+
+def calibration_overrides(path: str | Path) -> dict[str, float]:
+    """The :class:`LoadModel` fields a saved calibration sets."""
+    return dict(read_calibration(path)["values"])

@@ -1,0 +1,195 @@
+"""depgraph calibrate: measured runs read, the cost model fitted to them, the fit used everywhere."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+import depgraph as dg
+from depgraph.cli import main
+from depgraph.io.benchjson import read_bench_result
+from depgraph.serving.calibrate import calibrate, write_calibration
+from depgraph.serving.simulator import arrivals
+from depgraph.specs.calibration import read_calibration
+
+TRUTH = dict(prefill_mfu=0.3, hbm_efficiency=0.8, decode_step_overhead_s=6e-3)
+#: The round trip's tolerance: each fitted value within 10% of the one that made the runs (5% noise on every latency).
+TOLERANCE = 0.10
+
+
+def bench_file(path, *, qps, prompt, out, n, noise, seed, truth=TRUTH, failed=0, **kw):
+    """A vllm bench serve --save-result --save-detailed file made by depgraph's own load model."""
+    t = arrivals(qps=qps, num_prompts=n, prompt_tokens=prompt, out_tokens=out, seed=0, range_ratio=0.5)
+    df = dg.loadtest("qwen3-32b", trace=t, deployment="colocated", max_num_seqs=256, **truth, **kw).requests
+    rng = np.random.default_rng(seed)
+    jitter = lambda: float(np.exp(rng.normal(0, noise)))  # noqa: E731
+    data = {"date": "20261201-000000", "backend": "vllm", "model_id": "Qwen/Qwen3-32B", "num_prompts": n + failed,
+            "request_rate": qps, "burstiness": 1.0, "max_concurrency": None, "duration": float(df.finish_s.max()),
+            "completed": n, "failed": failed, "mean_ttft_ms": 1e3 * float(df.ttft_s.mean()),
+            "input_lens": df.prompt_tokens.tolist() + [prompt] * failed,
+            "output_lens": df.output_tokens.tolist() + [0] * failed,
+            "ttfts": [x * jitter() for x in df.ttft_s] + [0.0] * failed,
+            "itls": [[tp * jitter()] * (o - 1) for tp, o in zip(df.tpot_s, df.output_tokens)] + [[]] * failed,
+            "errors": [""] * n + ["Server disconnected"] * failed}
+    path.write_text(json.dumps(data))
+    return path
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    d = tmp_path_factory.mktemp("bench")
+    # short prompts at a light and a heavy rate, and long ones whose KV reads make decode bandwidth count:
+    # the step overhead and the bandwidth efficiency move TPOT differently only when the bytes a step reads vary
+    return [bench_file(d / "a.json", qps=2, prompt=2048, out=64, n=150, noise=0.05, seed=1, failed=3),
+            bench_file(d / "b.json", qps=16, prompt=1024, out=128, n=150, noise=0.05, seed=2),
+            bench_file(d / "c.json", qps=3, prompt=8192, out=256, n=150, noise=0.05, seed=3)]
+
+
+@pytest.fixture(scope="module")
+def fit(runs):
+    return calibrate("qwen3-32b", runs, deployment="colocated", bootstrap=40, leave_one_out=False)
+
+
+def test_a_round_trip_recovers_the_parameters_that_made_the_runs(fit):
+    assert set(fit.fitted) == set(TRUTH)
+    for name, truth in TRUTH.items():
+        assert fit.values[name] == pytest.approx(truth, rel=TOLERANCE), name
+        lo, hi = fit.intervals[name]
+        assert lo <= fit.values[name] <= hi
+    assert fit.not_fitted == {"posting_base_s": "no posting work in a colocated deployment: left at its prior"}
+    assert fit.values["posting_base_s"] == fit.prior["posting_base_s"]
+    assert fit.residual_rms < 0.1
+    a = fit.per_file.iloc[0]
+    assert a.requests == 150 and a.failed_skipped == 3  # the failed requests are skipped and counted
+
+
+def test_a_parameter_the_files_cannot_identify_stays_at_its_prior(tmp_path):
+    """One light rate of short prompts: every step reads about the same bytes, so the bandwidth efficiency
+    barely moves TPOT apart from the step overhead; it stays at its prior and the fit says why."""
+    f = bench_file(tmp_path / "one.json", qps=4, prompt=1024, out=64, n=100, noise=0.02, seed=4)
+    cal = calibrate("qwen3-32b", [f], deployment="colocated", bootstrap=0, leave_one_out=False)
+    assert "prefill_mfu" in cal.fitted and "decode_step_overhead_s" in cal.fitted
+    assert "hbm_efficiency" not in cal.fitted and cal.values["hbm_efficiency"] == cal.prior["hbm_efficiency"]
+    assert cal.not_fitted["hbm_efficiency"].endswith("left at its prior")
+    assert cal.intervals == {}  # no bootstrap asked for
+
+
+def test_the_same_files_give_the_same_fit(runs):
+    a = calibrate("qwen3-32b", runs[:2], deployment="colocated", bootstrap=10, leave_one_out=False, iterations=3)
+    b = calibrate("qwen3-32b", runs[:2], deployment="colocated", bootstrap=10, leave_one_out=False, iterations=3)
+    assert a.values == b.values and a.intervals == b.intervals
+
+
+def test_leave_one_file_out_predicts_the_file_left_out(runs):
+    cal = calibrate("qwen3-32b", runs, deployment="colocated", bootstrap=0, iterations=4)
+    errors = cal.leave_one_out.drop(columns="file").to_numpy()
+    assert errors.shape == (3, 6) and np.nanmax(np.abs(errors)) < 0.2
+
+
+def test_the_saved_calibration_is_used_everywhere(fit, tmp_path, capsys):
+    path = tmp_path / "calib.toml"
+    write_calibration(fit, path)
+    saved = read_calibration(path)
+    assert saved["values"] == fit.values and saved["setup"]["gpu"] == "h200"
+    cost = dg.CostModel.from_calibration(path)
+    assert (cost.mfu, cost.hbm_efficiency, cost.calibration) == (fit.values["prefill_mfu"],
+                                                                 fit.values["hbm_efficiency"], str(path))
+    assert cost.decode_layer_overhead_s == fit.values["decode_step_overhead_s"] / 64
+    kw = dict(deployment="colocated", qps=2, prompt_tokens=1024, out_tokens=16, num_prompts=30)
+    r = dg.loadtest("qwen3-32b", calibration=path, **kw)
+    same = dg.loadtest("qwen3-32b", **kw, **{k: v for k, v in fit.values.items()})
+    assert r.summary["calibration"] == str(path) and r.requests.ttft_s.equals(same.requests.ttft_s)
+    with pytest.raises(dg.ConfigError, match=r"prefill_mfu: given and also in the calibration"):
+        dg.loadtest("qwen3-32b", calibration=path, prefill_mfu=0.5, **kw)
+    with pytest.raises(dg.ConfigError, match=r"gpu: the calibration .* was fitted on h200"):
+        dg.loadtest("qwen3-32b", calibration=path, gpu="h100-sxm", **kw)
+    rows = dg.plan("qwen3-32b", gpu="h200", gpus=8, qps=2, prompt_tokens=1024, out_tokens=16, slo_ttft_s=1.0,
+                   slo_tpot_s=0.05, num_prompts=30, tps=(8,), max_num_seqs=(64,), workers=1, calibration=path,
+                   disaggregated=False)
+    assert rows[0]["ttft_p90_s"] == dg.loadtest("qwen3-32b", calibration=path, max_num_seqs=64, seed=0, tp=8,
+                                                **{**kw, "num_prompts": 30}).summary["ttft_p90_s"]
+    assert main(["ttft", "qwen3-32b", "--prompt-tokens", "2048", "--calibration", str(path)]) == 0
+    assert f"calibration {path}" in capsys.readouterr().out
+    assert main(["ttft", "qwen3-32b", "--prompt-tokens", "2048", "--calibration", str(path), "--mfu", "0.5"]) == 2
+    assert "--mfu: the calibration gives the prefill MFU" in capsys.readouterr().err
+
+
+def test_the_calibrate_command(runs, tmp_path, capsys):
+    out = tmp_path / "calib.toml"
+    argv = ["calibrate", "qwen3-32b", *map(str, runs[:2]), "--gpu", "h200", "--bootstrap", "5",
+            "--no-leave-one-out", "-o", str(out), "--plot", str(tmp_path / "c.png")]
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert "prefill_mfu" in text and "fitted (90% interval" in text and "prior: no posting work" in text
+    assert out.exists() and (tmp_path / "c.png").stat().st_size > 0
+    assert main(argv[:-4] + ["--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert set(data["fitted"]) == set(TRUTH) and len(data["per_file"]) == 2
+    assert main(["calibrate", "qwen3-32b", str(runs[0]), "--gpu", "h200", "-o", "x.txt"]) == 2
+    assert "-o: expected a file ending in .toml" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda d: d.pop("request_rate"), r"request_rate: missing"),
+    (lambda d: d.update(request_rate=-1), r"request_rate: expected a number >= 0"),
+    (lambda d: d.update(request_rate="fast"), r"request_rate: expected a number"),
+    (lambda d: d.update(max_concurrency=0), r"max_concurrency: expected an integer >= 1"),
+    (lambda d: d.update(burstiness=0), r"burstiness: expected a finite number > 0"),
+    (lambda d: d["ttfts"].pop(), r"ttfts: 9 entries where input_lens has 10"),
+    (lambda d: d["input_lens"].__setitem__(2, "x"), r"input_lens\[2\]: expected an integer >= 1"),
+    (lambda d: d["itls"].__setitem__(1, 5), r"itls\[1\]: expected a list of seconds"),
+    (lambda d: d.update(errors=["boom"] * 10), r"errors: every one of its 10 requests failed"),
+    (lambda d: d.pop("ttfts"), r"ttfts: missing beside input_lens"),
+    (lambda d: [d.pop(k) for k in ("input_lens", "output_lens", "ttfts", "itls", "errors", "mean_ttft_ms")],
+     r"ttfts: missing, and no mean_ttft_ms either"),
+])
+def test_a_malformed_file_is_refused_with_one_line_naming_the_key(tmp_path, edit, message):
+    data = {"request_rate": 2.0, "burstiness": 1.0, "max_concurrency": None, "num_prompts": 10, "completed": 10,
+            "mean_ttft_ms": 50.0, "input_lens": [100] * 10, "output_lens": [8] * 10, "ttfts": [0.05] * 10,
+            "itls": [[0.01] * 7] * 10, "errors": [""] * 10}
+    edit(data)
+    f = tmp_path / "bad.json"
+    f.write_text(json.dumps(data))
+    with pytest.raises(dg.ConfigError, match=message) as exc:
+        read_bench_result(f)
+    assert "\n" not in str(exc.value) and str(f) in str(exc.value)
+
+
+def test_truncated_and_odd_files(tmp_path):
+    good = {"request_rate": "inf", "max_concurrency": 4, "num_prompts": 3, "input_lens": [10, 20, 30],
+            "output_lens": [5, 1, 3], "ttfts": [0.1, 0.2, 0.3], "itls": [[0.01] * 4, [], [0.02, 0.02]],
+            "errors": ["", "", ""]}
+    f = tmp_path / "ok.json"
+    f.write_text(json.dumps(good))
+    run = read_bench_result(f)
+    assert math.isinf(run.request_rate_rps) and run.max_concurrency == 4 and run.burstiness == 1.0
+    assert run.requests.tpot_s.tolist()[0] == pytest.approx(0.01) and math.isnan(run.requests.tpot_s[1])
+    text = json.dumps(good)
+    for cut in (1, len(text) // 3, len(text) - 1):
+        f.write_text(text[:cut])
+        with pytest.raises(dg.ConfigError, match=r"not JSON \(line 1"):
+            read_bench_result(f)
+    f.write_text("[1, 2]")
+    with pytest.raises(dg.ConfigError, match=r"expected a JSON object"):
+        read_bench_result(f)
+    summary = {"request_rate": 2, "completed": 50, "total_input_tokens": 51200, "total_output_tokens": 3200,
+               "mean_ttft_ms": 80.0, "median_ttft_ms": 70.0, "p99_ttft_ms": 200.0, "mean_tpot_ms": 9.0}
+    f.write_text(json.dumps(summary))
+    run = read_bench_result(f)
+    assert run.requests is None and run.mean_lengths() == (1024, 64) and run.reported["ttft_p50_s"] == 0.07
+
+
+def test_a_bad_calibration_file_is_refused(tmp_path):
+    f = tmp_path / "c.toml"
+    f.write_text("[values]\nprefill_mfu = 3.0\n")
+    with pytest.raises(dg.ConfigError, match=r"values.prefill_mfu: expected a number from 0.01 to 1"):
+        read_calibration(f)
+    f.write_text("[values]\nwarp = 1.0\n")
+    with pytest.raises(dg.ConfigError, match=r"values.warp: not a calibrated parameter"):
+        dg.CostModel.from_calibration(f)
+    f.write_text("values = [")
+    with pytest.raises(dg.ConfigError, match=r"not TOML"):
+        read_calibration(f)
