@@ -407,6 +407,8 @@ class _Req:
     preemptions: int = 0
     recompute: int = 0  # tokens to recompute when it rejoins after a preemption
     preempted_token_s: float = math.nan  # the time of its last token before its latest preemption
+    slot_since: float = math.nan  # when it last took a slot
+    slot_held_s: float = 0.0  # time it held a slot before its latest admission (preempted spells left out)
 
 
 @dataclass
@@ -538,6 +540,8 @@ def loadtest(model: ModelSpec | str, *, handoff: str | None = None, qps: float |
     if max_concurrency is not None:
         max_concurrency = positive_int("max_concurrency", max_concurrency, upper=10_000_000)
     if colocated:
+        if kv_pool_bytes is not None and memory is False:
+            raise ConfigError("kv_pool_bytes: sets the KV memory; it needs memory on")
         engine = EngineConfig(max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
                               chunked_prefill=chunked_prefill, memory=memory is not False, router=router,
                               max_concurrency=max_concurrency, kv_pool_bytes=kv_pool_bytes)
@@ -608,9 +612,14 @@ def loadtest(model: ModelSpec | str, *, handoff: str | None = None, qps: float |
     if deploy is not None and not colocated and len(table):  # a deployment must hold its weights and one request
         longest = int((table["prompt_tokens"] + table["output_tokens"]).max())
         whole = -(-longest // params.block_tokens) * params.block_tokens  # its last step's blocks
+        if kv_pool_bytes is not None and any(pool.request_bytes(whole) > kv_pool_bytes for pool in decode_pools(
+                model, tp=params.dtp, pp=params.decode_pp, gpu=cost.gpu)):
+            raise ConfigError(f"kv_pool_bytes: {kv_pool_bytes / 1e9:.3g} GB per GPU holds not one request of "
+                              f"{longest:,} tokens (its KV and state); expected more")
         if (max_slots_in_memory(model, context_tokens=longest, tp=params.dtp, gpu=cost.gpu, pp=params.decode_pp) == 0
-                or memory and any(pool.request_bytes(whole) > (kv_pool_bytes or pool.pool_bytes) for pool in
-                                  decode_pools(model, tp=params.dtp, pp=params.decode_pp, gpu=cost.gpu))):
+                or memory and kv_pool_bytes is None and any(pool.request_bytes(whole) > pool.pool_bytes for pool in
+                                                             decode_pools(model, tp=params.dtp, pp=params.decode_pp,
+                                                                          gpu=cost.gpu))):
             raise ConfigError(f"decode_tp: {model.name}'s weights ({weights_per_gpu_bytes(model, tp=params.dtp) / 1e9:.1f} "
                               f"GB per GPU at TP {params.dtp}) leave no room on {cost.gpu.name} for one request of "
                               f"{longest:,} tokens; raise the TP")
@@ -1042,6 +1051,7 @@ class _Simulation:
         self.preemptions += 1
         r.recompute = context
         r.preempted_token_s = d.iterations[-1]["end_s"]
+        r.slot_held_s += t - r.slot_since
         d.free_slots += 1
         self.log_held(t, -1)
         d.slot_queue.insert(0, i)
@@ -1060,17 +1070,11 @@ class _Simulation:
         r = self.reqs[i]
         d = self.dec[r.decode_server]
         r.slot_request = t
-        if self.memory:
-            if d.free_slots > 0 and not d.slot_queue:
-                tokens = self._first_blocks(r)
-                need = self._need(r, tokens)
-                if self._fits(d, need):
-                    self._take_bytes(d, r, tokens, need)
-                    self.take_slot(t, i)
-                    return
+        if self.memory:  # let in by the loop, at its next step, after the running requests' blocks (_admit)
             d.slot_queue.append(i)
             self.waiting += 1
             self.log_waiting(t)
+            self.kick_loop(t, r.decode_server)
             return
         if d.free_slots > 0 and not d.slot_queue:
             self.take_slot(t, i)
@@ -1084,6 +1088,7 @@ class _Simulation:
         d = self.dec[r.decode_server]
         d.free_slots -= 1
         self.log_held(t, +1)
+        r.slot_since = t
         if r.recompute:  # back after a preemption: its KV is recomputed here, not sent again
             self.join(t, i)
             return
@@ -1435,7 +1440,8 @@ class _Simulation:
                          "ttft_s": r.first_token - r.arrival, **parts,
                          "decode_s": r.first_token - max(r.ready, r.slot_start),
                          "tpot_s": tpot, "slot_start_s": r.slot_start, "slot_end_s": r.last_token,
-                         "time_in_slot_s": r.last_token - r.slot_start, "finish_s": r.last_token,
+                         "time_in_slot_s": r.slot_held_s + (r.last_token - r.slot_since) if r.preemptions
+                         else r.last_token - r.slot_start, "finish_s": r.last_token,
                          "e2e_s": r.last_token - r.arrival, "decode_server": r.decode_server,
                          "scheduled_s": r.nominal, "preemptions": r.preemptions})
         df = pd.DataFrame(rows)
@@ -1443,7 +1449,7 @@ class _Simulation:
             _step_series(self.waiting_log, "waiting"), on="time_s", how="outer").sort_values("time_s").ffill()
         end = float(df.finish_s.max())
         held_mean = _time_average(self.held_log, end)
-        cols = self._columns()  # sums in iteration order, server by server, as Python's sum would add them
+        cols = self._columns()  # summed in order (np.cumsum: the same on every Python version)
         if any(len(c["end_s"]) for c in cols):
             loop_time = float(np.cumsum(np.concatenate([c["end_s"] - c["start_s"] for c in cols]))[-1])
             posting = float(np.cumsum(np.concatenate([c["posting_s"] for c in cols]))[-1])
