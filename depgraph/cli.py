@@ -311,6 +311,9 @@ def add_sweep_command(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--gpu", action="append", default=None, metavar="GPU",
                    help="run the grid on this GPU instead of the scenario's gpus (repeat for several)")
     p.add_argument("--quiet", action="store_true", help="no progress on standard error")
+    p.add_argument("--calibration", default=None, metavar="FILE",
+                   help="a file depgraph calibrate -o wrote: its fitted MFU replaces the grid's mfus, its decode "
+                        "efficiency and step overhead apply to every point (default: none)")
     return p
 
 
@@ -320,6 +323,20 @@ def run_sweep_command(args: argparse.Namespace) -> int:
     from .sweeps.scenario import load_scenario
 
     scenario = load_scenario(args.scenario)
+    if args.calibration:
+        from dataclasses import replace as _replace
+
+        from .specs.calibration import read_calibration
+
+        if scenario.calibration:
+            raise DepgraphError(f"--calibration: {args.scenario} names its own calibration; give one or the other")
+        values = read_calibration(args.calibration)["values"]
+        if "prefill_mfu" not in values:
+            raise DepgraphError(f"--calibration: {args.calibration} has no prefill_mfu")
+        print(f"calibration {args.calibration}: the grid's mfus {list(scenario.grid['mfus'])} replaced by the fitted "
+              f"{values['prefill_mfu']:.4g}", file=sys.stderr)
+        scenario = _replace(scenario, grid={**scenario.grid, "mfus": (values["prefill_mfu"],)},
+                            calibration=tuple(sorted(values.items())))
     if args.gpu:  # the grid's gpus axis, replaced and checked as the scenario's own would be
         from dataclasses import replace as _replace
 
@@ -561,7 +578,8 @@ def add_calibrate_command(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser("calibrate", help="fit the cost model to measured vllm bench serve runs")
     p.add_argument("model")
     p.add_argument("files", nargs="+", metavar="FILE",
-                   help="vllm bench serve --save-result JSON files (--save-detailed for per-request fits)")
+                   help="vllm bench serve --save-result JSON files (--save-detailed for per-request fits), or one "
+                        "per-operation CSV (op,prompt_tokens,batch,context_tokens,seconds) for a profiled server")
     p.add_argument("--gpu", required=True, help="GPU type the runs were measured on (depgraph gpus)")
     p.add_argument("--tp", type=_number(int, "--tp"), default=8, metavar="T", help="tensor-parallel size (default 8)")
     p.add_argument("--prefill-tp", type=_number(int, "--prefill-tp"), default=None, metavar="P",
@@ -596,10 +614,19 @@ def run_calibrate_command(args) -> int:
     if args.plot is not None and Path(args.plot).suffix.lower() not in (".png", ".svg", ".pdf"):
         raise DepgraphError(f"--plot: expected a file ending in .png, .svg or .pdf; got {args.plot!r}")
     positive_int("--bootstrap", args.bootstrap, upper=100_000, allow_zero=True)
-    cal = calibrate(args.model, args.files, gpu=args.gpu, deployment=args.deployment, handoff=args.handoff,
-                    tp=args.tp, prefill_tp=args.prefill_tp, decode_tp=args.decode_tp, max_num_seqs=args.max_num_seqs,
-                    max_num_batched_tokens=args.max_num_batched_tokens, chunked_prefill=not args.no_chunked_prefill,
-                    bootstrap=args.bootstrap, leave_one_out=not args.no_leave_one_out)
+    csvs = [f for f in args.files if Path(f).suffix.lower() == ".csv"]
+    if csvs:
+        from .serving.calibrate import calibrate_operations
+
+        if len(args.files) != 1:
+            raise DepgraphError("FILE: one per-operation CSV at a time, and not with benchmark result files")
+        cal = calibrate_operations(args.model, csvs[0], gpu=args.gpu, tp=args.tp, bootstrap=args.bootstrap)
+    else:
+        cal = calibrate(args.model, args.files, gpu=args.gpu, deployment=args.deployment, handoff=args.handoff,
+                        tp=args.tp, prefill_tp=args.prefill_tp, decode_tp=args.decode_tp,
+                        max_num_seqs=args.max_num_seqs, max_num_batched_tokens=args.max_num_batched_tokens,
+                        chunked_prefill=not args.no_chunked_prefill, bootstrap=args.bootstrap,
+                        leave_one_out=not args.no_leave_one_out)
     if args.output:
         write_calibration(cal, args.output)
     if args.plot:
@@ -609,8 +636,10 @@ def run_calibrate_command(args) -> int:
     if args.json:
         print(_dumps(_json_safe(cal.as_dict())))
         return 0
-    print(f"{args.model} on {args.gpu}, {args.deployment} (TP {args.tp}), fitted to {len(cal.files)} file(s); "
-          f"residual RMS {100 * cal.residual_rms:.1f}% (log ratio of predicted to measured percentiles)")
+    where = "profiled operations" if csvs else args.deployment
+    print(f"{args.model} on {args.gpu}, {where} (TP {args.tp}), fitted to {len(cal.files)} file(s); "
+          f"residual RMS {100 * cal.residual_rms:.1f}% (log ratio of predicted to measured "
+          f"{'seconds' if csvs else 'percentiles'})")
     for name, value in cal.values.items():
         if name in cal.fitted:
             lo, hi = cal.intervals.get(name, (math.nan, math.nan))
@@ -620,8 +649,12 @@ def run_calibrate_command(args) -> int:
             print(f"  {name:<24} {value:.6g}  prior: {cal.not_fitted.get(name, 'not asked for')}")
     print("  per file, measured / predicted (ms):")
     for row in cal.per_file.to_dict(orient="records"):
-        parts = [f"{m.upper()} p{q} {1e3 * row[f'{m}_p{q}_measured_s']:.1f}/{1e3 * row[f'{m}_p{q}_predicted_s']:.1f}"
-                 for m in ("ttft", "tpot") for q in (50, 90, 99)]
+        if "median_abs_error" in row:  # profiled operations
+            print(f"    {row['file']}: {row['requests']} rows; error median {100 * row['median_abs_error']:.1f}%, "
+                  f"max {100 * row['max_abs_error']:.1f}%")
+            continue
+        parts = [f"{m.upper()} {q} {1e3 * row[f'{m}_{q}_measured_s']:.1f}/{1e3 * row[f'{m}_{q}_predicted_s']:.1f}"
+                 for m in ("ttft", "tpot") for q in ("mean", "p50", "p90", "p99")]
         print(f"    {row['file']}: {row['requests']} requests ({row['failed_skipped']} failed, skipped); "
               + ", ".join(parts))
     if len(cal.leave_one_out):

@@ -47,8 +47,8 @@ from ..specs.calibration import FREE, read_calibration
 from ..specs.models import load_model
 from .simulator import LoadModel, arrivals, loadtest
 
-__all__ = ["FREE", "QUANTILES", "Calibration", "calibrate", "replay", "write_calibration", "read_calibration",
-           "calibration_overrides"]
+__all__ = ["FREE", "QUANTILES", "Calibration", "calibrate", "calibrate_operations", "read_operations", "replay",
+           "write_calibration", "read_calibration", "calibration_overrides", "OPERATION_COLUMNS"]
 
 #: The percentiles of TTFT and TPOT each file's residuals compare.
 QUANTILES = (10, 25, 50, 75, 90, 99)
@@ -333,6 +333,9 @@ def _per_file(model, runs: list[MeasuredRun], setup: dict, values: dict[str, flo
         for metric in ("ttft", "tpot"):
             p = pred[f"{metric}_s"].dropna().to_numpy()
             m = run.requests[f"{metric}_s"].dropna().to_numpy() if run.requests is not None else None
+            row[f"{metric}_mean_measured_s"] = (float(m.mean()) if m is not None and len(m) else
+                                                run.reported.get(f"{metric}_mean_s", math.nan))
+            row[f"{metric}_mean_predicted_s"] = float(p.mean()) if len(p) else math.nan
             for q in (50, 90, 99):
                 row[f"{metric}_p{q}_measured_s"] = (float(np.percentile(m, q)) if m is not None and len(m) else
                                                     run.reported.get(f"{metric}_p{q}_s", math.nan))
@@ -391,3 +394,162 @@ def write_calibration(cal: Calibration, path: str | Path) -> None:
 def calibration_overrides(path: str | Path) -> dict[str, float]:
     """The :class:`LoadModel` fields a saved calibration sets."""
     return dict(read_calibration(path)["values"])
+
+
+# ------------------------------------------------------------------ profiled operations
+
+#: The columns of a per-operation CSV, for users who profiled their server.
+OPERATION_COLUMNS = ("op", "prompt_tokens", "batch", "context_tokens", "seconds")
+#: The most rows one operations file may hold, and its largest size read.
+MAX_OPERATION_ROWS = 1_000_000
+MAX_OPERATION_FILE_BYTES = 64 * 1024 * 1024
+
+
+def read_operations(path: str | Path) -> pd.DataFrame:
+    """A per-operation CSV: ``op,prompt_tokens,batch,context_tokens,seconds``, one row per measured
+    operation: ``prefill`` (a prompt of ``prompt_tokens`` alone in a step; ``batch`` and
+    ``context_tokens`` empty) or ``decode`` (a step of ``batch`` requests each holding
+    ``context_tokens`` tokens; ``prompt_tokens`` empty). One-line errors name the row and column."""
+    import csv
+    import io
+
+    from .._files import read_text_limited
+
+    text = read_text_limited(path, what="operations file", max_bytes=MAX_OPERATION_FILE_BYTES,
+                             cap="MAX_OPERATION_FILE_BYTES")
+    reader = csv.reader(io.StringIO(text))
+    header = next(reader, None)
+    if header is None or [h.strip() for h in header] != list(OPERATION_COLUMNS):
+        raise ConfigError(f"{path}: header: expected {','.join(OPERATION_COLUMNS)}, got "
+                          f"{','.join(header or [])[:80]!r}")
+    rows = []
+    for n, row in enumerate(reader, start=2):
+        if not row or not "".join(row).strip():
+            continue
+        if len(rows) >= MAX_OPERATION_ROWS:
+            raise ConfigError(f"{path}: more than {MAX_OPERATION_ROWS:,} rows; at most that many are read")
+        if len(row) != len(OPERATION_COLUMNS):
+            raise ConfigError(f"{path}: row {n}: {len(row)} fields; expected {len(OPERATION_COLUMNS)}")
+        op = row[0].strip()
+        if op not in ("prefill", "decode"):
+            raise ConfigError(f"{path}: row {n}: op: expected prefill or decode, got {op[:20]!r}")
+        need = ("prompt_tokens",) if op == "prefill" else ("batch", "context_tokens")
+        vals: dict[str, float] = {}
+        for name in ("prompt_tokens", "batch", "context_tokens", "seconds"):
+            raw = row[OPERATION_COLUMNS.index(name)].strip()
+            if not raw:
+                if name in need or name == "seconds":
+                    raise ConfigError(f"{path}: row {n}: {name}: missing (a {op} row needs it)")
+                continue
+            try:
+                v = float(raw)
+            except ValueError:
+                raise ConfigError(f"{path}: row {n}: {name}: expected a number, got {raw[:20]!r}") from None
+            integer = name != "seconds"
+            if not math.isfinite(v) or v <= 0 or (integer and v != int(v)) or v > 1e9:
+                raise ConfigError(f"{path}: row {n}: {name}: expected {'a whole number' if integer else 'seconds'}"
+                                  f" above 0 and at most 1e9, got {raw[:20]!r}")
+            vals[name] = v
+        rows.append((op, int(vals.get("prompt_tokens", 0)), int(vals.get("batch", 0)),
+                     int(vals.get("context_tokens", 0)), vals["seconds"]))
+    if not rows:
+        raise ConfigError(f"{path}: no rows after the header")
+    return pd.DataFrame(rows, columns=list(OPERATION_COLUMNS))
+
+
+def calibrate_operations(model, path: str | Path, *, gpu: str = "h200", tp: int = 8, prior: LoadModel | None = None,
+                         bootstrap: int = 200, seed: int = 0) -> Calibration:
+    """Fit to profiled operations (:func:`read_operations`) on a server of ``tp`` GPUs: decode steps
+    give the step overhead and the bandwidth efficiency by least squares (a memory-bound step is
+    ``overhead + bytes / (bandwidth x efficiency)``: both identified when the steps' bytes vary, else
+    the efficiency stays at its prior), prefill rows then the MFU (a one-dimensional search on the
+    log error, through :class:`~depgraph.specs.cost.StepCost` with the fitted overhead and efficiency).
+    Intervals: a bootstrap over rows (each resample refitted)."""
+    from ..specs.cost import CostModel
+
+    model = load_model(model)
+    ops = read_operations(path)
+    prior = prior or LoadModel()
+    base = {name: float(getattr(prior, name)) for name in FREE}
+    tp = positive_int("tp", tp, upper=1024)
+    unit = CostModel(gpu=gpu, mfu=1.0, hbm_efficiency=1.0).step_cost(model, tp=tp, overhead_s=0.0,
+                                                                      collectives=False)
+    dec = ops[ops.op == "decode"]
+    pre = ops[ops.op == "prefill"]
+    mem_s = np.array([unit.step_s([(1, c)] * b) for b, c in zip(dec.batch, dec.context_tokens)])
+    not_fitted = {"posting_base_s": "no posting work in profiled operations: left at its prior"}
+
+    def fit(dec_idx: np.ndarray, pre_idx: np.ndarray) -> dict[str, float]:
+        v = dict(base)
+        y, x = dec.seconds.to_numpy()[dec_idx], mem_s[dec_idx]
+        if len(y) and np.ptp(x) > 0.05 * float(x.mean()):
+            A = np.column_stack([np.ones(len(x)), x])
+            (over, inv_eff), *_ = np.linalg.lstsq(A, y, rcond=None)
+            v["decode_step_overhead_s"] = float(np.clip(over, *FREE["decode_step_overhead_s"]))
+            v["hbm_efficiency"] = float(np.clip(1.0 / inv_eff, *FREE["hbm_efficiency"])) if inv_eff > 0 else \
+                FREE["hbm_efficiency"][1]
+        elif len(y):
+            v["decode_step_overhead_s"] = float(np.clip(np.median(y - x / v["hbm_efficiency"]),
+                                                        *FREE["decode_step_overhead_s"]))
+        if len(pre_idx):
+            tokens = pre.prompt_tokens.to_numpy()[pre_idx]
+            secs = pre.seconds.to_numpy()[pre_idx]
+
+            def err(log_mfu: float) -> float:
+                sc = CostModel(gpu=gpu, mfu=math.exp(log_mfu), hbm_efficiency=v["hbm_efficiency"]).step_cost(
+                    model, tp=tp, overhead_s=v["decode_step_overhead_s"], collectives=False)
+                pred = np.array([sc.step_s([(int(t), 0)]) for t in tokens])
+                return float(np.sum(np.log(pred / secs) ** 2))
+
+            lo, hi = math.log(FREE["prefill_mfu"][0]), math.log(FREE["prefill_mfu"][1])
+            g = (math.sqrt(5) - 1) / 2
+            a, b = lo, hi
+            for _ in range(40):  # golden-section search
+                c, d = b - g * (b - a), a + g * (b - a)
+                if err(c) < err(d):
+                    b = d
+                else:
+                    a = c
+            v["prefill_mfu"] = float(math.exp((a + b) / 2))
+        return v
+
+    all_dec, all_pre = np.arange(len(dec)), np.arange(len(pre))
+    values = fit(all_dec, all_pre)
+    fitted = []
+    if len(pre):
+        fitted.append("prefill_mfu")
+    else:
+        not_fitted["prefill_mfu"] = "no prefill rows: left at its prior"
+    if len(dec):
+        fitted.append("decode_step_overhead_s")
+        if np.ptp(mem_s) > 0.05 * float(mem_s.mean()):
+            fitted.append("hbm_efficiency")
+        else:
+            not_fitted["hbm_efficiency"] = ("every decode step reads about the same bytes: the overhead and the "
+                                            "bandwidth efficiency cannot be told apart; left at its prior")
+    else:
+        not_fitted["decode_step_overhead_s"] = not_fitted["hbm_efficiency"] = "no decode rows: left at its prior"
+    rng = np.random.default_rng(seed)
+    draws = [fit(rng.integers(0, len(dec), len(dec)) if len(dec) else all_dec,
+                 rng.integers(0, len(pre), len(pre)) if len(pre) else all_pre) for _ in range(max(0, bootstrap))]
+    intervals = {name: (float(np.percentile([d[name] for d in draws], 5)),
+                        float(np.percentile([d[name] for d in draws], 95))) for name in fitted} if draws else {}
+    sc = CostModel(gpu=gpu, mfu=values["prefill_mfu"], hbm_efficiency=values["hbm_efficiency"]).step_cost(
+        model, tp=tp, overhead_s=values["decode_step_overhead_s"], collectives=False)
+    rows, residuals, curves = [], [], []
+    for op, part in (("prefill", pre), ("decode", dec)):
+        if not len(part):
+            continue
+        pred = np.array([sc.step_s([(int(t), 0)]) if op == "prefill" else sc.step_s([(1, int(c))] * int(b))
+                         for t, b, c in zip(part.prompt_tokens, part.batch, part.context_tokens)])
+        ratio = pred / part.seconds.to_numpy()
+        residuals.append(np.log(ratio))
+        curves.append({"op": op, "measured_s": part.seconds.to_numpy(), "predicted_s": pred})
+        rows.append({"file": f"{Path(path).name}: {op}", "requests": len(part), "failed_skipped": 0,
+                     "median_abs_error": float(np.median(np.abs(ratio - 1))),
+                     "max_abs_error": float(np.max(np.abs(ratio - 1)))})
+    r = np.concatenate(residuals)
+    return Calibration(values=values, prior=base, fitted=fitted, not_fitted=not_fitted, intervals=intervals,
+                       per_file=pd.DataFrame(rows), leave_one_out=pd.DataFrame(),
+                       setup={"model": model.name, "gpu": gpu, "tp": tp, "source": "operations"},
+                       residual_rms=float(np.sqrt(np.mean(r ** 2))), files=[Path(path).name], curves=curves)

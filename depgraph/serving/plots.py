@@ -563,9 +563,28 @@ def plot_calibration(cal: Any):
     >>> len(plot_calibration(c).axes)
     3
     """
+    colors = plt_colors()
+    if cal.curves and "op" in cal.curves[0]:  # profiled operations: predicted against measured seconds
+        fig = _figure((6.0, 5.0))
+        ax = fig.subplots(1, 1)
+        top = 0.0
+        for k, c in enumerate(cal.curves):
+            ax.scatter(1e3 * c["measured_s"], 1e3 * c["predicted_s"], s=22, color=colors[k % len(colors)],
+                       label=f"{c['op']} ({len(c['measured_s'])})")
+            top = max(top, float(np.max(c["measured_s"])), float(np.max(c["predicted_s"])))
+        low = min(float(np.min(c["measured_s"])) for c in cal.curves)
+        ax.plot([1e3 * low, 1e3 * top], [1e3 * low, 1e3 * top], color="#555555", lw=1, ls=":",
+                label="predicted = measured")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("measured (ms, log)")
+        ax.set_ylabel("predicted (ms, log)")
+        ax.legend(fontsize=8, loc="upper left")
+        fitted = ", ".join(f"{k} {v:.4g}" for k, v in cal.values.items() if k in cal.fitted)
+        fig.suptitle(f"{cal.setup.get('model')}: profiled operations\nfits: {fitted or 'none'}", fontsize=9)
+        return fig
     fig = _figure((13.0, 4.2))
     ax_t, ax_p, ax_r = fig.subplots(1, 3)
-    colors = plt_colors()
     for k, c in enumerate(cal.curves):
         color = colors[k % len(colors)]
         for ax, metric in ((ax_t, "ttft"), (ax_p, "tpot")):

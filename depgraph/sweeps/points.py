@@ -79,6 +79,14 @@ def build(point: dict[str, Any], *, policy: str = "layer", admission: str = "ste
 def _model_and_common(point: dict[str, Any], cost: CostModel | None) -> tuple[Any, dict[str, Any]]:
     """The point's model (catalog names loaded once) and the arguments every builder takes."""
     model = _model(point["model"]) if isinstance(point["model"], str) else point["model"]
+    cal = point.get("calibration")
+    if cal and cost is None:  # the fitted decode efficiency and step overhead (the MFU is the point's)
+        kw = {}
+        if "hbm_efficiency" in cal:
+            kw["hbm_efficiency"] = cal["hbm_efficiency"]
+        if "decode_step_overhead_s" in cal:
+            kw["decode_layer_overhead_s"] = cal["decode_step_overhead_s"] / model.num_layers
+        cost = CostModel(gpu=point.get("gpu") or CostModel().gpu, mfu=point["mfu"], **kw)
     return model, dict(prompt_tokens=point["prompt_tokens"], link=point["link"], mfu=point["mfu"],
                        gpu=point.get("gpu"), timing=point.get("timing", "handoff"), cost=cost)
 
@@ -112,7 +120,8 @@ def _loadtest_row(point: dict[str, Any]) -> dict[str, Any]:
                  max_num_seqs=point["max_num_seqs"], seed=point["seed"], link=point["link"], tp=point["tp"],
                  prefill_mfu=point["mfu"], **({"gpu": point["gpu"]} if point.get("gpu") else {}),
                  **{k: point[k] for k in optional if point.get(k) is not None},
-                 **{k: point[k] for k in defaults if point.get(k, defaults[k]) != defaults[k]})
+                 **{k: point[k] for k in defaults if point.get(k, defaults[k]) != defaults[k]},
+                 **{k: v for k, v in (point.get("calibration") or {}).items() if k != "prefill_mfu"})
     s = r.summary
     keep = ("ttft_p50_s", "ttft_p90_s", "ttft_p99_s", "tpot_p50_s", "tpot_p90_s", "tpot_p99_s", "throughput_rps",
             "goodput_rps", "goodput_per_gpu", "slo_attainment", "gpus", "preemptions", "itl_p50_s", "itl_p99_s",

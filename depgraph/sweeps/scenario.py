@@ -139,7 +139,7 @@ MAX_SCENARIO_FILE_BYTES = 1024 * 1024
 #: A point's identifying fields, in the order ``key`` joins them.
 POINT_FIELDS: tuple[str, ...] = ("model", "prompt_tokens", "link", "gpu", "mfu", "timing", "workload", "variant")
 
-_TOP_KEYS = ("name", "description", "grid", "workloads")
+_TOP_KEYS = ("name", "description", "grid", "workloads", "calibration")
 _NAME = re.compile(r"[a-z0-9_-]{1,100}")  # the whole name (fullmatch): "abc\n" is not a name
 
 
@@ -177,6 +177,8 @@ class Scenario:
     grid: dict[str, tuple] = field(hash=False)
     workloads: tuple[WorkloadSpec, ...]
     source: str = "<string>"
+    #: a calibration's fitted values (``depgraph calibrate -o``), as sorted (name, value) pairs; () for none
+    calibration: tuple[tuple[str, float], ...] = ()
 
     @property
     def num_points(self) -> int:
@@ -194,6 +196,9 @@ def expand_scenario(scenario: Scenario) -> list[dict[str, Any]]:
             point = {"key": "", "model": model, "prompt_tokens": tokens, "link": link, "gpu": gpu, "mfu": mfu,
                      "timing": timing, "workload": workload, "variant": label, **params}
             point["key"] = "|".join(str(point[f]) if f != "mfu" else repr(mfu) for f in POINT_FIELDS)
+            if scenario.calibration:  # its values are part of the point (and of its key: a resume sees a new fit)
+                point["calibration"] = dict(scenario.calibration)
+                point["key"] += "|calibration=" + ",".join(f"{k}={v!r}" for k, v in scenario.calibration)
             points.append(point)
     return points
 
@@ -292,6 +297,25 @@ class _Checker:
         grid = data["grid"]
         if not isinstance(grid, dict):
             raise self.fail("grid", f"expected a table ([grid]), got {_type_name(grid)}")
+        calibration: tuple[tuple[str, float], ...] = ()
+        if "calibration" in data:  # a file depgraph calibrate -o wrote, beside the scenario unless absolute
+            from ..specs.calibration import read_calibration
+
+            raw = data["calibration"]
+            if not isinstance(raw, str) or not raw:
+                raise self.fail("calibration", f"expected the path of a calibration file, got {_shown(raw)}")
+            path = Path(raw) if Path(raw).is_absolute() or self.base_dir is None else self.base_dir / raw
+            try:
+                values = read_calibration(path)["values"]
+            except ConfigError as exc:
+                raise self.fail("calibration", str(exc)) from None
+            if "mfus" in grid:
+                raise self.fail("grid.mfus", "the calibration gives the prefill MFU; leave mfus out")
+            if "prefill_mfu" not in values:
+                raise self.fail("calibration", f"{path} has no prefill_mfu; expected a file depgraph calibrate -o "
+                                               "wrote")
+            grid = {**grid, "mfus": [values["prefill_mfu"]]}
+            calibration = tuple(sorted(values.items()))
         self.keys(grid, "grid.", GRID_KEYS, tuple(k for k in GRID_KEYS if k not in _OPTIONAL_GRID_KEYS))
         checked = {
             "models": None,  # loaded last: the cheap checks and the size check come first
@@ -319,7 +343,7 @@ class _Checker:
         self.parallel_sizes(specs, models, checked["models"], checked["gpus"])
         self.loadtest_handoffs(specs)
         return Scenario(name=name, description=description, grid={k: checked[k] for k in GRID_KEYS},
-                        workloads=specs, source=self.source)
+                        workloads=specs, source=self.source, calibration=calibration)
 
     def loadtest_timings(self, specs: tuple[WorkloadSpec, ...], timings: tuple[str, ...], raw: Any) -> None:
         """The load test has no timing: with a loadtest workload, ``timings`` is exactly ``["handoff"]``."""
