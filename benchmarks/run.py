@@ -41,6 +41,10 @@ the last line. Ratios are measured within one run; times are medians of
     tokens at 8 req/s on H200 TP 8) on a ``colocated`` server and on a
     ``2P2D`` deployment (push), each in a fresh process; at 4,000 and 40,000
     requests (``_4k`` and ``_40k``), to show memory linear in requests.
+``calibrate_600_s``
+    ``depgraph.serving.calibrate.calibrate`` of one measured run of 600
+    requests (made by the colocated engine, Qwen3-32B on H200 TP 8, 5%
+    noise): three parameters fitted, 200 bootstrap resamples.
 ``plan_s``
     ``dg.plan`` over 100 candidates (Qwen3.6-35B-A3B on up to 16 H100s, 8
     req/s of 4,096 + 256 tokens, 200 requests a candidate), on this
@@ -260,6 +264,28 @@ def loadtest_once(deployment: str, requests: int) -> dict:
             "ttft_p50_s": r.summary["ttft_p50_s"]}
 
 
+def calibrate_once() -> float:
+    from depgraph.serving.calibrate import calibrate
+    from depgraph.serving.simulator import arrivals
+
+    t = arrivals(qps=6, num_prompts=600, prompt_tokens=4096, out_tokens=128, seed=0, range_ratio=0.5)
+    df = dg.loadtest("qwen3-32b", trace=t, deployment="colocated", max_num_seqs=256, prefill_mfu=0.3,
+                     hbm_efficiency=0.8, decode_step_overhead_s=6e-3).requests
+    rng = np.random.default_rng(0)
+    data = {"request_rate": 6.0, "burstiness": 1.0, "max_concurrency": None, "num_prompts": 600,
+            "input_lens": df.prompt_tokens.tolist(), "output_lens": df.output_tokens.tolist(),
+            "ttfts": (df.ttft_s * np.exp(rng.normal(0, 0.05, len(df)))).tolist(),
+            "itls": [[float(x)] * (o - 1) for x, o in zip(df.tpot_s * np.exp(rng.normal(0, 0.05, len(df))),
+                                                        df.output_tokens)],
+            "errors": [""] * len(df)}
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "run.json"
+        path.write_text(json.dumps(data))
+        start = time.perf_counter()
+        calibrate("qwen3-32b", [path], deployment="colocated", bootstrap=200)
+        return time.perf_counter() - start
+
+
 def plan_once(workers: int | None = None) -> float:
     t = time.perf_counter()
     rows = dg.plan("qwen3.6-35b-a3b", gpu="h100", gpus=16, qps=8, prompt_tokens=4096, out_tokens=256,
@@ -360,6 +386,8 @@ def main(argv=None) -> int:
     if not quick:
         result["plan_s"] = plan_once()
         print(f"plan: 100 candidates in {result['plan_s']:.1f} s", file=sys.stderr)
+        result["calibrate_600_s"] = calibrate_once()
+        print(f"calibrate: one 600-request run in {result['calibrate_600_s']:.1f} s", file=sys.stderr)
 
     sizes = [1_000, 10_000, 100_000] if quick else [1_000, 10_000, 100_000, 300_000, 1_000_000, 3_000_000]
     table = []

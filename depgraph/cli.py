@@ -398,8 +398,12 @@ def add_capacity_command(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--prompt-tokens", type=_number(int, "--prompt-tokens"), required=True, metavar="N")
     p.add_argument("--out-tokens", type=_number(int, "--out-tokens"), required=True, metavar="M",
                    help="output tokens per request (your real length: agents write long answers)")
-    p.add_argument("--tpot-ms", type=_number(float, "--tpot-ms"), required=True, metavar="T",
-                   help="time per output token at peak, in ms (measured in production, not a quiet benchmark)")
+    p.add_argument("--tpot-ms", type=_number(float, "--tpot-ms"), default=None, metavar="T",
+                   help="time per output token at peak, in ms (measured in production, not a quiet benchmark); "
+                        "required unless --calibration predicts it")
+    p.add_argument("--calibration", default=None, metavar="FILE",
+                   help="a file depgraph calibrate -o wrote: without --tpot-ms, the TPOT is the calibrated load "
+                        "model's mean at this rate (a 400-request push load test of one decode server)")
     p.add_argument("--max-num-seqs", type=_number(int, "--max-num-seqs"), required=True, metavar="S",
                    help="slots of one decode server (vLLM --max-num-seqs)")
     p.add_argument("--link", default=DEFAULT_LINK,
@@ -429,6 +433,26 @@ def run_capacity_command(args: argparse.Namespace) -> int:
     positive_number("--qps", args.qps, upper=MAX_QPS)
     positive_int("--prompt-tokens", args.prompt_tokens, upper=MAX_TOKENS)
     positive_int("--out-tokens", args.out_tokens, upper=MAX_TOKENS)
+    predicted = None
+    if args.calibration is not None:
+        if args.tpot_ms is not None:
+            raise DepgraphError("--tpot-ms: the calibration predicts the TPOT; give one or the other")
+        from .serving.simulator import loadtest
+
+        positive_int("--max-num-seqs", args.max_num_seqs, upper=MAX_NUM_SEQS)
+        run = loadtest(args.model, handoff="push", qps=args.qps, prompt_tokens=args.prompt_tokens,
+                       out_tokens=args.out_tokens, num_prompts=400, max_num_seqs=args.max_num_seqs, seed=0,
+                       calibration=args.calibration, link=args.link, tp=args.tp,
+                       **({"gpu": args.gpu} if args.gpu else {}),
+                       **{k: v for k, v in (("prefill_tp", args.prefill_tp), ("decode_tp", args.decode_tp),
+                                            ("prefill_pp", args.prefill_pp), ("decode_pp", args.decode_pp))
+                          if v is not None})
+        predicted = run.summary["tpot_mean_s"]
+        if not math.isfinite(predicted):
+            raise DepgraphError("--calibration: the load test has no TPOT (one-token answers); give --tpot-ms")
+        args.tpot_ms = predicted * 1e3
+    elif args.tpot_ms is None:
+        raise DepgraphError("--tpot-ms: required (or --calibration, to predict it)")
     positive_number("--tpot-ms", args.tpot_ms, upper=MAX_TPOT_S * 1e3)
     positive_int("--max-num-seqs", args.max_num_seqs, upper=MAX_NUM_SEQS)
     positive_int("--tp", args.tp, upper=MAX_TP)
@@ -440,8 +464,14 @@ def run_capacity_command(args: argparse.Namespace) -> int:
              gpu_memory_utilization=args.gpu_memory_utilization, prefill_tp=args.prefill_tp,
              decode_tp=args.decode_tp, prefill_pp=args.prefill_pp, decode_pp=args.decode_pp)
     if args.json:
-        print(_dumps(p.to_dict()))
+        out = p.to_dict()
+        if predicted is not None:
+            out.update(calibration=args.calibration, tpot_predicted_s=predicted)
+        print(_dumps(out))
         return 0
+    if predicted is not None:
+        print(f"TPOT {predicted * 1e3:.2f} ms: predicted by the load model with the calibration {args.calibration} "
+              f"(mean of a 400-request push load test at {args.qps:g} req/s)")
     gb = 1e9
     state = "" if not (p.ssm_bytes or p.conv_bytes) else \
         f"  (KV {p.kv_bytes / gb:.2f} GB, ssm {p.ssm_bytes / gb:.3f} GB, conv {p.conv_bytes / gb:.4f} GB)"
@@ -594,6 +624,17 @@ def add_calibrate_command(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--max-num-batched-tokens", type=_number(int, "--max-num-batched-tokens"), default=None,
                    metavar="N", help="the server's token budget (default vLLM's for the GPU)")
     p.add_argument("--no-chunked-prefill", action="store_true", help="the server ran without chunked prefill")
+    p.add_argument("--link", default=None, help="the link between prefill and decode GPUs (default the load model's)")
+    p.add_argument("--router", default=None, help="round-robin or least-outstanding (several servers)")
+    p.add_argument("--prefill-pp", type=_number(int, "--prefill-pp"), default=None, metavar="P",
+                   help="pipeline stages of the prefill side (default 1)")
+    p.add_argument("--decode-pp", type=_number(int, "--decode-pp"), default=None, metavar="P",
+                   help="pipeline stages of the decode side (default 1)")
+    p.add_argument("--collectives", action="store_true", default=None,
+                   help="add the cost model's all-reduces to every step (for an overhead without them)")
+    p.add_argument("--no-memory", action="store_true", help="the servers' KV memory is not modelled (slots only)")
+    p.add_argument("--kv-pool-gb", type=_number(float, "--kv-pool-gb"), default=None, metavar="G",
+                   help="the KV and state memory per GPU, in GB (default: what HBM leaves beside the weights)")
     p.add_argument("--bootstrap", type=_number(int, "--bootstrap"), default=200, metavar="B",
                    help="bootstrap resamples for the intervals (default 200)")
     p.add_argument("--no-leave-one-out", action="store_true", help="skip the leave-one-file-out errors")
@@ -626,7 +667,10 @@ def run_calibrate_command(args) -> int:
                         tp=args.tp, prefill_tp=args.prefill_tp, decode_tp=args.decode_tp,
                         max_num_seqs=args.max_num_seqs, max_num_batched_tokens=args.max_num_batched_tokens,
                         chunked_prefill=not args.no_chunked_prefill, bootstrap=args.bootstrap,
-                        leave_one_out=not args.no_leave_one_out)
+                        leave_one_out=not args.no_leave_one_out, link=args.link, router=args.router,
+                        prefill_pp=args.prefill_pp, decode_pp=args.decode_pp, collectives=args.collectives,
+                        memory=False if args.no_memory else None,
+                        kv_pool_bytes=None if args.kv_pool_gb is None else _gb_bytes("--kv-pool-gb", args.kv_pool_gb))
     if args.output:
         write_calibration(cal, args.output)
     if args.plot:

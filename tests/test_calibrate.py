@@ -115,6 +115,15 @@ def test_the_saved_calibration_is_used_everywhere(fit, tmp_path, capsys):
     assert f"calibration {path}" in capsys.readouterr().out
     assert main(["ttft", "qwen3-32b", "--prompt-tokens", "2048", "--calibration", str(path), "--mfu", "0.5"]) == 2
     assert "--mfu: the calibration gives the prefill MFU" in capsys.readouterr().err
+    cap = ["capacity", "qwen3-32b", "--qps", "2", "--prompt-tokens", "1024", "--out-tokens", "16",
+           "--max-num-seqs", "8", "--tp", "8", "--calibration", str(path)]
+    assert main(cap + ["--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    pushed = dg.loadtest("qwen3-32b", handoff="push", qps=2, prompt_tokens=1024, out_tokens=16, num_prompts=400,
+                         max_num_seqs=8, seed=0, tp=8, calibration=path)
+    assert got["tpot_predicted_s"] == pushed.summary["tpot_mean_s"] and got["calibration"] == str(path)
+    assert main(cap + ["--tpot-ms", "10"]) == 2
+    assert "--tpot-ms: the calibration predicts the TPOT" in capsys.readouterr().err
 
 
 def test_the_calibrate_command(runs, tmp_path, capsys):

@@ -25,7 +25,7 @@ so cannot be told apart) stays at its prior, and the result says so. The fit
 is Levenberg-Marquardt in log-parameter space with finite-difference
 Jacobians; intervals are a bootstrap over requests through the linearised
 fit (each resample's measured percentiles move the fit by the Jacobian's
-pseudo-inverse), 5th to 95th percentile; the leave-one-file-out error fits on
+pseudo-inverse), 5th to 95th percentile of their spread, centred on the fit; the leave-one-file-out error fits on
 the other files and predicts the one left out. Deterministic: the replay's
 arrivals use a fixed seed and the bootstrap its own.
 """
@@ -210,7 +210,7 @@ def calibrate(model, files: Sequence[str | Path | MeasuredRun], *, gpu: str = "h
               handoff: str | None = None, tp: int = 8, prefill_tp: int | None = None, decode_tp: int | None = None,
               max_num_seqs: int = 256, max_num_batched_tokens: int | None = None, chunked_prefill: bool = True,
               params: Sequence[str] = tuple(FREE), prior: LoadModel | None = None, iterations: int = 8,
-              bootstrap: int = 200, seed: int = 0, leave_one_out: bool = True) -> Calibration:
+              bootstrap: int = 200, seed: int = 0, leave_one_out: bool = True, **deployment_args) -> Calibration:
     """Fit the cost model's free parameters to measured runs (see the module).
 
     ``files``: ``vllm bench serve --save-result`` JSON files (or
@@ -219,7 +219,10 @@ def calibrate(model, files: Sequence[str | Path | MeasuredRun], *, gpu: str = "h
     (``deployment``: ``"colocated"``, ``"<P>P<D>D"`` or ``None``, the
     default model; ``handoff`` for a disaggregated one). ``prior``: the
     load model whose values start the fit and stay where a parameter is not
-    identified (default :class:`LoadModel`'s).
+    identified (default :class:`LoadModel`'s). ``deployment_args``: any
+    other argument of ``loadtest`` that describes the deployment (``link``,
+    ``router``, ``prefill_pp``, ``decode_pp``, ``collectives``, ``memory``,
+    ``kv_pool_bytes``, ``slot_scope``, ``prefill_servers``...), passed to every replay.
     """
     model = load_model(model)
     runs = [f if isinstance(f, MeasuredRun) else read_bench_result(f) for f in files]
@@ -236,6 +239,11 @@ def calibrate(model, files: Sequence[str | Path | MeasuredRun], *, gpu: str = "h
             setup[key] = value
     if not chunked_prefill:
         setup["chunked_prefill"] = False
+    for key, value in deployment_args.items():
+        if key in FREE:
+            raise ConfigError(f"{key}: a parameter the calibration fits; give it as prior=LoadModel({key}=...)")
+        if value is not None:
+            setup[key] = value
     if not colocated and handoff is None:
         raise ConfigError("handoff: required (push, pull or pull-thread) unless the deployment is colocated")
     not_fitted: dict[str, str] = {}
@@ -311,10 +319,14 @@ def _bootstrap(problem: _Problem, x: np.ndarray, runs: list[MeasuredRun], count:
         moved = np.concatenate(parts) - base
         draws.append(x + pinv @ moved)
     draws = np.array(draws)
+    # the resamples' spread, centred on the fit (their percentiles are biased against the full sample's, so
+    # their own centre can sit off the fit): the fit times the 5th and 95th percentiles of their ratio to
+    # their median
+    spread = draws - np.median(draws, axis=0)
     out = {}
     for j, name in enumerate(problem.names):
         lo, hi = FREE[name]
-        a, b = np.percentile(np.exp(draws[:, j]), (5, 95))
+        a, b = np.exp(x[j] + np.percentile(spread[:, j], (5, 95)))
         out[name] = (float(min(hi, max(lo, a))), float(min(hi, max(lo, b))))
     return out
 
