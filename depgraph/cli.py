@@ -1136,7 +1136,8 @@ def _cmd_loadtest(args) -> int:
     print(f"  {s['deployment']}, {s['gpus']} GPUs: throughput {s['throughput_rps']:.3f} req/s; {_goodput_text(s)}")
     busy = [f"{100 * u:.0f}%" for u in s["utilization_by_decode_server"]]
     pre = [f"{100 * u:.0f}%" for u in s["utilization_by_prefill_server"]]
-    print(f"  busy: decode {' '.join(busy)}" + (f"; prefill {' '.join(pre)}" if pre else ""))
+    print(f"  busy: decode {' '.join(busy)}" + (f"; prefill {' '.join(pre)}" if pre else "")
+          + f"; handoffs moved {s['bytes_moved'] / 1e9:,.1f} GB")
     if s["memory"]:
         print(f"  decode KV and state memory ({s['kv_pool_bytes'] / 1e9:.1f} GB per GPU): used peak "
               f"{100 * s['kv_used_peak']:.1f}%, mean {100 * s['kv_used_mean']:.1f}%; preemptions {s['preemptions']} "

@@ -320,6 +320,8 @@ def test_a_concurrency_cap_holds_xpyd_requests_at_the_client(deployment):
 def test_xpyd_reports_each_server_busy_share():
     r = dg.loadtest(M, handoff="push", deployment="2P2D", **XPYD)
     s = r.summary
+    one = sum(dg.handoff_bytes(M, prompt_tokens=16000, tp=8).values())  # every request moves its whole state
+    assert s["bytes_moved"] == 200 * one
     assert len(s["utilization_by_decode_server"]) == 2 and len(s["utilization_by_prefill_server"]) == 2
     end = s["makespan_s"]
     prefill = (r.requests.prefill_s.sum()) / end

@@ -705,6 +705,7 @@ def _colocated(model: ModelSpec, cost: CostModel, params: LoadModel, deploy, eng
         "step_overhead_s": params.decode_step_overhead_s, "collectives": params.collectives,
         **_latency_summary(df, itl=run.itl_s, slo=meta["slo"], end=end, gpus=run.servers * tp),
         "preemptions": run.preemptions, "preempted_requests": int((df.preemptions > 0).sum()),
+        "bytes_moved": 0.0,  # no handoff: prefill and decode share the GPUs
         "throughput_rps": n / end if end > 0 else math.nan,
         "output_tokens_per_s": tokens / end if end > 0 else math.nan,
         "steps": len(st), "utilization_mean": float(busy.mean() / end) if end > 0 else math.nan,
@@ -835,6 +836,7 @@ class _Simulation:
         self.held = 0
         self._prefill_s: dict[int, float] = {}
         self._transfer_s: dict[int, float] = {}
+        self._handoff_bytes: dict[int, float] = {}  # per prompt length: the bytes its handoff moves, every rank
         self._bytes_1: dict[str, int] | None = None  # handoff bytes of a one-token prompt at this TP
         bw = cost.decode_bytes_per_s
         self._weights_s: dict[int, float] = {}
@@ -904,6 +906,7 @@ class _Simulation:
             # the decode side's shards, over as many NICs at once as the side with fewer GPUs has
             nics = handoff_nics(self.p.ptp, self.p.dtp, self.p.prefill_pp, self.p.decode_pp)
             self._transfer_s[prompt] = self.link.transfer_s(nbytes / nics)
+            self._handoff_bytes[prompt] = nbytes
         return self._transfer_s[prompt]
 
     def step_s(self, contexts: list[int]) -> float:
@@ -1503,6 +1506,7 @@ class _Simulation:
                        prefill_servers=P, decode_servers=D, router=self.p.router, preemptions=self.preemptions,
                        preempted_requests=int((df.preemptions > 0).sum()), memory=self.memory,
                        max_concurrency=self.concurrency, calibration=meta.get("calibration"),
+                       bytes_moved=float(sum(self._handoff_bytes[r.prompt] for r in self.reqs)),
                        **self._occupancy(end))
         return LoadResult(requests=df, summary=summary, timeline=timeline, config={**meta, "model": self.model.name},
                           _trace={"reqs": self.reqs, "iterations": self.iterations, "params": self.p, "prefill": self.pre,
