@@ -121,7 +121,10 @@ def _add_workload_args(group) -> None:
 
 
 def _build_parser() -> argparse.ArgumentParser:
+    from ._version import __version__
+
     parser = _Parser(prog="depgraph", description="Dependency graphs of prefill/decode handoffs for hybrid LLMs.")
+    parser.add_argument("--version", action="version", version=f"depgraph {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     p = sub.add_parser("models", help="list the model catalog")
@@ -1188,15 +1191,18 @@ def _cmd_schedule(args) -> int:
            "nodes": S.compiled.num_nodes, "edges": S.compiled.num_edges, "makespan_s": S.makespan_s,
            "ttft_by_request_s": {str(r): v for r, v in S.ttft_by_request.items()},
            "critical_path": [str(n) for n in path], "breakdown_s": S.breakdown(),
-           "frontier_max": int(S.frontier()["width"].max())}
+           # one definition with ttft's and the sweeps': decode operators ready at once; and every kind apart
+           "frontier_max": int(S.frontier(kinds=("decode",))["width"].max()),
+           "frontier_max_all_kinds": int(S.frontier()["width"].max())}
     if args.json:
         print(_dumps(out))
         return 0
     print(f"{args.graph}: {out['nodes']:,} nodes, {out['edges']:,} edges, makespan {S.makespan_s * 1e3:.3f} ms")
     for r, v in out["ttft_by_request_s"].items():
         print(f"  first token of request {r}: {v * 1e3:.3f} ms")
-    print(f"  critical path: {len(path)} nodes, {path[0]} ... {path[-1]}")
-    print(f"  frontier max: {out['frontier_max']}")
+    print(f"  critical path: {len(path)} nodes" + (f", {path[0]} ... {path[-1]}" if path else " (an empty graph)"))
+    print(f"  frontier max: {out['frontier_max']} decode operators ready at once "
+          f"({out['frontier_max_all_kinds']} nodes of any kind)")
     return 0
 
 

@@ -160,8 +160,33 @@ def test_empty_graph():
     S = dg.schedule(nx.DiGraph())
     assert S.makespan_s == 0.0
     assert S.frontier().to_dict("list") == {"time_s": [0.0], "width": [0]}
-    with pytest.raises(dg.GraphError, match="empty"):
-        S.critical_path()
+    assert S.critical_path() == [] and S.breakdown()["total_s"] == 0.0  # an empty path, as networkx's
+    assert nx.dag_longest_path(nx.DiGraph()) == []
+    assert S.frontier(at=0.0) == 0
+
+
+def test_the_critical_path_ends_where_networkx_longest_path_ends():
+    """Several nodes finish at the makespan: the path ends at the latest in topological order, so a
+    zero-duration sink is on it, as networkx.dag_longest_path includes it."""
+    G = nx.DiGraph()
+    for n, d in (("a", 1.0), ("b", 2.0), ("c", 0.0), ("d", 0.0)):
+        G.add_node(n, duration_s=d)
+    G.add_edges_from([("a", "b"), ("b", "c"), ("c", "d")])
+    assert dg.schedule(G).critical_path() == nx.dag_longest_path(G, weight="duration_s") == ["a", "b", "c", "d"]
+
+
+def test_the_frontier_at_a_time():
+    G = nx.DiGraph()
+    for n, d, r in (("a", 1.0, 0), ("b", 3.0, 1), ("c", 1.0, 0)):
+        G.add_node(n, duration_s=d, kind="decode", request=r)
+    G.add_edge("a", "c")
+    S = dg.schedule(G)
+    table = S.frontier()
+    for t in (0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 9.0):  # the step function's value at t
+        assert S.frontier(at=t) == int(table.width[table.time_s <= t].iloc[-1])
+    assert S.frontier(at=1.5, per="request") == {0: 1, 1: 1}
+    with pytest.raises(dg.GraphError, match=r"at: expected a time in seconds"):
+        S.frontier(at=-1.0)
 
 
 def test_plain_dag_has_no_ttft():
@@ -283,9 +308,9 @@ def test_critical_path_is_a_gapless_chain_summing_to_the_makespan(G):
         assert start[v] == finish[u]  # the predecessor that set v's start
     # Exact: see left_to_right_sum.
     assert left_to_right_sum(G.nodes[n]["duration_s"] for n in path) == finish[path[-1]] == S.makespan_s
-    # The default target is the first node, in topological order, to reach the makespan.
-    first = next(n for n in S.compiled.nodes if finish[n] == S.makespan_s)
-    assert path[-1] == first
+    # The default target is the last node, in topological order, to reach the makespan.
+    last = [n for n in S.compiled.nodes if finish[n] == S.makespan_s][-1]
+    assert path[-1] == last
 
 
 @given(dags(), st.data())

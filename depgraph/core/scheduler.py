@@ -21,6 +21,7 @@ topological order and CSR predecessor arrays; the kernel runs on those.
 
 from __future__ import annotations
 
+import math
 from collections import OrderedDict
 from typing import Any, Hashable
 
@@ -253,6 +254,7 @@ class Schedule:
 
     @property
     def via(self) -> np.ndarray:
+        """The critical predecessor of each node, by position (-1 for a source)."""
         if self._via is None:
             cg = self.compiled
             self._via = _kernel.back_pointers(self.start, self.finish, cg.pred_indptr, cg.pred_indices)
@@ -263,6 +265,7 @@ class Schedule:
 
     @property
     def graph(self) -> nx.DiGraph:
+        """The scheduled graph (policy edges included) as networkx, produced on first use."""
         if self._graph is None:
             self._graph = self.compiled.table.to_networkx()
         return self._graph
@@ -274,14 +277,17 @@ class Schedule:
 
     @property
     def start_s(self) -> dict:
+        """Each node's start time, seconds: ``{node: start}``."""
         return dict(zip(self.compiled.nodes, self.start.tolist()))
 
     @property
     def finish_s(self) -> dict:
+        """Each node's finish time, seconds: ``{node: finish}``."""
         return dict(zip(self.compiled.nodes, self.finish.tolist()))
 
     @property
     def makespan_s(self) -> float:
+        """When the last node finishes (0 for an empty graph)."""
         return float(self.finish.max()) if self.finish.size else 0.0
 
     def _token_positions(self) -> dict[Any, int]:
@@ -324,14 +330,50 @@ class Schedule:
                              "finish_s": self.finish.tolist(), "duration_s": cg.duration_s.tolist()})
 
     def critical_path(self, target: Hashable | None = None) -> list:
+        """The chain of nodes that sets ``target``'s finish time (see :func:`critical_path`).
+
+        >>> import networkx as nx, depgraph as dg
+        >>> G = nx.DiGraph()
+        >>> G.add_node("a", duration_s=1.0); G.add_node("b", duration_s=2.0); G.add_node("end", duration_s=0.0)
+        >>> G.add_edge("a", "b"); G.add_edge("b", "end")
+        >>> dg.schedule(G).critical_path()
+        ['a', 'b', 'end']
+        """
         return critical_path(self, target=target)
 
     def breakdown(self, target: Hashable | None = None) -> dict[str, float]:
+        """Seconds by kind of work along ``target``'s critical path, summing to its finish time (see
+        :func:`breakdown`)."""
         return breakdown(self, target=target)
 
     def frontier(self, *, admitted: bool = True, kinds: tuple[str, ...] | None = None,
-                 per: str | None = None) -> pd.DataFrame:
-        return frontier(self, admitted=admitted, kinds=kinds, per=per)
+                 per: str | None = None, at: float | None = None):
+        """The ready frontier over time (see :func:`frontier`): a DataFrame of ``time_s`` and ``width``.
+        With ``at``, the width at that time instead (an int; with ``per``, ``{value: width}``): the
+        nodes ready and not finished at ``t``, each counted from its ready time up to, not including,
+        its finish.
+
+        >>> import networkx as nx, depgraph as dg
+        >>> G = nx.DiGraph()
+        >>> for n, d in (("a", 1.0), ("b", 2.0), ("c", 1.0)): G.add_node(n, duration_s=d)
+        >>> G.add_edge("a", "c")
+        >>> S = dg.schedule(G)
+        >>> S.frontier(at=0.5), S.frontier(at=1.5), S.frontier(at=5.0)
+        (2, 2, 0)
+        """
+        table = frontier(self, admitted=admitted, kinds=kinds, per=per)
+        if at is None:
+            return table
+        if isinstance(at, bool) or not isinstance(at, (int, float)) or not math.isfinite(at) or at < 0:
+            raise GraphError(f"at: expected a time in seconds, finite and >= 0, got {at!r}")
+
+        def width(part: pd.DataFrame) -> int:
+            k = int(np.searchsorted(part["time_s"].to_numpy(), float(at), side="right")) - 1
+            return int(part["width"].iloc[k]) if k >= 0 else 0
+
+        if per is None:
+            return width(table)
+        return {value: width(part) for value, part in table.groupby(per, sort=False)}
 
 
 def check_schedule(value: Any, field: str) -> Schedule:
@@ -540,8 +582,10 @@ def _target_index(S: Schedule, target: Hashable | None) -> int:
             want = min(tokens, key=lambda r: (r is None, r))
         return tokens[want]
     if not cg.num_nodes:
-        raise GraphError("critical_path: the graph is empty")
-    return int(np.argmax(S.finish))  # first node reaching the makespan
+        return -1  # an empty graph: an empty path
+    # of the nodes finishing at the makespan, the latest in topological order (a zero-duration sink
+    # after the last busy node is on the path, as networkx.dag_longest_path ends there)
+    return int(np.flatnonzero(S.finish == S.finish.max())[-1])
 
 
 def _path_positions(S: Schedule, target: Hashable | None) -> list[int]:
@@ -558,7 +602,8 @@ def critical_path(S: Schedule, *, target: Hashable | None = None) -> list:
     """The chain of nodes that sets ``target``'s finish time.
 
     ``target`` defaults to the target request's ``token`` node, else to the
-    first node that finishes at the makespan. Each step goes back to the
+    node finishing at the makespan that is latest in topological order (an
+    empty graph has an empty path). Each step goes back to the
     predecessor that finished last (ties to the earliest in topological
     order), so the durations along the path sum to the target's finish time.
     """
