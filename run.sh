@@ -4,7 +4,8 @@
 #   ./run.sh test [ARGS...]     run the whole test suite (ARGS go to pytest)
 # Set-up: a virtual environment in .venv (or $DEPGRAPH_VENV) with the package
 # and its test dependencies, and Graphviz's `dot` (apt-get when run as root or
-# with passwordless sudo; otherwise the exact install step is printed).
+# with passwordless sudo; otherwise the exact install step is printed); the
+# tests also need a headless Chromium (the report.html test), installed the same way.
 set -euo pipefail
 cd "$(dirname "$0")"
 VENV="${DEPGRAPH_VENV:-.venv}"
@@ -41,6 +42,23 @@ install_dot() {
     fi
 }
 
+install_browser() {
+    for b in chromium chromium-browser google-chrome; do command -v "$b" >/dev/null 2>&1 && return 0; done
+    local sudo=""
+    if [ "$(id -u)" != 0 ]; then
+        if command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then sudo="sudo -n"; fi
+    fi
+    if command -v apt-get >/dev/null 2>&1 && { [ "$(id -u)" = 0 ] || [ -n "$sudo" ]; }; then
+        echo "depgraph: installing a headless browser (chromium) with apt-get, for the report.html test" >&2
+        $sudo apt-get update -qq >/dev/null
+        DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq chromium >/dev/null
+    fi
+    for b in chromium chromium-browser google-chrome; do command -v "$b" >/dev/null 2>&1 && return 0; done
+    echo "depgraph: a headless Chromium is missing and could not be installed here." >&2
+    echo "  Install it with: sudo apt-get install chromium   (Debian/Ubuntu)" >&2
+    exit 1
+}
+
 setup() {
     install_dot
     local stamp="$VENV/.depgraph-installed"
@@ -50,6 +68,7 @@ setup() {
         "$(need_python)" -m venv "$VENV"
     fi
     if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+        echo "depgraph: installing the package and its dependencies into $VENV (a minute or so, once)" >&2
         "$VENV/bin/python" -m pip install -q --disable-pip-version-check -e '.[test]'
         echo "$want" > "$stamp"
     fi
@@ -65,7 +84,8 @@ case "$cmd" in
     test)
         shift
         setup
-        exec "$VENV/bin/python" -m pytest "$@"
+        install_browser
+        DEPGRAPH_REQUIRE_BROWSER=1 exec "$VENV/bin/python" -m pytest "$@"
         ;;
     *)
         sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//'

@@ -952,6 +952,7 @@ def _cmd_ttft(args) -> int:
         "frontier_max_data": int(S.frontier(admitted=False, kinds=("decode",))["width"].max()),
         "breakdown_s": {k: v for k, v in parts.items() if k != "total_s"},
         "critical_path_nodes": len(S.critical_path()),
+        "work_s": _work_by_kind(S),
     }
     out.update({k: G.graph[k] for k in ("prefill_tp", "decode_tp", "prefill_pp", "decode_pp", "nic") if k in G.graph})
     if len(S.ttft_by_request) > 1:
@@ -964,6 +965,8 @@ def _cmd_ttft(args) -> int:
             scope = G.graph["hook_scope"]
             out.update(phase="expected", ttft_s=e[f"ttft_{scope}_s"],
                        stall_s=e["stall_batch_s"] if scope == "batch" else 0.0)
+            out.update(_expected_breakdown(args, point, out["ttft_s"]))
+    out["breakdown"] = out["breakdown_s"]  # the contract's name: seconds by kind along the critical path
     out["calibration"] = getattr(args, "calibration", None)
     if args.json:
         print(_dumps(out))
@@ -976,15 +979,60 @@ def _cmd_ttft(args) -> int:
                                            f"(NIC {out['nic']})" if "decode_tp" in out else "")
           + (f", prefill PP {out['prefill_pp']} -> decode PP {out['decode_pp']} (NIC {out['nic']})"
              if "decode_pp" in out else ""))
+    expected = out.get("phase") == "expected"
     print(f"  TTFT            {out['ttft_s'] * 1e3:10.3f} ms" + ("  (expected over the arrival phase)"
-                                                                 if out.get("phase") == "expected" else ""))
+                                                                 if expected else ""))
+    print("  along the critical path" + (f" (expected over {_PHASES} arrival phases)" if expected else "")
+          + "; the request's own work of each kind beside it:")
     for k, v in out["breakdown_s"].items():
-        print(f"    {k[:-2]:<13} {v * 1e3:10.3f} ms" + ("   (critical path of the phase-0.5 schedule)"
-                                                          if out.get("phase") == "expected" and k == "prefill_s" else ""))
+        work = out["work_s"].get(k)
+        print(f"    {k[:-2]:<13} {v * 1e3:10.3f} ms" + (f"   (all its {k[:-2]} work: {work * 1e3:.3f} ms)"
+                                                          if work is not None else ""))
     if "stall_s" in out:
         print(f"  stall on running requests {out['stall_s'] * 1e3:10.3f} ms  (batch step {out['step_s'] * 1e3:.3f} ms)")
     print(f"  frontier max    {out['frontier_max']:>10} decode operators ({out['frontier_max_data']} as data allows)")
     return 0
+
+
+#: Arrival phases (midpoints of equal bins) the expected critical-path breakdown averages over.
+_PHASES = 128
+
+
+def _work_by_kind(S) -> dict[str, float]:
+    """Seconds of the target request's own work of each kind, on the critical path or not (prefill,
+    transfer, decode; and collectives where the graph has them)."""
+    from .core.scheduler import _BREAKDOWN
+
+    cg = S.compiled
+    path = S.critical_path()
+    if not path:
+        return {}
+    target = cg.column("request")[cg.index[path[-1]]]
+    kinds, requests = cg.column("kind"), cg.column("request")
+    out: dict[str, float] = {}
+    for kind, request, d in zip(kinds.tolist(), requests.tolist(), cg.duration_s.tolist()):
+        key = _BREAKDOWN.get(kind)
+        if key and key != "wait_s" and request == target:
+            out[key] = out.get(key, 0.0) + d
+    return out
+
+
+def _expected_breakdown(args, point, expected_ttft_s: float) -> dict:
+    """The critical-path breakdown averaged over the arrival phase (the midpoints of :data:`_PHASES`
+    equal bins), so that it adds up to the expected TTFT; what the midpoint rule leaves over (it is
+    exact where the TTFT is linear in the phase) goes into ``wait_s`` and is reported."""
+    from .core.scheduler import schedule
+    from .sweeps.points import build
+
+    acc: dict[str, float] = {}
+    cost = _cost(args)
+    for k in range(_PHASES):
+        G = build(point, cost=cost, policy=args.policy, admission=point["admission"], phase=(k + 0.5) / _PHASES)
+        for key, v in schedule(G).breakdown().items():
+            acc[key] = acc.get(key, 0.0) + v / _PHASES
+    remainder = expected_ttft_s - acc.pop("total_s")
+    acc["wait_s"] = acc.get("wait_s", 0.0) + remainder
+    return {"breakdown_s": acc, "breakdown_quadrature_remainder_s": remainder}
 
 
 def _cmd_draw(args) -> int:

@@ -79,3 +79,57 @@ def test_rerun_resumes_and_is_byte_identical(run, tmp_path):
     before = _digest(out)
     write_reproduction(out, scenarios=scen, workers=1, show_bars=False)
     assert _digest(out) == before
+
+
+def _browser():
+    import os
+    import shutil
+
+    found = next((shutil.which(b) for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)), None)
+    if found is None:
+        if os.environ.get("DEPGRAPH_REQUIRE_BROWSER"):
+            pytest.fail("no headless Chromium: ./run.sh test installs it (apt-get install chromium)")
+        pytest.skip("no headless Chromium here (./run.sh test installs it)")
+    return found
+
+
+def test_report_html_opens_in_a_real_browser(run, tmp_path):
+    """report.html is one self-contained page: a headless Chromium loads it with no console message, every
+    figure of report.md is inline, the claims table has every claim with a link to its figure, sorting and
+    filtering run (the page's self-test), and a screenshot is taken."""
+    import re
+    import subprocess
+
+    _, out, _ = run
+    page = out / "report.html"
+    text = page.read_text()
+    assert "http://" not in text and "https://" not in text and 'src="figures/' not in text  # nothing outside
+    claims = pd.read_csv(out / "tables" / "claims.csv")
+    browser = _browser()
+    args = [browser, "--headless=new", "--no-sandbox", "--disable-gpu", "--enable-logging=stderr", "--v=0",
+            "--virtual-time-budget=5000"]
+    dom = subprocess.run(args + ["--dump-dom", page.as_uri() + "#selftest"], capture_output=True, text=True,
+                         timeout=120)
+    console = [line for line in dom.stderr.splitlines() if ":CONSOLE" in line]
+    assert console == [], console
+    html = dom.stdout
+    assert 'data-ready="yes"' in html
+    rows = re.findall(r'<tr id="claim-([^"]+)" data-matched="(yes|no)"', html)
+    assert sorted(c for c, _ in rows) == sorted(claims.claim)
+    missed = int((~claims.matched.astype(bool)).sum())
+    selftest = re.search(r'data-selftest="([^"]*)"', html).group(1)
+    assert selftest == f"claim-{max(claims.claim)}|{missed} of {len(claims)} claims shown"  # sorted down, filtered
+    md = (out / "report.md").read_text()
+    for name in re.findall(r"!\[[^\]]*\]\(figures/([^)]+)\)", md):
+        anchor = "fig-" + re.sub(r"[^a-z0-9]+", "-", name.rsplit(".", 1)[0].lower()).strip("-")
+        assert re.search(rf'<figure id="{anchor}"><img alt="[^"]*" src="data:image/', html), name
+    for claim in claims.claim:  # each claim links to the figure it comes from, and back
+        from depgraph.studies.report import claim_source
+
+        figure = claim_source(claim)[2]
+        if figure and (out / "figures" / figure).exists():
+            assert f'href="#claim-{claim}"' in html
+    shot = tmp_path / "report.png"
+    subprocess.run(args + [f"--screenshot={shot}", "--window-size=1280,2400", page.as_uri()], capture_output=True,
+                   timeout=120)
+    assert shot.stat().st_size > 10_000

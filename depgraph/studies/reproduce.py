@@ -129,6 +129,9 @@ def _reproduce(out: Path, folder: Path, pool, say: Callable[[str], None], show_b
         print(f"depgraph reproduce: {warning}", file=sys.stderr)
     path = out / "report.md"
     atomic_write_text(path, report)
+    from .report_html import report_html
+
+    atomic_write_text(out / "report.html", report_html(report, out, claims))  # the same, in a browser
     return path
 
 
