@@ -2,6 +2,7 @@
 # depgraph's two commands. Each sets up what it needs on first use:
 #   ./run.sh reproduce [OUT]    reproduce the studies into OUT (default: results/)
 #   ./run.sh test [ARGS...]     run the whole test suite (ARGS go to pytest)
+#   ./run.sh notebook           open the notebooks in JupyterLab (installs it once)
 # Set-up: a virtual environment in .venv (or $DEPGRAPH_VENV) with the package
 # and its test dependencies, and Graphviz's `dot` (apt-get when run as root or
 # with passwordless sudo; otherwise the exact install step is printed); the
@@ -81,6 +82,15 @@ case "$cmd" in
         setup
         exec "$VENV/bin/depgraph" reproduce "${1:-results}" "${@:2}"
         ;;
+    notebook)
+        shift
+        setup
+        if ! "$VENV/bin/python" -c 'import jupyterlab, ipywidgets' 2>/dev/null; then
+            echo "depgraph: installing JupyterLab and ipywidgets into $VENV (once)" >&2
+            "$VENV/bin/python" -m pip install -q --disable-pip-version-check -e '.[notebook]'
+        fi
+        exec "$VENV/bin/jupyter" lab notebooks "$@"
+        ;;
     test)
         shift
         setup
@@ -88,7 +98,7 @@ case "$cmd" in
         DEPGRAPH_REQUIRE_BROWSER=1 exec "$VENV/bin/python" -m pytest "$@"
         ;;
     *)
-        sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//'
+        sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'
         exit 2
         ;;
 esac

@@ -42,6 +42,7 @@ _EXPORTS: dict[str, str] = {
     **dict.fromkeys(("Scenario", "expand_scenario", "load_scenario"), "sweeps.scenario"),
     **dict.fromkeys(("read_sweep", "sweep"), "sweeps"),
     **dict.fromkeys(("plan",), "sweeps.plan"),
+    **dict.fromkeys(("explore",), "explorer"),
     # files and pictures
     **dict.fromkeys(("read_graph", "write_graph"), "io.graphfile"),
     **dict.fromkeys(("to_perfetto", "trace_events"), "io.perfetto"),
@@ -63,7 +64,8 @@ __all__ = [
     "Anomaly", "LoadModel", "LoadResult", "Scenario", "expand_scenario", "find_anomalies", "load_scenario",
     "loadtest", "plan", "read_sweep", "sweep",
     # seeing it
-    "draw", "gantt", "plot_frontier", "plot_loadtest", "plot_pushpull_sweep", "to_perfetto", "trace_events",
+    "draw", "explore", "gantt", "plot_frontier", "plot_loadtest", "plot_pushpull_sweep", "to_perfetto",
+    "trace_events",
     # errors
     "ConfigError", "CycleError", "DepgraphError", "GraphError",
 ]

@@ -999,22 +999,9 @@ _PHASES = 128
 
 
 def _work_by_kind(S) -> dict[str, float]:
-    """Seconds of the target request's own work of each kind, on the critical path or not (prefill,
-    transfer, decode; and collectives where the graph has them)."""
-    from .core.scheduler import _BREAKDOWN
+    from .core.scheduler import work_by_kind
 
-    cg = S.compiled
-    path = S.critical_path()
-    if not path:
-        return {}
-    target = cg.column("request")[cg.index[path[-1]]]
-    kinds, requests = cg.column("kind"), cg.column("request")
-    out: dict[str, float] = {}
-    for kind, request, d in zip(kinds.tolist(), requests.tolist(), cg.duration_s.tolist()):
-        key = _BREAKDOWN.get(kind)
-        if key and key != "wait_s" and request == target:
-            out[key] = out.get(key, 0.0) + d
-    return out
+    return work_by_kind(S)
 
 
 def _expected_breakdown(args, point, expected_ttft_s: float) -> dict:

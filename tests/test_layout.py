@@ -33,7 +33,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("depgraph.studies",),
     ("depgraph.strategies",),
     ("depgraph.anomalies",),
-    ("depgraph.cli",),
+    ("depgraph.cli", "depgraph.explorer"),
 )
 FACADE = ("depgraph", "depgraph._moved")
 

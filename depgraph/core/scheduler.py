@@ -34,7 +34,7 @@ from .table import POLICY, EventTable, apply_policy, cached, remember
 from ..errors import CycleError, GraphError
 
 __all__ = ["CompiledGraph", "EventTable", "compile_graph", "resolve_resources", "Schedule", "schedule",
-           "critical_path", "breakdown", "frontier", "frontier_width_max", "validate_graph", "check_schedule"]
+           "critical_path", "breakdown", "work_by_kind", "frontier", "frontier_width_max", "validate_graph", "check_schedule"]
 
 
 class CompiledGraph:
@@ -640,6 +640,34 @@ def breakdown(S: Schedule, *, target: Hashable | None = None) -> dict[str, float
         out[key] += float(cg.duration_s[i])
         prev_finish = float(S.finish[i])
     out["total_s"] = prev_finish
+    return out
+
+
+def work_by_kind(S: Schedule, *, target: Hashable | None = None) -> dict[str, float]:
+    """Seconds of the target request's own work of each kind, on its critical path or not:
+    ``prefill_s``, ``transfer_s``, ``decode_s`` (and ``collective_s`` where the graph has them); the
+    request is that of the critical path's last node (see :func:`breakdown`). Beside the breakdown it
+    tells how much of each kind of work the critical path hides.
+
+    >>> import networkx as nx, depgraph as dg
+    >>> G = nx.DiGraph()
+    >>> G.add_node("p", kind="prefill", request=0, duration_s=2.0)
+    >>> G.add_node("s", kind="send", request=0, duration_s=1.0)
+    >>> G.add_node("t", kind="token", request=0, duration_s=0.0)
+    >>> G.add_edge("p", "t"); G.add_edge("s", "t")
+    >>> work_by_kind(dg.schedule(G))
+    {'prefill_s': 2.0, 'transfer_s': 1.0}
+    """
+    path = _path_positions(S, target)
+    if not path:
+        return {}
+    cg = S.compiled
+    mine = cg.column("request")[path[-1]]
+    out: dict[str, float] = {}
+    for kind, request, d in zip(cg.column("kind").tolist(), cg.column("request").tolist(), cg.duration_s.tolist()):
+        key = _BREAKDOWN.get(kind)
+        if key and key != "wait_s" and request == mine:
+            out[key] = out.get(key, 0.0) + d
     return out
 
 

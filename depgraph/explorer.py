@@ -1,0 +1,134 @@
+"""``dg.explore()``: one request's handoff, explored with widgets in Jupyter.
+
+Widgets for the model, prompt length, link, MFU, readiness policy and
+workload, and a time slider; the view shows the TTFT, its critical-path
+breakdown, the ready frontier with a marker at the chosen time (and the
+width there), and the drawing of the graph, recomputed whenever a widget
+moves. The widgets need ``ipywidgets`` (``pip install 'depgraph[notebook]'``);
+the computation behind them is :func:`explore_state`, a plain function that
+works (and is tested) without a browser or widgets::
+
+    >>> from depgraph.explorer import explore_state
+    >>> s = explore_state(model="qwen3.6-35b-a3b", prompt_tokens=1024, link="25g", mfu=0.4, policy="layer",
+    ...                   workload="single", at_s=0.0, gpu="study-effective")
+    >>> round(s["ttft_s"] * 1e3, 1), s["frontier_at"]
+    (54.0, 0)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .errors import ConfigError
+
+__all__ = ["explore", "explore_state", "EXPLORE_WORKLOADS"]
+
+#: The workloads the explorer offers (those that build a graph of one target request).
+EXPLORE_WORKLOADS = ("single", "speculative", "batch", "interleaved", "pipeline")
+#: The largest graph the explorer draws (a bigger one shows its numbers and a note instead).
+DRAW_MAX_NODES = 400
+
+
+def explore_state(*, model: str, prompt_tokens: int, link: str, mfu: float, policy: str, workload: str,
+                  at_s: float, gpu: str | None = None, draw: bool = False) -> dict[str, Any]:
+    """What the explorer shows for one setting of its widgets: ``ttft_s``, ``breakdown`` (seconds by kind
+    along the critical path), ``makespan_s``, ``frontier`` (the step function, a DataFrame),
+    ``frontier_at`` (its width at ``at_s``, clipped to the makespan), ``schedule`` and, with ``draw``,
+    ``drawing`` (a graphviz graph, or ``None`` with ``drawing_note`` for a graph too large to draw)."""
+    from .core.scheduler import schedule
+    from .sweeps.points import build
+    from .workloads.registry import get_workload
+
+    if workload not in EXPLORE_WORKLOADS:
+        raise ConfigError(f"workload: expected one of {', '.join(EXPLORE_WORKLOADS)}, got {workload!r}")
+    w = get_workload(workload)
+    point = {"model": model, "prompt_tokens": int(prompt_tokens), "link": link, "mfu": float(mfu), "gpu": gpu,
+             "timing": "handoff", "workload": workload}
+    for p in w.params:  # every other parameter at its registry default
+        point.setdefault(p.name, p.default)
+    if w.applies_policy:
+        G = build(point, policy=policy, admission=point.get("admission") or "step",
+                  phase=point.get("phase") if point.get("phase") is not None else 0.5)
+        S = schedule(G)
+    else:
+        G = build(point)
+        S = schedule(G, policy=policy)
+    parts = S.breakdown()
+    at = min(max(0.0, float(at_s)), S.makespan_s)
+    state: dict[str, Any] = {
+        "ttft_s": S.ttft_s, "makespan_s": S.makespan_s, "schedule": S,
+        "breakdown": {k: v for k, v in parts.items() if k != "total_s"},
+        "frontier": S.frontier(kinds=("decode",)), "frontier_at": S.frontier(at=at, kinds=("decode",)), "at_s": at,
+    }
+    if draw:
+        from .io.draw import draw as draw_graph
+
+        if S.graph.number_of_nodes() > DRAW_MAX_NODES:
+            state.update(drawing=None, drawing_note=f"{S.graph.number_of_nodes():,} nodes: too many to draw here "
+                                                    f"(at most {DRAW_MAX_NODES}); depgraph draw writes it to a file")
+        else:
+            state.update(drawing=draw_graph(S.graph, schedule=S), drawing_note="")
+    return state
+
+
+def explore(model: str = "qwen3.6-35b-a3b", prompt_tokens: int = 1024, link: str = "25g", mfu: float = 0.4,
+            policy: str = "layer", workload: str = "single", gpu: str | None = "study-effective", draw: bool = True):
+    """Show the explorer in Jupyter (returns the widget box). Needs ``ipywidgets``. ``draw=False`` leaves
+    the drawing out (faster updates on a large graph)."""
+    try:
+        import ipywidgets as W
+        from IPython.display import SVG, display
+    except ImportError:
+        raise ConfigError("explore: needs ipywidgets in Jupyter (pip install 'depgraph[notebook]')") from None
+    import matplotlib.pyplot as plt
+
+    from .core.policies import POLICY_NAMES
+    from .specs.hardware import link_names
+    from .specs.models import catalog
+
+    controls = {
+        "model": W.Dropdown(options=list(catalog()), value=model, description="model"),
+        "prompt_tokens": W.IntSlider(value=prompt_tokens, min=128, max=32768, step=128, description="prompt"),
+        "link": W.Dropdown(options=list(link_names()), value=link, description="link"),
+        "mfu": W.FloatSlider(value=mfu, min=0.05, max=1.0, step=0.05, description="MFU"),
+        "policy": W.Dropdown(options=list(POLICY_NAMES), value=policy, description="policy"),
+        "workload": W.Dropdown(options=list(EXPLORE_WORKLOADS), value=workload, description="workload"),
+        "at": W.FloatSlider(value=0.0, min=0.0, max=1.0, step=0.001, description="time (s)", readout_format=".3f"),
+    }
+    out = W.Output()
+
+    def update(*_):
+        values = {k: c.value for k, c in controls.items() if k != "at"}
+        with out:
+            out.clear_output(wait=True)
+            try:
+                state = explore_state(**values, at_s=controls["at"].value, gpu=gpu, draw=draw)
+            except Exception as exc:  # a bad combination: say it, keep the widgets alive
+                print(f"depgraph: {exc}")
+                return
+            controls["at"].max = max(state["makespan_s"], 1e-6)
+            print(f"TTFT {state['ttft_s'] * 1e3:.3f} ms; along the critical path: "
+                  + ", ".join(f"{k[:-2]} {v * 1e3:.3f} ms" for k, v in state["breakdown"].items()))
+            print(f"frontier at {state['at_s'] * 1e3:.3f} ms: {state['frontier_at']} decode operators ready")
+            fig, ax = plt.subplots(figsize=(7, 2.5))
+            f = state["frontier"]
+            ax.step(f.time_s * 1e3, f.width, where="post")
+            ax.axvline(state["at_s"] * 1e3, color="#d62728", ls="--", lw=1)
+            ax.set_xlabel("time (ms)")
+            ax.set_ylabel("decode operators ready")
+            display(fig)
+            plt.close(fig)
+            if not draw:
+                return
+            if state["drawing"] is not None:
+                display(SVG(state["drawing"].pipe(format="svg")))
+            else:
+                print(state["drawing_note"])
+
+    for c in controls.values():
+        c.observe(update, names="value")
+    update()
+    box = W.VBox([W.HBox([controls["model"], controls["workload"], controls["policy"]]),
+                  W.HBox([controls["prompt_tokens"], controls["link"], controls["mfu"]]), controls["at"], out])
+    display(box)
+    return box
