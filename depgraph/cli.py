@@ -333,7 +333,13 @@ def run_sweep_command(args: argparse.Namespace) -> int:
 
         if scenario.calibration:
             raise DepgraphError(f"--calibration: {args.scenario} names its own calibration; give one or the other")
-        values = read_calibration(args.calibration)["values"]
+        cal = read_calibration(args.calibration)
+        values = cal["values"]
+        from .specs.calibration import check_fits
+
+        for m in scenario.grid["models"]:
+            for g in (args.gpu or scenario.grid["gpus"]):
+                check_fits(cal, model=m, gpu=g)
         if "prefill_mfu" not in values:
             raise DepgraphError(f"--calibration: {args.calibration} has no prefill_mfu")
         print(f"calibration {args.calibration}: the grid's mfus {list(scenario.grid['mfus'])} replaced by the fitted "
@@ -652,6 +658,7 @@ def run_calibrate_command(args) -> int:
     from ._validate import positive_int
     from .io.atomic import save_figure
     from .serving.calibrate import calibrate, write_calibration
+    from .specs.calibration import FREE
 
     if args.output is not None and Path(args.output).suffix.lower() != ".toml":
         raise DepgraphError(f"-o: expected a file ending in .toml; got {args.output!r}")
@@ -690,7 +697,12 @@ def run_calibrate_command(args) -> int:
     for name, value in cal.values.items():
         if name in cal.fitted:
             lo, hi = cal.intervals.get(name, (math.nan, math.nan))
-            span = f"90% interval {lo:.4g} to {hi:.4g}" if name in cal.intervals else "no interval: --bootstrap 0"
+            span = (f"90% interval {lo:.4g} to {hi:.4g}" if name in cal.intervals else
+                    "no interval: --bootstrap 0" if not args.bootstrap or csvs else
+                    "no interval: no per-request data to resample (--save-detailed)")
+            lo_b, hi_b = FREE[name]
+            if value <= lo_b * (1 + 1e-9) or value >= hi_b * (1 - 1e-9):
+                span += f"; AT ITS BOUND ({lo_b:g} to {hi_b:g}): the files pull it further, trust it less"
             print(f"  {name:<24} {value:.6g}  fitted ({span}; prior {cal.prior[name]:.4g})")
         else:
             print(f"  {name:<24} {value:.6g}  prior: {cal.not_fitted.get(name, 'not asked for')}")
@@ -700,14 +712,16 @@ def run_calibrate_command(args) -> int:
             print(f"    {row['file']}: {row['requests']} rows; error median {100 * row['median_abs_error']:.1f}%, "
                   f"max {100 * row['max_abs_error']:.1f}%")
             continue
-        parts = [f"{m.upper()} {q} {1e3 * row[f'{m}_{q}_measured_s']:.1f}/{1e3 * row[f'{m}_{q}_predicted_s']:.1f}"
+        ms = lambda v: "n/a" if not math.isfinite(v) else f"{1e3 * v:.1f}"  # noqa: E731 (a statistic the file lacks)
+        parts = [f"{m.upper()} {q} {ms(row[f'{m}_{q}_measured_s'])}/{ms(row[f'{m}_{q}_predicted_s'])}"
                  for m in ("ttft", "tpot") for q in ("mean", "p50", "p90", "p99")]
         print(f"    {row['file']}: {row['requests']} requests ({row['failed_skipped']} failed, skipped); "
               + ", ".join(parts))
     if len(cal.leave_one_out):
         print("  leave one file out (fit on the others, predict it), error of predicted against measured:")
         for row in cal.leave_one_out.to_dict(orient="records"):
-            print(f"    {row['file']}: " + ", ".join(f"{m.upper()} p{q} {100 * row[f'{m}_p{q}_error']:+.1f}%"
+            pct = lambda v: "n/a" if not math.isfinite(v) else f"{100 * v:+.1f}%"  # noqa: E731
+            print(f"    {row['file']}: " + ", ".join(f"{m.upper()} p{q} {pct(row[f'{m}_p{q}_error'])}"
                                                      for m in ("ttft", "tpot") for q in (50, 90, 99)))
     for flag, value in (("calibration", args.output), ("plot", args.plot)):
         if value:
@@ -832,7 +846,12 @@ def _scheduled(args):
     point = _point(args)
     applies = WORKLOADS[point["workload"]].applies_policy
     kw = {"policy": args.policy, "admission": point["admission"], "phase": point["phase"]} if applies else {}
-    G = build(point, cost=_cost(args), **kw)
+    cost = _cost(args)
+    if getattr(args, "calibration", None):  # the fitted sides' TP, unless the flags give others
+        for side in ("prefill_tp", "decode_tp"):
+            if side in point and getattr(args, side, None) is None:
+                point[side] = getattr(cost, side)
+    G = build(point, cost=cost, **kw)
     return schedule(G, policy=None if applies else args.policy), point
 def _cmd_models(args) -> int:
     from .specs.models import SUPPORTED_FAMILIES, catalog, handoff_bytes, load_model

@@ -95,9 +95,22 @@ def test_the_saved_calibration_is_used_everywhere(fit, tmp_path, capsys):
     saved = read_calibration(path)
     assert saved["values"] == fit.values and saved["setup"]["gpu"] == "h200"
     cost = dg.CostModel.from_calibration(path)
-    assert (cost.mfu, cost.hbm_efficiency, cost.calibration) == (fit.values["prefill_mfu"],
-                                                                 fit.values["hbm_efficiency"], str(path))
-    assert cost.decode_layer_overhead_s == fit.values["decode_step_overhead_s"] / 64
+    M = dg.load_model("qwen3-32b")
+    assert (cost.hbm_efficiency, cost.calibration, cost.prefill_tp, cost.decode_tp) == (
+        fit.values["hbm_efficiency"], str(path), 8, 8)
+    # the fit (without collectives) holds the TP 8 all-reduces; the cost model's graphs add their own, so they
+    # come out of the fitted prefill MFU and step overhead: its prefill and its all-reduces make the fitted time
+    fitted = dg.CostModel(gpu="h200", mfu=fit.values["prefill_mfu"]).prefill_s(M, 4096) / 8
+    allreduce = sum(cost.layer_collectives_s(M, layer, 4096, 8) for layer in M.layers)
+    assert cost.prefill_s(M, 4096) / 8 + allreduce == pytest.approx(fitted, rel=1e-9)
+    step = sum(cost.layer_collectives_s(M, layer, 1, 8) for layer in M.layers)
+    assert cost.decode_layer_overhead_s * 64 + step == pytest.approx(fit.values["decode_step_overhead_s"], rel=1e-9)
+    with pytest.raises(dg.ConfigError, match=r"model: the calibration .* was fitted on qwen3-32b"):
+        dg.loadtest("mistral-7b-v0.1", calibration=path, deployment="colocated", qps=1, prompt_tokens=100,
+                    out_tokens=4, num_prompts=3)
+    with pytest.raises(dg.ConfigError, match=r"collectives: the calibration .* holds the all-reduces"):
+        dg.loadtest("qwen3-32b", calibration=path, collectives=True, deployment="colocated", qps=1,
+                    prompt_tokens=100, out_tokens=4, num_prompts=3)
     kw = dict(deployment="colocated", qps=2, prompt_tokens=1024, out_tokens=16, num_prompts=30)
     r = dg.loadtest("qwen3-32b", calibration=path, **kw)
     same = dg.loadtest("qwen3-32b", **kw, **{k: v for k, v in fit.values.items()})
@@ -143,17 +156,23 @@ def test_the_calibrate_command(runs, tmp_path, capsys):
 
 @pytest.mark.parametrize("edit, message", [
     (lambda d: d.pop("request_rate"), r"request_rate: missing"),
-    (lambda d: d.update(request_rate=-1), r"request_rate: expected a number >= 0"),
+    (lambda d: d.update(request_rate=-1), r"request_rate: expected a number from 0 to 1e\+06"),
     (lambda d: d.update(request_rate="fast"), r"request_rate: expected a number"),
-    (lambda d: d.update(max_concurrency=0), r"max_concurrency: expected an integer >= 1"),
+    (lambda d: d.update(max_concurrency=0), r"max_concurrency: expected an integer from 1"),
     (lambda d: d.update(burstiness=0), r"burstiness: expected a finite number > 0"),
     (lambda d: d["ttfts"].pop(), r"ttfts: 9 entries where input_lens has 10"),
-    (lambda d: d["input_lens"].__setitem__(2, "x"), r"input_lens\[2\]: expected an integer >= 1"),
+    (lambda d: d["input_lens"].__setitem__(2, "x"), r"input_lens\[2\]: expected an integer from 1"),
     (lambda d: d["itls"].__setitem__(1, 5), r"itls\[1\]: expected a list of seconds"),
     (lambda d: d.update(errors=["boom"] * 10), r"errors: every one of its 10 requests failed"),
     (lambda d: d.pop("ttfts"), r"ttfts: missing beside input_lens"),
     (lambda d: [d.pop(k) for k in ("input_lens", "output_lens", "ttfts", "itls", "errors", "mean_ttft_ms")],
-     r"ttfts: missing, and no mean_ttft_ms either"),
+     r"ttfts: missing, and no TTFT or TPOT statistic either"),
+    (lambda d: d.update(request_rate=10 ** 400), r"request_rate: expected a number .* got an integer of 401"),
+    (lambda d: d["input_lens"].__setitem__(0, 10 ** 30), r"input_lens\[0\]: expected an integer from 1 to 1e\+07"),
+    (lambda d: d["itls"].__setitem__(0, [1e308, 1e308]), r"itls\[0\]\[0\]: expected a number from 0 to 1e\+06"),
+    (lambda d: d.update(ramp_up_strategy="linear"), r"ramp_up_strategy: a run whose rate ramps up is not replayed"),
+    (lambda d: [d.pop(k) for k in ("input_lens", "output_lens", "ttfts", "itls", "errors", "mean_ttft_ms")]
+     + [d.update(mean_e2el_ms=900.0)], r"no TTFT or TPOT statistic either"),
 ])
 def test_a_malformed_file_is_refused_with_one_line_naming_the_key(tmp_path, edit, message):
     data = {"request_rate": 2.0, "burstiness": 1.0, "max_concurrency": None, "num_prompts": 10, "completed": 10,
@@ -165,6 +184,27 @@ def test_a_malformed_file_is_refused_with_one_line_naming_the_key(tmp_path, edit
     with pytest.raises(dg.ConfigError, match=message) as exc:
         read_bench_result(f)
     assert "\n" not in str(exc.value) and str(f) in str(exc.value)
+
+
+def test_files_vllm_writes_that_need_care(tmp_path):
+    """Several results appended to one file, a number of 5,000 digits, a request whose tokens came in one
+    chunk (vLLM's TPOT 0: not timed, so not fitted), and send times (start_times) replayed as measured."""
+    one = {"request_rate": 2.0, "num_prompts": 3, "input_lens": [100] * 3, "output_lens": [8, 8, 8],
+           "ttfts": [0.05] * 3, "itls": [[0.01] * 7, [], [0.01] * 7], "errors": [""] * 3,
+           "start_times": [100.0, 100.5, 101.25]}
+    f = tmp_path / "r.json"
+    f.write_text(json.dumps(one) + "\n" + json.dumps(one) + "\n")
+    with pytest.raises(dg.ConfigError, match=r"holds several results, one per line \(vllm bench serve --append"):
+        read_bench_result(f)
+    f.write_text('{"request_rate": ' + "9" * 5000 + "}")
+    with pytest.raises(dg.ConfigError, match=r"not JSON depgraph can read"):
+        read_bench_result(f)
+    f.write_text(json.dumps(one))
+    run = read_bench_result(f)
+    assert math.isnan(run.requests.tpot_s[1]) and run.requests.tpot_s[0] == pytest.approx(0.01)
+    from depgraph.serving.calibrate import replay_table
+
+    assert replay_table(run).arrival_s.tolist() == [0.0, 0.5, 1.25]
 
 
 def test_truncated_and_odd_files(tmp_path):
@@ -260,7 +300,19 @@ def test_profiled_operations_round_trip(tmp_path, capsys):
     assert main(["calibrate", "qwen3-32b", str(tmp_path / "ops.csv"), "--gpu", "h200", "--bootstrap", "5",
                  "-o", str(tmp_path / "ops.toml")]) == 0
     assert "profiled operations" in capsys.readouterr().out
-    assert dg.CostModel.from_calibration(tmp_path / "ops.toml").mfu == pytest.approx(0.45, rel=0.05)
+    assert read_calibration(tmp_path / "ops.toml")["values"]["prefill_mfu"] == pytest.approx(0.45, rel=0.05)
+
+
+def test_operations_files_from_spreadsheets(tmp_path):
+    """A byte-order mark and old Mac line ends (CR only) read; an over-long field is one line."""
+    from depgraph.serving.calibrate import read_operations
+
+    f = tmp_path / "ops.csv"
+    f.write_bytes("\ufeffop,prompt_tokens,batch,context_tokens,seconds\rprefill,100,,,0.01\r".encode())
+    assert read_operations(f).prompt_tokens.tolist() == [100]
+    f.write_text("op,prompt_tokens,batch,context_tokens,seconds\nprefill,\"" + "1" * 200_000 + "\",,,0.1\n")
+    with pytest.raises(dg.ConfigError, match=r"not a CSV depgraph can read"):
+        read_operations(f)
 
 
 @pytest.mark.parametrize("text, message", [
@@ -301,6 +353,10 @@ def test_a_scenario_or_a_sweep_runs_with_a_calibration(fit, tmp_path, capsys):
     assert common["cost"].hbm_efficiency == fit.values["hbm_efficiency"]
     with pytest.raises(dg.ConfigError, match=r"grid.mfus: the calibration gives the prefill MFU"):
         parse_scenario(body.format(cal='calibration = "calib.toml"\n', mfus="mfus = [0.4]\n"), base_dir=tmp_path)
+    with pytest.raises(dg.ConfigError, match=r"calibration: gpu: the calibration .* was fitted on h200; its values "
+                                             r"do not carry to h100-sxm"):
+        parse_scenario(body.format(cal='calibration = "calib.toml"\n', mfus="").replace('"h200"', '"h100-sxm"'),
+                       base_dir=tmp_path)
     with pytest.raises(dg.ConfigError, match=r"calibration: .*nope.toml: no such calibration file"):
         parse_scenario(body.format(cal='calibration = "nope.toml"\n', mfus=""), base_dir=tmp_path)
     plain = tmp_path / "plain.toml"

@@ -44,7 +44,7 @@ __all__ = ["MeasuredRun", "read_bench_result", "quantiles", "MAX_BENCH_FILE_BYTE
 MAX_BENCH_FILE_BYTES = 512 * 1024 * 1024
 #: The most requests one file may hold.
 MAX_BENCH_REQUESTS = 1_000_000
-_PER_REQUEST = ("input_lens", "output_lens", "ttfts", "itls", "errors")
+_PER_REQUEST = ("input_lens", "output_lens", "ttfts", "itls", "errors", "start_times")
 _PERCENTILES = ("mean", "median", "p90", "p99")
 
 
@@ -83,15 +83,21 @@ class MeasuredRun:
 
 
 def _number(path: str, key: str, value: Any, *, low: float = 0.0, allow_inf: bool = False,
-            integer: bool = False) -> float:
-    words = f"{'an integer' if integer else 'a number'} >= {low:g}" + (" or \"inf\"" if allow_inf else "")
+            integer: bool = False, high: float = 1e12) -> float:
+    words = (f"{'an integer' if integer else 'a number'} from {low:g} to {high:g}"
+             + (" or \"inf\"" if allow_inf else ""))
     if allow_inf and value == "inf":
         return math.inf
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ConfigError(f"{path}: {key}: expected {words}, got {str(value)[:40]!r}")
-    v = float(value)
-    if math.isnan(v) or v < low or (math.isinf(v) and not allow_inf) or (integer and v != int(v)):
-        raise ConfigError(f"{path}: {key}: expected {words}, got {value!r}")
+    try:
+        v = float(value)
+    except OverflowError:  # an integer beyond any float
+        raise ConfigError(f"{path}: {key}: expected {words}, got an integer of {len(str(abs(value)))} digits") from None
+    if math.isinf(v) and allow_inf:
+        return math.inf
+    if math.isnan(v) or v < low or v > high or (integer and v != int(v)):
+        raise ConfigError(f"{path}: {key}: expected {words}, got {str(value)[:40]}")
     return v
 
 
@@ -102,22 +108,30 @@ def read_bench_result(path: str | Path) -> MeasuredRun:
     p = str(path)
     try:
         data = json.loads(text)
-    except (json.JSONDecodeError, RecursionError) as exc:
-        where = f" (line {exc.lineno}, column {exc.colno})" if isinstance(exc, json.JSONDecodeError) else ""
-        raise ConfigError(f"{p}: not JSON{where}; expected the file vllm bench serve --save-result writes") from None
+    except json.JSONDecodeError as exc:
+        if exc.msg == "Extra data":  # several objects, one per line: vllm bench serve --append-result
+            raise ConfigError(f"{p}: holds several results, one per line (vllm bench serve --append-result); "
+                              "give one result per file") from None
+        raise ConfigError(f"{p}: not JSON (line {exc.lineno}, column {exc.colno}); expected the file vllm bench "
+                          "serve --save-result writes") from None
+    except (RecursionError, ValueError) as exc:  # nesting too deep, a number of more than 4,300 digits
+        raise ConfigError(f"{p}: not JSON depgraph can read ({str(exc)[:80]})") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{p}: expected a JSON object (vllm bench serve --save-result), got {type(data).__name__}")
     if "request_rate" not in data:
         raise ConfigError(f"{p}: request_rate: missing; expected the file vllm bench serve --save-result writes")
-    rate = _number(p, "request_rate", data["request_rate"], allow_inf=True)
+    if data.get("ramp_up_strategy") is not None:
+        raise ConfigError(f"{p}: ramp_up_strategy: a run whose rate ramps up is not replayed (its rate changes "
+                          "through the run); give runs at one rate")
+    rate = _number(p, "request_rate", data["request_rate"], allow_inf=True, high=1e6)
     if rate == 0:
         raise ConfigError(f"{p}: request_rate: expected a number > 0 or \"inf\", got 0")
     burst = data.get("burstiness")
-    burst = 1.0 if burst is None else _number(p, "burstiness", burst)
+    burst = 1.0 if burst is None else _number(p, "burstiness", burst, high=1e6)
     if burst == 0 or math.isinf(burst):
         raise ConfigError(f"{p}: burstiness: expected a finite number > 0, got {data.get('burstiness')!r}")
     conc = data.get("max_concurrency")
-    conc = None if conc is None else int(_number(p, "max_concurrency", conc, low=1, integer=True))
+    conc = None if conc is None else int(_number(p, "max_concurrency", conc, low=1, integer=True, high=1e7))
     duration = data.get("duration")
     duration = None if duration is None else _number(p, "duration", duration)
     failed = data.get("failed")
@@ -150,6 +164,7 @@ def read_bench_result(path: str | Path) -> MeasuredRun:
             raise ConfigError(f"{p}: input_lens: {n:,} requests; at most {MAX_BENCH_REQUESTS:,} are read")
         errors = data.get("errors") or [""] * n
         itls = data.get("itls")
+        starts = data.get("start_times")  # newer vLLM: when each request was sent (seconds, one clock)
         rows = []
         for i in range(n):
             err = errors[i]
@@ -158,9 +173,9 @@ def read_bench_result(path: str | Path) -> MeasuredRun:
             if err:
                 skipped += 1
                 continue
-            prompt = int(_number(p, f"input_lens[{i}]", data["input_lens"][i], low=1, integer=True))
-            out = int(_number(p, f"output_lens[{i}]", data["output_lens"][i], integer=True))
-            ttft = _number(p, f"ttfts[{i}]", data["ttfts"][i])
+            prompt = int(_number(p, f"input_lens[{i}]", data["input_lens"][i], low=1, integer=True, high=1e7))
+            out = int(_number(p, f"output_lens[{i}]", data["output_lens"][i], integer=True, high=1e7))
+            ttft = _number(p, f"ttfts[{i}]", data["ttfts"][i], high=1e6)
             if out < 1 or ttft == 0:  # no token streamed back: vLLM counts it, there is nothing to fit
                 skipped += 1
                 continue
@@ -169,15 +184,22 @@ def read_bench_result(path: str | Path) -> MeasuredRun:
                 gaps = itls[i]
                 if not isinstance(gaps, list):
                     raise ConfigError(f"{p}: itls[{i}]: expected a list of seconds")
-                itl_sum = math.fsum(_number(p, f"itls[{i}][{j}]", g) for j, g in enumerate(gaps))
-            tpot = itl_sum / (out - 1) if out > 1 and not math.isnan(itl_sum) else math.nan
-            rows.append((prompt, out, ttft, tpot, itl_sum))
-        requests = pd.DataFrame(rows, columns=["prompt_tokens", "output_tokens", "ttft_s", "tpot_s", "itl_sum_s"])
+                if len(gaps) > 10_000_000:
+                    raise ConfigError(f"{p}: itls[{i}]: {len(gaps):,} gaps; at most 10,000,000 are read")
+                itl_sum = math.fsum(_number(p, f"itls[{i}][{j}]", g, high=1e6) for j, g in enumerate(gaps))
+            # every token in one streamed chunk: no gap to time (vLLM writes a TPOT of 0); not fitted
+            tpot = itl_sum / (out - 1) if out > 1 and itl_sum > 0 else math.nan
+            sent = math.nan if starts is None else _number(p, f"start_times[{i}]", starts[i], low=-1e12)
+            rows.append((prompt, out, ttft, tpot, itl_sum, sent))
+        requests = pd.DataFrame(rows, columns=["prompt_tokens", "output_tokens", "ttft_s", "tpot_s", "itl_sum_s",
+                                               "sent_s"])
+        if starts is not None and len(requests):  # from the first send
+            requests["sent_s"] = requests.sent_s - float(requests.sent_s.min())
         if not len(requests):
             raise ConfigError(f"{p}: errors: every one of its {n:,} requests failed; nothing to fit")
-    elif not reported:
-        raise ConfigError(f"{p}: ttfts: missing, and no mean_ttft_ms either; expected a vllm bench serve "
-                          "--save-result file")
+    elif not any(k.startswith(("ttft_", "tpot_")) for k in reported):
+        raise ConfigError(f"{p}: ttfts: missing, and no TTFT or TPOT statistic either (mean_ttft_ms, "
+                          "median_ttft_ms, p99_ttft_ms, mean_tpot_ms, ...); nothing to fit")
     num = data.get("num_prompts")
     num = int(_number(p, "num_prompts", num, low=1, integer=True)) if num is not None else (
         len(requests) + skipped if requests is not None else int(_number(p, "completed", data.get("completed"), low=1,

@@ -88,10 +88,24 @@ class Calibration:
                 "leave_one_out": self.leave_one_out.to_dict(orient="records")}
 
 
+def _model_ref(model) -> str:
+    """How a saved calibration names its model: the catalog name, else the config's absolute path."""
+    from ..specs.models import catalog
+
+    if isinstance(model, str) and model not in catalog():
+        return str(Path(model).resolve())
+    return model if isinstance(model, str) else model.name
+
+
 def replay_table(run: MeasuredRun, seed: int = 0) -> pd.DataFrame:
-    """A measured run's requests as a load-test trace: arrival times drawn at
-    its request rate and burstiness (all at 0 for ``"inf"``), its requests'
+    """A measured run's requests as a load-test trace: their send times where
+    the file has them (``start_times``), else arrival times drawn at its
+    request rate and burstiness (all at 0 for ``"inf"``), its requests'
     lengths in order (a file without them: its mean lengths)."""
+    if sent_times_known(run):
+        return pd.DataFrame({"arrival_s": run.requests.sent_s.to_numpy(dtype=float),
+                             "prompt_tokens": run.requests.prompt_tokens.to_numpy(dtype=np.int64),
+                             "output_tokens": run.requests.output_tokens.to_numpy(dtype=np.int64)})
     if run.requests is not None:
         prompts = run.requests.prompt_tokens.to_numpy()
         outs = run.requests.output_tokens.to_numpy()
@@ -109,10 +123,17 @@ def replay_table(run: MeasuredRun, seed: int = 0) -> pd.DataFrame:
                          "output_tokens": outs.astype(np.int64)})
 
 
+def sent_times_known(run: MeasuredRun) -> bool:
+    """Whether the file gives each request's send time (``start_times``, newer vLLM)."""
+    return run.requests is not None and "sent_s" in run.requests and bool(run.requests.sent_s.notna().all())
+
+
 def replay(model, run: MeasuredRun, setup: dict[str, Any], values: dict[str, float]):
-    """Run ``run``'s traffic on the ``setup`` deployment with the parameter ``values``; the load result."""
+    """Run ``run``'s traffic on the ``setup`` deployment with the parameter ``values``; the load result.
+    Measured send times already hold the client's concurrency cap, so it is applied only to drawn ones."""
     kw = {k: v for k, v in setup.items() if k not in ("model", "gpu_name")}
-    return loadtest(model, trace=replay_table(run), max_concurrency=run.max_concurrency, **kw, **values)
+    cap = None if sent_times_known(run) else run.max_concurrency
+    return loadtest(model, trace=replay_table(run), max_concurrency=cap, **kw, **values)
 
 
 def _targets(run: MeasuredRun) -> tuple[np.ndarray, list[str]]:
@@ -224,6 +245,7 @@ def calibrate(model, files: Sequence[str | Path | MeasuredRun], *, gpu: str = "h
     ``router``, ``prefill_pp``, ``decode_pp``, ``collectives``, ``memory``,
     ``kv_pool_bytes``, ``slot_scope``, ``prefill_servers``...), passed to every replay.
     """
+    model_ref = _model_ref(model)
     model = load_model(model)
     runs = [f if isinstance(f, MeasuredRun) else read_bench_result(f) for f in files]
     if not runs:
@@ -254,6 +276,10 @@ def calibrate(model, files: Sequence[str | Path | MeasuredRun], *, gpu: str = "h
                                        " deployment: left at its prior"
     replay(model, runs[0], setup, base)  # refuses a bad deployment before any fitting
     problem = _Problem(model, runs, setup, base, names)
+    for run, (target, _) in zip(runs, problem.targets):
+        if not len(target):
+            raise ConfigError(f"{run.path}: no TTFT or TPOT to fit (no per-request values and no statistic of "
+                              "either); leave it out")
     x0 = np.log([base[n] for n in names])
     # identifiability: a parameter that moves no residual, or only as another already kept does, stays put
     J = problem.jacobian(x0)
@@ -281,7 +307,8 @@ def calibrate(model, files: Sequence[str | Path | MeasuredRun], *, gpu: str = "h
     x = _lm(problem, x0, iterations) if fit_names else x0
     values = problem.values(x)
     r = problem.residuals(x)
-    intervals = _bootstrap(problem, x, runs, bootstrap, seed) if fit_names else {}
+    resampled = any(run.requests is not None for run in runs)  # reported statistics alone: nothing to resample
+    intervals = _bootstrap(problem, x, runs, bootstrap, seed) if fit_names and resampled else {}
     curves: list[dict[str, Any]] = []
     per_file = _per_file(model, runs, setup, values, curves)
     loo = _leave_one_out(model, runs, setup, base, fit_names, x) if leave_one_out and len(runs) > 1 and fit_names \
@@ -289,7 +316,7 @@ def calibrate(model, files: Sequence[str | Path | MeasuredRun], *, gpu: str = "h
                                    "tpot_p90_error", "tpot_p99_error"])
     return Calibration(values=values, prior=base, fitted=fit_names, not_fitted=not_fitted, intervals=intervals,
                        per_file=per_file, leave_one_out=loo,
-                       setup={"model": model.name, **setup}, residual_rms=float(np.sqrt(np.mean(r ** 2))),
+                       setup={"model": model_ref, **setup}, residual_rms=float(np.sqrt(np.mean(r ** 2))),
                        files=[run.name for run in runs], curves=curves)
 
 
@@ -429,7 +456,12 @@ def read_operations(path: str | Path) -> pd.DataFrame:
 
     text = read_text_limited(path, what="operations file", max_bytes=MAX_OPERATION_FILE_BYTES,
                              cap="MAX_OPERATION_FILE_BYTES")
-    reader = csv.reader(io.StringIO(text))
+    reader = csv.reader(io.StringIO(text.lstrip("\ufeff"), newline=None))  # a byte-order mark (a spreadsheet's) is no column
+    try:
+        table = list(reader)
+    except csv.Error as exc:
+        raise ConfigError(f"{path}: not a CSV depgraph can read (line {reader.line_num}: {exc})") from None
+    reader = iter(table)
     header = next(reader, None)
     if header is None or [h.strip() for h in header] != list(OPERATION_COLUMNS):
         raise ConfigError(f"{path}: header: expected {','.join(OPERATION_COLUMNS)}, got "
@@ -458,9 +490,10 @@ def read_operations(path: str | Path) -> pd.DataFrame:
             except ValueError:
                 raise ConfigError(f"{path}: row {n}: {name}: expected a number, got {raw[:20]!r}") from None
             integer = name != "seconds"
-            if not math.isfinite(v) or v <= 0 or (integer and v != int(v)) or v > 1e9:
+            top = {"batch": 65_536, "prompt_tokens": 10_000_000, "context_tokens": 10_000_000}.get(name, 1e6)
+            if not math.isfinite(v) or v <= 0 or (integer and v != int(v)) or v > top:
                 raise ConfigError(f"{path}: row {n}: {name}: expected {'a whole number' if integer else 'seconds'}"
-                                  f" above 0 and at most 1e9, got {raw[:20]!r}")
+                                  f" above 0 and at most {top:,g}, got {raw[:20]!r}")
             vals[name] = v
         rows.append((op, int(vals.get("prompt_tokens", 0)), int(vals.get("batch", 0)),
                      int(vals.get("context_tokens", 0)), vals["seconds"]))
@@ -479,6 +512,7 @@ def calibrate_operations(model, path: str | Path, *, gpu: str = "h200", tp: int 
     Intervals: a bootstrap over rows (each resample refitted)."""
     from ..specs.cost import CostModel
 
+    model_ref = _model_ref(model)
     model = load_model(model)
     ops = read_operations(path)
     prior = prior or LoadModel()
@@ -563,5 +597,5 @@ def calibrate_operations(model, path: str | Path, *, gpu: str = "h200", tp: int 
     r = np.concatenate(residuals)
     return Calibration(values=values, prior=base, fitted=fitted, not_fitted=not_fitted, intervals=intervals,
                        per_file=pd.DataFrame(rows), leave_one_out=pd.DataFrame(),
-                       setup={"model": model.name, "gpu": gpu, "tp": tp, "source": "operations"},
+                       setup={"model": model_ref, "gpu": gpu, "tp": tp, "source": "operations"},
                        residual_rms=float(np.sqrt(np.mean(r ** 2))), files=[Path(path).name], curves=curves)

@@ -515,17 +515,17 @@ def loadtest(model: ModelSpec | str, *, handoff: str | None = None, qps: float |
     """
     model = load_model(model)
     if calibration is not None:
-        from ..specs.calibration import read_calibration
+        from ..specs.calibration import read_calibration  # noqa: I001
+
+        from ..specs.calibration import check_fits
 
         cal = read_calibration(calibration)
         for name in cal["values"]:
             if name in overrides:
                 raise ConfigError(f"{name}: given and also in the calibration {calibration}; give one")
-        fitted_on = cal["setup"].get("gpu")
-        gpu = overrides.get("gpu", (params or LoadModel()).gpu)
-        if fitted_on is not None and load_gpu(fitted_on).name != load_gpu(gpu).name:
-            raise ConfigError(f"gpu: the calibration {calibration} was fitted on {fitted_on}; its values do not "
-                              f"carry to {load_gpu(gpu).name}")
+        base = params or LoadModel()
+        check_fits(cal, model=model, gpu=overrides.get("gpu", base.gpu),
+                   collectives=overrides.get("collectives", base.collectives))
         overrides = {**overrides, **cal["values"]}
     deploy = None if deployment is None else parse_deployment(deployment)
     colocated = deploy is not None and deploy.kind == "colocated"

@@ -13,7 +13,7 @@ from typing import Any
 from .._files import read_text_limited
 from ..errors import ConfigError
 
-__all__ = ["FREE", "read_calibration", "MAX_CALIBRATION_BYTES"]
+__all__ = ["FREE", "read_calibration", "check_fits", "MAX_CALIBRATION_BYTES"]
 
 #: The parameters a calibration may fit, each with the bounds it stays in (seconds, or a fraction).
 FREE: dict[str, tuple[float, float]] = {
@@ -22,6 +22,41 @@ FREE: dict[str, tuple[float, float]] = {
     "decode_step_overhead_s": (1e-5, 0.5),
     "posting_base_s": (1e-5, 1.0),
 }
+def check_fits(cal: dict[str, Any], *, model: Any = None, gpu: Any = None, collectives: bool | None = None) -> None:
+    """Refuse to use a calibration where its values do not carry: another model (the fit is that model's
+    efficiency), another GPU, or all-reduces added (``collectives``) when the fit already holds them
+    (fitted without) or the other way round. Another TP, deployment, handoff or traffic is what a
+    calibration is for: predicting what was not measured."""
+    from .hardware import load_gpu
+    from .models import load_model
+
+    setup, path = cal["setup"], cal["path"]
+    fitted_model = setup.get("model")
+    if model is not None and fitted_model is not None:
+        name = load_model(model).name if isinstance(model, str) else model.name
+        try:
+            theirs = load_model(fitted_model).name
+        except ConfigError:  # a config path that no longer reads: compare as written
+            theirs = str(fitted_model)
+        if name != theirs:
+            raise ConfigError(f"model: the calibration {path} was fitted on {fitted_model}; its values do not "
+                              f"carry to {name}")
+    fitted_gpu = setup.get("gpu")
+    if gpu is not None and fitted_gpu is not None:
+        try:
+            fitted_name = load_gpu(fitted_gpu).name
+        except ConfigError as exc:
+            raise ConfigError(f"{path}: setup.gpu: {exc}") from None
+        if load_gpu(gpu).name != fitted_name:
+            raise ConfigError(f"gpu: the calibration {path} was fitted on {fitted_gpu}; its values do not carry "
+                              f"to {load_gpu(gpu).name}")
+    if collectives is not None and bool(setup.get("collectives", False)) != bool(collectives):
+        held = "holds the all-reduces (fitted without collectives)" if not setup.get("collectives") else \
+            "leaves the all-reduces out (fitted with collectives)"
+        raise ConfigError(f"collectives: the calibration {path}'s step overhead {held}; give collectives "
+                          f"{bool(setup.get('collectives', False))}")
+
+
 #: The largest calibration file read.
 MAX_CALIBRATION_BYTES = 1 << 20
 
@@ -34,8 +69,8 @@ def read_calibration(path: str | Path) -> dict[str, Any]:
                              cap="MAX_CALIBRATION_BYTES")
     try:
         data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not TOML ({exc})") from None
+    except (tomllib.TOMLDecodeError, ValueError, RecursionError) as exc:
+        raise ConfigError(f"{path}: not TOML depgraph can read ({str(exc)[:100]})") from None
     values = data.get("values")
     if not isinstance(values, dict):
         raise ConfigError(f"{path}: values: missing; expected a file depgraph calibrate -o wrote")

@@ -306,9 +306,11 @@ class _Checker:
                 raise self.fail("calibration", f"expected the path of a calibration file, got {_shown(raw)}")
             path = Path(raw) if Path(raw).is_absolute() or self.base_dir is None else self.base_dir / raw
             try:
-                values = read_calibration(path)["values"]
+                cal = read_calibration(path)
             except ConfigError as exc:
                 raise self.fail("calibration", str(exc)) from None
+            values = cal["values"]
+            self._calibration = cal
             if "mfus" in grid:
                 raise self.fail("grid.mfus", "the calibration gives the prefill MFU; leave mfus out")
             if "prefill_mfu" not in values:
@@ -342,6 +344,15 @@ class _Checker:
         self.pipeline_stages(specs, workloads, models, checked["models"])
         self.parallel_sizes(specs, models, checked["models"], checked["gpus"])
         self.loadtest_handoffs(specs)
+        if calibration:  # its values carry only to the model and GPU it was fitted on
+            from ..specs.calibration import check_fits
+
+            for m in checked["models"]:
+                for g in checked["gpus"]:
+                    try:
+                        check_fits(self._calibration, model=m, gpu=g)
+                    except ConfigError as exc:
+                        raise self.fail("calibration", str(exc)) from None
         return Scenario(name=name, description=description, grid={k: checked[k] for k in GRID_KEYS},
                         workloads=specs, source=self.source, calibration=calibration)
 
