@@ -162,8 +162,9 @@ def test_sweep_figure_panels_and_lines(sweep_table):
                                                    "decode slots held (mean)"]
     assert push.get_yscale() == pull.get_yscale() == "log"
     assert push.get_shared_y_axes().joined(push, pull)
-    # one prompt length: p50 and p99 per TTFT panel, plus the study's point
-    assert [len(ax.get_lines()) for ax in (push, pull)] == [3, 3]
+    # one prompt length: p50, p99 and the mean per TTFT panel (the study's point is a mean), plus the study's point
+    assert [len(ax.get_lines()) for ax in (push, pull)] == [4, 4]
+    assert any(line.get_label().endswith("tokens, mean") for line in push.get_lines())
     # TPOT: push and pull, two study points; slots: the same plus max_num_seqs and the 80% line
     assert len(tpot.get_lines()) == 4 and len(slots.get_lines()) == 6
 
@@ -173,10 +174,11 @@ def test_sweep_lines_carry_the_table_values(sweep_table, handoff):
     fig = plot_pushpull_sweep(sweep_table)
     d = sweep_table[sweep_table.handoff == handoff].sort_values("qps")
     ax = fig.axes[["push", "pull"].index(handoff)]
-    p50, p99 = [line for line in ax.get_lines() if line.get_gid() != "study"]
+    p50, p99, mean = [line for line in ax.get_lines() if line.get_gid() != "study"]
     np.testing.assert_allclose(p50.get_xdata(), d.qps)
     np.testing.assert_allclose(p50.get_ydata(), d.ttft_p50_s * 1e3)
     np.testing.assert_allclose(p99.get_ydata(), d.ttft_p99_s * 1e3)
+    np.testing.assert_allclose(mean.get_ydata(), d.ttft_s * 1e3)  # the mean: what the study's TTFT is
     assert p99.get_alpha() < 1 and p50.get_color() == p99.get_color()
     label = f"{handoff}, 16,384 tokens"
     (tpot,) = [line for line in fig.axes[2].get_lines() if line.get_label() == label]
@@ -210,7 +212,7 @@ def test_capacity_lines(sweep_table):
 def test_study_false_draws_no_study_points(sweep_table):
     fig = plot_pushpull_sweep(sweep_table, study=False)
     assert not any(_study_lines(ax) for ax in fig.axes)
-    assert [len(ax.get_lines()) for ax in fig.axes] == [2, 2, 2, 4]
+    assert [len(ax.get_lines()) for ax in fig.axes] == [3, 3, 2, 4]
 
 
 def test_every_handoff_gets_a_ttft_panel(sweep_table):
@@ -219,9 +221,9 @@ def test_every_handoff_gets_a_ttft_panel(sweep_table):
     fig = plot_pushpull_sweep(pd.concat([sweep_table, thread, short], ignore_index=True))
     assert [ax.get_title() for ax in fig.axes][:3] == ["TTFT, push", "TTFT, pull", "TTFT, pull-thread"]
     assert len(fig.axes) == 5
-    # push and pull at two prompt lengths: 2 x (p50, p99) and the study's point; pull-thread at one, and the
-    # study did not measure it
-    assert [len(ax.get_lines()) for ax in fig.axes[:3]] == [5, 5, 2]
+    # push and pull at two prompt lengths: 2 x (p50, p99, mean) and the study's point; pull-thread at one, and
+    # the study did not measure it
+    assert [len(ax.get_lines()) for ax in fig.axes[:3]] == [7, 7, 3]
     # TPOT: 2 prompt lengths x (push, pull), 1 of pull-thread, 2 study points
     assert len(fig.axes[3].get_lines()) == 7
 

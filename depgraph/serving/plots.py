@@ -482,9 +482,12 @@ def _ttft_panel(ax: Any, table: pd.DataFrame, h: str, color: dict[int, str], rat
                 markersize=5, linewidth=1.6, label=f"{p:,} tokens, p50")
         ax.plot(x, d["ttft_p99_s"].to_numpy(dtype=float) * scale, color=c, alpha=0.4, marker=marker,
                 markersize=3, linewidth=1.0, label=f"{p:,} tokens, p99")
+        if "ttft_s" in d:  # the mean, which the study's figure is (its marker is compared with this line)
+            ax.plot(x, d["ttft_s"].to_numpy(dtype=float) * scale, color=c, linestyle=":", linewidth=1.2,
+                    label=f"{p:,} tokens, mean")
     if study and h in STUDY_TTFT_S:
         _study_marker(ax, STUDY_TTFT_S[h] * scale, marker,
-                      f"study: {STUDY_TTFT_S[h] * 1e3:,.0f} ms (16k, {STUDY_QPS:g} req/s)")
+                      f"study: mean {STUDY_TTFT_S[h] * 1e3:,.0f} ms (16k, {STUDY_QPS:g} req/s)")
     ax.set_yscale("log")
     ax.set_title(f"TTFT, {h}", fontsize=10)
     ax.set_xlabel("request rate (req/s)")
@@ -542,6 +545,14 @@ def _sweep_title(table: pd.DataFrame) -> str:
             value = table[col].dropna().iloc[0]
             if isinstance(value, (float, np.floating)) and float(value).is_integer():
                 value = int(value)  # a column with gaps (rows of other workloads) holds floats
+            if col == "link":  # the link's rate in both units, as the text gives it
+                try:
+                    from ..specs.hardware import load_link
+
+                    rate = load_link(value).bandwidth_gbps
+                    value = f"{value} ({rate:g} Gbit/s = {rate / 8:g} GB/s)"
+                except Exception:  # a name the catalog no longer has: as written
+                    pass
             parts.append(fmt.format(value))
     return "push vs pull under load" + (": " + ", ".join(parts) if parts else "")
 

@@ -102,7 +102,10 @@ def plot_fig6(gains: pd.DataFrame):
                 continue
             lg, cl = top.loc[(fam, link)]
             ax.bar(x - 0.2, 100 * lg, 0.4, color=_ORANGE, label="layer vs global" if x == 0 else None)
-            ax.bar(x + 0.2, 100 * cl, 0.4, color=_GREEN, label="component vs layer" if x == 0 else None)
+            ax.bar(x + 0.2, 100 * cl, 0.4, color=_GREEN,
+                   label="component vs layer (too small to see: its value is written)" if x == 0 else None)
+            ax.annotate(f"{100 * cl:.2f}%", (x + 0.2, 100 * cl), xytext=(0, 2), textcoords="offset points",
+                        ha="center", va="bottom", fontsize=6, color=_GREEN, rotation=90)
             labels.append(f"{fam}\n{link}")
             x += 1
     ax.set_xticks(range(len(labels)), labels, fontsize=6)
@@ -164,7 +167,12 @@ def plot_fig9(numbers: pd.DataFrame, phase_curve: pd.DataFrame | None = None):
     if phase_curve is not None:
         for policy, colour in (("global", _GREY), ("layer", _BLUE)):
             sub = phase_curve[phase_curve.policy == policy]
-            left.plot(sub.phase, 1e3 * sub.ttft_s, color=colour, label=policy)
+            phase, ttft = sub.phase.to_numpy(dtype=float), 1e3 * sub.ttft_s.to_numpy(dtype=float)
+            # the TTFT jumps where the arrival misses a step boundary: break the line there, not a slope
+            jumps = np.flatnonzero(np.diff(ttft) > 0)
+            phase = np.insert(phase, jumps + 1, np.nan)
+            ttft = np.insert(ttft, jumps + 1, np.nan)
+            left.plot(phase, ttft, color=colour, label=policy, marker=".", markersize=3)
         left.set_xlabel("fraction of the running step elapsed at arrival")
         left.set_ylabel("new request TTFT (ms)")
         left.set_title("state arriving mid-step still waits (c = 8)")
@@ -181,12 +189,16 @@ def plot_fig9(numbers: pd.DataFrame, phase_curve: pd.DataFrame | None = None):
     centre.legend(fontsize=7)
     for variant, marker in (("c=8", "o"), ("c=32", "s")):
         sub = numbers[numbers.variant == variant]
-        right.plot(sub.prompt_tokens, np.maximum(sub.stall_ms, 1e-3), marker=marker, label=variant)
+        right.plot(sub.prompt_tokens, sub.stall_ms, marker=marker, label=variant)
+        for t, v in zip(sub.prompt_tokens, sub.stall_ms):
+            if v == 0:  # drawn at 0, where it is (a symmetric-log axis has a 0)
+                right.annotate("0 ms", (t, 0), xytext=(4, 4), textcoords="offset points", fontsize=7)
     right.set_xscale("log", base=2)
-    right.set_yscale("log")
+    right.set_yscale("symlog", linthresh=1.0)
+    right.set_ylim(bottom=0)
     right.set_xlabel("prompt tokens")
-    right.set_ylabel("extra delay on running requests (ms)")
-    right.set_title("admitting an unready request (batch-scope hook)")
+    right.set_ylabel("extra delay on running requests (ms; log above 1)")
+    right.set_title("stall when an unready request is admitted\n(batch-scope hook)", fontsize=10)
     right.legend(fontsize=8)
     return fig
 

@@ -155,25 +155,53 @@ _BLUE, _ORANGE, _GREEN = "#1f77b4", "#ff7f0e", "#2ca02c"
 
 
 def plot_bytes(table: pd.DataFrame):
-    """The study's Figure 3: bytes per request, recurrent + conv (orange)
-    stacked on KV (blue), per model and prompt."""
+    """The study's Figure 3: bytes per request per model and prompt, in two panels: the total (log
+    axis, so 55 MB and 736 MB both read), and what share of it is KV (blue) and recurrent state plus
+    conv tail (orange), stacked to 100% on a linear axis (a stack on a log axis would hide a small
+    share under its floor). Models are grouped, each named once under its prompts."""
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(7.5, 3.6), layout="constrained")
-    ax = fig.add_subplot()
-    labels = [f"{r.model}\n{r.prompt_tokens // 1024}k" for r in table.itertuples()]
-    x = np.arange(len(table))
+    fig = Figure(figsize=(9.0, 3.8), layout="constrained")
+    ax_total, ax_share = fig.subplots(1, 2)
+    models = list(dict.fromkeys(table.model))
+    x, ticks, groups = [], [], []
+    for g, model in enumerate(models):
+        rows = table[table.model == model]
+        start = len(x) + g  # a gap between the models
+        for k, r in enumerate(rows.itertuples()):
+            x.append(start + k)
+            ticks.append(f"{r.prompt_tokens // 1024}k")
+        groups.append((start + (len(rows) - 1) / 2, model))
+    x = np.array(x, dtype=float)
     kv = table.kv_bytes.to_numpy() / 1e6
     rec = (table.ssm_bytes + table.conv_bytes).to_numpy() / 1e6
-    ax.bar(x, kv, color=_BLUE, label="KV")
-    ax.bar(x, rec, bottom=kv, color=_ORANGE, label="recurrent state + conv tail")
-    for xi, total in zip(x, kv + rec):
-        ax.annotate(f"{total:.1f}", (xi, total), ha="center", va="bottom", fontsize=7)
-    ax.set_xticks(x, labels, fontsize=7)
-    ax.set_ylabel("MB per request")
-    ax.set_yscale("log")
-    ax.set_title("Handoff bytes per request (the study's Figure 3)")
-    ax.legend(fontsize=8)
+    total = kv + rec
+    ax_total.bar(x, total, color="#555555")
+    for xi, t in zip(x, total):
+        ax_total.annotate(f"{t:.1f}", (xi, t), ha="center", va="bottom", fontsize=7)
+    ax_total.set_yscale("log")
+    from matplotlib.ticker import NullFormatter, ScalarFormatter
+
+    ax_total.yaxis.set_major_formatter(ScalarFormatter())
+    ax_total.yaxis.set_minor_formatter(NullFormatter())
+    ax_total.set_ylabel("MB per request (log)")
+    ax_total.set_title("total handoff bytes", fontsize=9)
+    share_kv = 100 * kv / total
+    ax_share.bar(x, share_kv, color=_BLUE, label="KV")
+    ax_share.bar(x, 100 - share_kv, bottom=share_kv, color=_ORANGE, label="recurrent state + conv tail")
+    for xi, v in zip(x, share_kv):
+        ax_share.annotate(f"{100 - v:.0f}%", (xi, 100 - (100 - v) / 2 if v < 50 else v + (100 - v) / 2),
+                          ha="center", va="center", fontsize=7, color="black")
+    ax_share.set_ylim(0, 100)
+    ax_share.set_ylabel("share of the bytes (%)")
+    ax_share.set_title("recurrent share (orange, labelled)", fontsize=9)
+    ax_share.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    for ax in (ax_total, ax_share):
+        ax.set_xticks(x, ticks, fontsize=8)
+        for centre, model in groups:
+            ax.annotate(model, (centre, 0), xycoords=("data", "axes fraction"), xytext=(0, -22),
+                        textcoords="offset points", ha="center", va="top", fontsize=7)
+    fig.suptitle("Handoff bytes per request (the study's Figure 3)", fontsize=10)
     return fig
 
 
@@ -192,10 +220,15 @@ def plot_gains(gains: pd.DataFrame, *, model: str = "qwen3.6-35b-a3b", prompt_to
     for k, (col, colour, label) in enumerate([
         ("layer_vs_ctm", _BLUE, "layer vs compute-then-move"),
         ("layer_vs_global", _ORANGE, "layer vs global (streaming producer)"),
-        ("component_vs_layer", _GREEN, "component vs layer"),
+        ("component_vs_layer", _GREEN, "component vs layer (too small to see: its value is written)"),
     ]):
-        ax.bar(x + (k - 1) * w, sub[col].to_numpy() * 100, w, color=colour, label=label)
-    ax.axhline(15, color="grey", lw=0.8, ls="--")
+        values = sub[col].to_numpy() * 100
+        ax.bar(x + (k - 1) * w, values, w, color=colour, label=label)
+        if col == "component_vs_layer":  # too small to see as a bar: write each value over its place
+            for xi, v in zip(x + (k - 1) * w, values):
+                ax.annotate(f"{v:.2f}%", (xi, v), xytext=(0, 2), textcoords="offset points", ha="center",
+                            fontsize=6, color=colour, rotation=90, va="bottom")
+    ax.axhline(16.5, color="grey", lw=0.8, ls="--", label="the study's 16.5% (layer vs global, 25G, MFU 1.0)")
     ax.set_xticks(x, [f"{r.link}\nMFU {r.mfu:g}" for r in sub.itertuples()], fontsize=8)
     ax.set_ylabel("TTFT gain (%)")
     ax.set_title(f"{model}, {prompt_tokens // 1024}k prompt, one request, {timing} timing (the study's Figure 4)")
