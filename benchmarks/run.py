@@ -317,6 +317,8 @@ def main(argv=None) -> int:
     p.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
     p.add_argument("--repeat", type=int, default=5, help="runs per timed figure (median)")
     p.add_argument("--no-reproduce", action="store_true", help="skip timing depgraph reproduce")
+    p.add_argument("--out", default="results/benchmarks", metavar="DIR",
+                   help="folder for the figures (default results/benchmarks, outside the tracked files)")
     p.add_argument("--child-e2e", nargs=3, type=int, metavar=("REQUESTS", "WORKERS", "REPEAT"), help=argparse.SUPPRESS)
     p.add_argument("--child-networkx", nargs=2, type=int, metavar=("REQUESTS", "WORKERS"), help=argparse.SUPPRESS)
     p.add_argument("--child-loadtest", nargs=2, metavar=("DEPLOYMENT", "REQUESTS"), help=argparse.SUPPRESS)
@@ -410,7 +412,10 @@ def main(argv=None) -> int:
         ax.set_xlabel("edges")
         ax.set_ylabel("build + schedule + TTFT + frontier (s)")
         ax.legend()
-        fig.savefig(HERE / ("scaling-quick.png" if quick else "scaling.png"), dpi=110)
+        out_dir = Path(args.out)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        fig.savefig(out_dir / ("scaling-quick.png" if quick else "scaling.png"), dpi=110)
+        print(f"wrote {out_dir / ('scaling-quick.png' if quick else 'scaling.png')}", file=sys.stderr)
     except ImportError:  # pragma: no cover
         pass
 

@@ -22,7 +22,7 @@ import threading
 from pathlib import Path
 from typing import Any, Sequence
 
-from .errors import DepgraphError
+from .errors import DepgraphError, GraphError
 
 __all__ = ["main"]
 
@@ -154,7 +154,11 @@ def _build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("draw", help="draw one request's event graph (SVG, PNG, PDF or DOT)")
     _add_request_args(p)
     p.add_argument("-o", "--output", required=True, help="output file; the format follows the suffix")
-    p.add_argument("--max-nodes", type=_number(int, "--max-nodes"), default=2000)
+    p.add_argument("--max-nodes", type=_number(int, "--max-nodes"), default=2000,
+                   help="refuse to draw a graph of more nodes (default 2000: dot is slow and the drawing illegible "
+                        "beyond)")
+    p.add_argument("--render-timeout", type=_number(float, "--render-timeout"), default=60.0, metavar="S",
+                   help="seconds dot may lay the drawing out before it is stopped (default 60)")
     p.add_argument("--ranks", default="collapsed", help="collapsed (decode rank 0 stands for all, the default) or "
                                                         "expanded (every rank in its own box)")
 
@@ -787,11 +791,9 @@ def run_anomalies_command(args) -> int:
         if out is None:
             continue
         stem = out / f"{a.family}-{a.kind}-{i:02d}"
-        try:
-            svg = a.drawing().pipe(format="svg")
-        except Exception as exc:  # graphviz.ExecutableNotFound and friends
-            raise DepgraphError(f"--output: Graphviz could not render svg ({exc.__class__.__name__}); "
-                                "install Graphviz's dot (apt-get install graphviz)") from None
+        from .io.draw import render
+
+        svg = render(a.drawing(), "svg")
         atomic_write_bytes(stem.with_suffix(".svg"), svg)
         save_figure(a.figure(), stem.with_suffix(".png"))
         atomic_write_text(stem.with_suffix(".json"), _dumps(a.as_dict(), indent=2, default=str) + "\n")
@@ -1051,15 +1053,21 @@ def _cmd_draw(args) -> int:
         raise DepgraphError(f"--output: expected a file ending in .svg, .png, .pdf or .dot; got {str(out)!r}")
     S, _ = _scheduled(args)
     G = S.graph
-    dot = draw(G, schedule=S, max_nodes=args.max_nodes, ranks=args.ranks)
+    try:
+        dot = draw(G, schedule=S, max_nodes=args.max_nodes, ranks=args.ranks)
+    except GraphError as exc:  # the flag's name, not the Python argument's
+        raise DepgraphError(str(exc).replace(f"pass max_nodes={G.number_of_nodes()}",
+                                             f"give --max-nodes {G.number_of_nodes()}").replace(
+            "max_nodes=", "--max-nodes ")) from None
     if fmt in ("dot", "gv"):
         atomic_write_text(out, dot.source)
     else:
-        try:
-            data = dot.pipe(format=fmt)
-        except Exception as exc:  # graphviz.ExecutableNotFound and friends
-            raise DepgraphError(f"--output: Graphviz could not render {fmt} ({exc.__class__.__name__}); "
-                                "install Graphviz's dot (apt-get install graphviz) or write .dot") from None
+        from .io.draw import render
+
+        if G.number_of_nodes() > 500:
+            print(f"depgraph: laying out {G.number_of_nodes():,} nodes with dot (at most "
+                  f"{args.render_timeout:g} s; --render-timeout)", file=sys.stderr)
+        data = render(dot, fmt, timeout_s=args.render_timeout)
         atomic_write_bytes(out, data)
     print(f"wrote {out} ({G.number_of_nodes()} nodes, {G.number_of_edges()} edges)")
     return 0

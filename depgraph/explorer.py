@@ -121,7 +121,9 @@ def explore(model: str = "qwen3.6-35b-a3b", prompt_tokens: int = 1024, link: str
             if not draw:
                 return
             if state["drawing"] is not None:
-                display(SVG(state["drawing"].pipe(format="svg")))
+                from .io.draw import render
+
+                display(SVG(render(state["drawing"], "svg")))
             else:
                 print(state["drawing_note"])
 

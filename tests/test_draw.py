@@ -237,3 +237,24 @@ def test_plot_frontier(small_graph):
     assert first_data < first_admitted
     with pytest.raises(ConfigError, match="kinds"):
         plot_frontier(S, kinds="decode")
+
+
+def test_render_says_how_dot_failed(monkeypatch, capsys):
+    """A failed layout names what failed (not 'dot is missing' unless it is), dot's own output stays off the
+    terminal, and a layout past its budget is stopped and said."""
+    from depgraph.io.draw import render
+    from depgraph.cli import main
+
+    with pytest.raises(dg.DepgraphError, match=r"dot failed to render svg \(exit 1\): .*syntax error"):
+        render("digraph { a -> }", "svg")
+    out = capsys.readouterr()
+    assert out.out == "" and out.err == ""
+    assert render("digraph { a -> b }", "svg").startswith(b"<?xml")
+    with pytest.raises(dg.DepgraphError, match=r"dot ran past its budget of 1e-06 s"):
+        render("digraph {" + " ".join(f"n{i} -> n{i + 1};" for i in range(3000)) + "}", "svg", timeout_s=1e-6)
+    monkeypatch.setenv("PATH", "/nonexistent")
+    with pytest.raises(dg.DepgraphError, match=r"Graphviz's dot is missing"):
+        render("digraph { a -> b }", "svg")
+    monkeypatch.undo()
+    assert main(["draw", "qwen3.6-35b-a3b", "--prompt-tokens", "1024", "-o", "/tmp/never.svg", "--max-nodes", "10"]) == 2
+    assert "more than --max-nodes 10" in capsys.readouterr().err

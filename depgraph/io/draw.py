@@ -32,7 +32,36 @@ from ..core.graph import attr_key, layer_tag, request_tag
 from ..errors import ConfigError, GraphError
 from ..units import AXIS_UNITS, TIME_SCALES, UNIT_LABELS, format_duration
 
-__all__ = ["draw", "gantt", "plot_frontier"]
+__all__ = ["draw", "gantt", "plot_frontier", "render", "RENDER_TIMEOUT_S"]
+
+#: How long ``dot`` may lay a drawing out before :func:`render` stops it (seconds).
+RENDER_TIMEOUT_S = 60.0
+
+
+def render(dot_graph, fmt: str, *, timeout_s: float = RENDER_TIMEOUT_S) -> bytes:
+    """``dot_graph`` (a graphviz graph, or DOT source) laid out by Graphviz's ``dot`` as ``fmt`` (svg,
+    png, pdf), within ``timeout_s`` seconds. dot's own messages are kept off the terminal; each way it
+    can fail is said as it is: dot missing, dot past its time budget, dot failing (its first line)."""
+    import shutil
+    import subprocess
+
+    from ..errors import DepgraphError
+
+    source = dot_graph if isinstance(dot_graph, str) else dot_graph.source
+    exe = shutil.which("dot")
+    if exe is None:
+        raise DepgraphError("Graphviz's dot is missing: install it (apt-get install graphviz, brew install "
+                            "graphviz) or write the .dot source")
+    try:
+        done = subprocess.run([exe, f"-T{fmt}"], input=source.encode(), capture_output=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        raise DepgraphError(f"dot ran past its budget of {timeout_s:g} s laying out {source.count(chr(10)):,} lines "
+                            "of DOT and was stopped; draw a smaller graph, write the .dot source, or allow more "
+                            "time") from None
+    if done.returncode != 0:
+        first = (done.stderr.decode(errors="replace").strip().splitlines() or ["no message"])[0][:200]
+        raise DepgraphError(f"dot failed to render {fmt} (exit {done.returncode}): {first}")
+    return done.stdout
 
 #: Colour of each handoff component (the study's palette).
 COMPONENT_COLORS = {"kv": "#1f77b4", "ssm": "#ff7f0e", "conv": "#2ca02c"}

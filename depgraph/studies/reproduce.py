@@ -155,11 +155,13 @@ def _example_views(cost: CostModel | None = None) -> tuple[dict[str, bytes], str
     Gs = single_request(small, prompt_tokens=1024, link="25g", mfu=1.0, cost=cost)
     dot = draw(Gs, schedule=schedule(Gs, policy="layer"))
     files["graph_small_layer.dot"] = dot.source.encode("utf-8")
-    try:
-        files["graph_small_layer.svg"] = dot.pipe(format="svg")
+    from ..errors import DepgraphError
+    from ..io.draw import render
 
+    try:
+        files["graph_small_layer.svg"] = render(dot, "svg")
         for family, drawing in figure5().items():
-            files[f"fig5_{family}.svg"] = drawing.pipe(format="svg")
-    except Exception as exc:  # graphviz's dot missing: the .dot files are still there
-        return files, f"SVG drawings skipped ({exc.__class__.__name__}: {exc})"
+            files[f"fig5_{family}.svg"] = render(drawing, "svg")
+    except DepgraphError as exc:  # dot missing, stopped or failing: the .dot files are still there
+        return files, f"SVG drawings skipped ({exc})"
     return files, None
