@@ -27,7 +27,52 @@ from .errors import DepgraphError, GraphError
 __all__ = ["main"]
 
 
+#: One help text for a link, wherever a command takes one (its default is added after it).
+LINK_HELP = ("the link of one GPU: a catalog name ('depgraph links': ib-ndr, roce-100g, 25g, ...), '<n>gbps' "
+             "(gigabits per second) or '<n>GBps' (gigabytes per second)")
+
+#: Help for the options many commands share, where a command gives none of its own.
+_COMMON_HELP = {
+    "--json": "print the result as one JSON object instead of text",
+    "--prompt-tokens": "prompt length, in tokens",
+    "--out-tokens": "output tokens per request",
+    "--num-prompts": "requests in the run (as vllm bench serve --num-prompts)",
+    "--max-num-seqs": "decode slots of one server (vLLM --max-num-seqs)",
+    "--tp": "tensor-parallel size of each server (both sides unless --prefill-tp / --decode-tp)",
+    "--seed": "random seed of the arrivals and draws",
+    "--max-candidates": "the most deployments tried (over it, the smallest of each kind, half each)",
+    "--slo-ttft-ms": "time-to-first-token target, ms",
+    "--slo-tpot-ms": "time-per-output-token target, ms",
+    "model": "a catalog model (depgraph models) or the path of a Hugging Face config.json",
+    "out": "output folder (created; resumed if it holds an unfinished run)",
+}
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """Every option's help says its default (where it has one and the text does not already)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        if (action.option_strings and default not in (None, False, argparse.SUPPRESS) and "default" not in text.lower()
+                and not isinstance(action, (argparse._HelpAction, argparse._VersionAction))):
+            shown = ",".join(map(str, default)) if isinstance(default, (tuple, list)) else default
+            text += f" (default {shown})"
+        return text
+
+
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("formatter_class", _HelpFormatter)
+        super().__init__(*args, **kwargs)
+
+    def add_argument(self, *args, **kwargs):
+        if "help" not in kwargs:
+            key = next((a for a in args if a.startswith("--")), args[0] if args else None)
+            if key in _COMMON_HELP:
+                kwargs["help"] = _COMMON_HELP[key]
+        return super().add_argument(*args, **kwargs)
+
     def error(self, message: str) -> None:  # one line, no usage block
         self.exit(2, f"depgraph: error: {message} (see '{self.prog} --help')\n")
 
@@ -79,8 +124,8 @@ def _add_request_args(p: argparse.ArgumentParser) -> None:
 
     p.add_argument("model", help="catalog name (see 'depgraph models') or path to a config.json")
     p.add_argument("--prompt-tokens", type=_number(int, "--prompt-tokens"), required=True, metavar="N")
-    p.add_argument("--link", default=DEFAULT_LINK, help=f"a link from 'depgraph links' (ib-ndr, roce-100g, 25g, ...) or "
-                   f"'<n>gbps' (default {DEFAULT_LINK}: one InfiniBand NDR NIC per GPU)")
+    p.add_argument("--link", default=DEFAULT_LINK,
+                   help=f"{LINK_HELP} (default {DEFAULT_LINK}: one InfiniBand NDR NIC per GPU, 400 Gbit/s)")
     p.add_argument("--mfu", type=_number(float, "--mfu"), default=None,
                    help=f"prefill MFU in (0, 1] (default {DEFAULT_MFU}; the handoff study ran 0.4 and 1.0)")
     p.add_argument("--timing", default="handoff", help="handoff or migration (default handoff)")
@@ -219,7 +264,7 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--collectives", action="store_true", default=None,
                    help="add the cost model's per-layer all-reduces to every prefill and decode step (for an MFU "
                         "and step overhead measured without them; the defaults are fitted with them inside)")
-    p.add_argument("--link", default=None, help="per-GPU link (default ib-ndr: 400 Gbit/s, the study's bandwidth)")
+    p.add_argument("--link", default=None, help=f"{LINK_HELP} (default ib-ndr: 400 Gbit/s, the study's bandwidth)")
     p.add_argument("--gpu", default=None, help="GPU of the prefill and decode servers (default h200, the study's)")
     p.add_argument("--seed", type=_number(int, "--seed"), default=0)
     p.add_argument("--arrival", default="poisson", help="poisson or constant")
@@ -420,8 +465,7 @@ def add_capacity_command(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--max-num-seqs", type=_number(int, "--max-num-seqs"), required=True, metavar="S",
                    help="slots of one decode server (vLLM --max-num-seqs)")
     p.add_argument("--link", default=DEFAULT_LINK,
-                   help=f"link of one GPU: pcie5, 400g, ..., '<n>gbps' (gigabits/s) or '<n>GBps' (gigabytes/s) "
-                        f"(default {DEFAULT_LINK}: 400 Gbit/s, the push vs pull study's bandwidth)")
+                   help=f"{LINK_HELP} (default {DEFAULT_LINK}: 400 Gbit/s, the push vs pull study's bandwidth)")
     p.add_argument("--tp", type=_number(int, "--tp"), default=1, metavar="P",
                    help="tensor-parallel degree; each GPU sends its own slice over its own link (default 1)")
     _add_side_flags(p, pp_default=1)
@@ -637,7 +681,7 @@ def add_calibrate_command(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--max-num-batched-tokens", type=_number(int, "--max-num-batched-tokens"), default=None,
                    metavar="N", help="the server's token budget (default vLLM's for the GPU)")
     p.add_argument("--no-chunked-prefill", action="store_true", help="the server ran without chunked prefill")
-    p.add_argument("--link", default=None, help="the link between prefill and decode GPUs (default the load model's)")
+    p.add_argument("--link", default=None, help=f"{LINK_HELP} (default ib-ndr, the load model's)")
     p.add_argument("--router", default=None, help="round-robin or least-outstanding (several servers)")
     p.add_argument("--prefill-pp", type=_number(int, "--prefill-pp"), default=None, metavar="P",
                    help="pipeline stages of the prefill side (default 1)")

@@ -266,3 +266,33 @@ def test_no_fork_server_for_a_workers_value_the_parser_refuses(monkeypatch, argv
     monkeypatch.setattr(_workers, "warm_up", lambda more=(): calls.append(more))
     _warm_up(argv)
     assert calls == []
+
+
+def test_every_option_has_help_that_says_its_default():
+    import argparse
+
+    from depgraph.cli import LINK_HELP, _build_parser
+
+    parser = _build_parser()
+    (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    for name, command in sub.choices.items():
+        formatter = command._get_formatter()
+        for action in command._actions:
+            if isinstance(action, argparse._HelpAction) or action.help == argparse.SUPPRESS:
+                continue
+            flag = (action.option_strings or [action.dest])[0]
+            assert action.help, f"{name} {flag}: no help"
+            if action.option_strings and action.default not in (None, False, argparse.SUPPRESS):
+                assert "default" in formatter._get_help_string(action).lower(), f"{name} {flag}: default not said"
+            if flag == "--link":
+                assert action.help.startswith(LINK_HELP), f"{name} --link: another help text"
+
+
+def test_version():
+    import subprocess
+    import sys
+
+    from depgraph import __version__
+
+    done = subprocess.run([sys.executable, "-m", "depgraph.cli", "--version"], capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout.strip() == f"depgraph {__version__}"
