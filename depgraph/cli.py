@@ -202,6 +202,9 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-nodes", type=_number(int, "--max-nodes"), default=2000,
                    help="refuse to draw a graph of more nodes (default 2000: dot is slow and the drawing illegible "
                         "beyond)")
+    p.add_argument("--full", action="store_true",
+                   help=f"draw every event; by default a graph of more than {_SUMMARY_NODES} is summarised (each "
+                        "kind of work on each device in groups of layers, one box per group)")
     p.add_argument("--render-timeout", type=_number(float, "--render-timeout"), default=60.0, metavar="S",
                    help="seconds dot may lay the drawing out before it is stopped (default 60)")
     p.add_argument("--ranks", default="collapsed", help="collapsed (decode rank 0 stands for all, the default) or "
@@ -1087,6 +1090,10 @@ def _expected_breakdown(args, point, expected_ttft_s: float) -> dict:
     return {"breakdown_s": acc, "breakdown_quadrature_remainder_s": remainder}
 
 
+#: A drawing of more events than this is summarised unless --full.
+_SUMMARY_NODES = 120
+
+
 def _cmd_draw(args) -> int:
     from .io.draw import draw
     from .io.atomic import atomic_write_bytes, atomic_write_text
@@ -1097,8 +1104,17 @@ def _cmd_draw(args) -> int:
         raise DepgraphError(f"--output: expected a file ending in .svg, .png, .pdf or .dot; got {str(out)!r}")
     S, _ = _scheduled(args)
     G = S.graph
+    summary = ""
     try:
-        dot = draw(G, schedule=S, max_nodes=args.max_nodes, ranks=args.ranks)
+        if not args.full and G.number_of_nodes() > _SUMMARY_NODES:  # stays readable at any depth
+            from .io.draw import summarise_graph
+
+            H = summarise_graph(G, schedule=S)
+            summary = (f"; summarised: {G.number_of_nodes()} events in {H.number_of_nodes()} boxes, red on the "
+                       "critical path (--full draws every event)")
+            dot = draw(H, max_nodes=args.max_nodes)
+        else:
+            dot = draw(G, schedule=S, max_nodes=args.max_nodes, ranks=args.ranks)
     except GraphError as exc:  # the flag's name, not the Python argument's
         raise DepgraphError(str(exc).replace(f"pass max_nodes={G.number_of_nodes()}",
                                              f"give --max-nodes {G.number_of_nodes()}").replace(
@@ -1113,7 +1129,7 @@ def _cmd_draw(args) -> int:
                   f"{args.render_timeout:g} s; --render-timeout)", file=sys.stderr)
         data = render(dot, fmt, timeout_s=args.render_timeout)
         atomic_write_bytes(out, data)
-    print(f"wrote {out} ({G.number_of_nodes()} nodes, {G.number_of_edges()} edges)")
+    print(f"wrote {out} ({G.number_of_nodes()} nodes, {G.number_of_edges()} edges{summary})")
     return 0
 
 

@@ -258,3 +258,23 @@ def test_render_says_how_dot_failed(monkeypatch, capsys):
     monkeypatch.undo()
     assert main(["draw", "qwen3.6-35b-a3b", "--prompt-tokens", "1024", "-o", "/tmp/never.svg", "--max-nodes", "10"]) == 2
     assert "more than --max-nodes 10" in capsys.readouterr().err
+
+
+def test_a_large_drawing_is_summarised_and_stays_readable(tmp_path, capsys):
+    """64 decode layers draw as a few boxes per kind and device: every event is in exactly one box, the
+    boxes on the critical path are marked, and --full still draws every event."""
+    from depgraph.cli import main
+    from depgraph.io.draw import summarise_graph
+
+    G = dg.single_request("qwen3.6-35b-a3b", prompt_tokens=1024, link="25g", mfu=0.4, gpu="study-effective")
+    S = dg.schedule(G, policy="layer")
+    H = summarise_graph(S.graph, schedule=S)
+    counts = [int(d["summary_label"].split("\n")[0].split("×")[1]) for _, d in H.nodes(data=True)]
+    assert sum(counts) == G.number_of_nodes() and H.number_of_nodes() < G.number_of_nodes() / 5
+    assert any(d["critical"] for _, d in H.nodes(data=True))
+    assert nx.is_directed_acyclic_graph(H)
+    out = tmp_path / "g.svg"
+    assert main(["draw", "qwen3.6-35b-a3b", "--prompt-tokens", "1024", "-o", str(out)]) == 0
+    assert "summarised: 252 events in" in capsys.readouterr().out
+    assert main(["draw", "qwen3.6-35b-a3b", "--prompt-tokens", "1024", "-o", str(out), "--full"]) == 0
+    assert "summarised" not in capsys.readouterr().out
