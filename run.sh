@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# depgraph's two commands. Each sets up what it needs on first use:
+# depgraph's commands (the README opens with the first two). Each sets up what it needs on first use:
 #   ./run.sh reproduce [OUT]    reproduce the studies into OUT (default: results/)
 #   ./run.sh test [ARGS...]     run the whole test suite (ARGS go to pytest)
 #   ./run.sh notebook           open the notebooks in JupyterLab (installs it once)
@@ -30,8 +30,8 @@ install_dot() {
     fi
     if command -v apt-get >/dev/null 2>&1 && { [ "$(id -u)" = 0 ] || [ -n "$sudo" ]; }; then
         echo "depgraph: installing Graphviz (dot) with apt-get" >&2
-        $sudo apt-get update -qq >/dev/null
-        DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq graphviz >/dev/null
+        $sudo apt-get update -qq >/dev/null || true
+        DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq graphviz >/dev/null || true
     elif command -v brew >/dev/null 2>&1; then
         brew install graphviz
     fi
@@ -51,8 +51,8 @@ install_browser() {
     fi
     if command -v apt-get >/dev/null 2>&1 && { [ "$(id -u)" = 0 ] || [ -n "$sudo" ]; }; then
         echo "depgraph: installing a headless browser (chromium) with apt-get, for the report.html test" >&2
-        $sudo apt-get update -qq >/dev/null
-        DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq chromium >/dev/null
+        $sudo apt-get update -qq >/dev/null || true
+        DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq chromium >/dev/null || true
     fi
     for b in chromium chromium-browser google-chrome; do command -v "$b" >/dev/null 2>&1 && return 0; done
     echo "depgraph: a headless Chromium is missing and could not be installed here." >&2

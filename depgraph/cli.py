@@ -1104,14 +1104,26 @@ def _cmd_draw(args) -> int:
         raise DepgraphError(f"--output: expected a file ending in .svg, .png, .pdf or .dot; got {str(out)!r}")
     S, _ = _scheduled(args)
     G = S.graph
+    from ._validate import one_of, positive_number
+
+    ranks = one_of("--ranks", args.ranks, ("collapsed", "expanded"))
+    positive_number("--render-timeout", args.render_timeout, upper=3600.0)
     summary = ""
+    drawn = G.number_of_nodes()
     try:
         if not args.full and G.number_of_nodes() > _SUMMARY_NODES:  # stays readable at any depth
             from .io.draw import summarise_graph
 
-            H = summarise_graph(G, schedule=S)
-            summary = (f"; summarised: {G.number_of_nodes()} events in {H.number_of_nodes()} boxes, red on the "
-                       "critical path (--full draws every event)")
+            shown = G
+            decode_ranks = sorted({r for _, r in G.nodes(data="rank") if r is not None})
+            if ranks == "collapsed" and len(decode_ranks) > 1:  # rank 0 stands for every rank, as draw does
+                shown = G.subgraph([n for n, r in G.nodes(data="rank") if r is None or r == decode_ranks[0]])
+            H = summarise_graph(shown, schedule=S)
+            H.graph["TTFT"] = f"{S.ttft_s * 1e3:.3f} ms" if S.token_nodes() else None
+            drawn = H.number_of_nodes()
+            summary = (f"; summarised: {shown.number_of_nodes()} events in {drawn} boxes, red on the critical "
+                       "path" + (f", decode rank {decode_ranks[0]} of {len(decode_ranks)} shown" if shown is not G
+                                 else "") + " (--full draws every event)")
             dot = draw(H, max_nodes=args.max_nodes)
         else:
             dot = draw(G, schedule=S, max_nodes=args.max_nodes, ranks=args.ranks)
@@ -1124,8 +1136,8 @@ def _cmd_draw(args) -> int:
     else:
         from .io.draw import render
 
-        if G.number_of_nodes() > 500:
-            print(f"depgraph: laying out {G.number_of_nodes():,} nodes with dot (at most "
+        if drawn > 500:
+            print(f"depgraph: laying out {drawn:,} nodes with dot (at most "
                   f"{args.render_timeout:g} s; --render-timeout)", file=sys.stderr)
         data = render(dot, fmt, timeout_s=args.render_timeout)
         atomic_write_bytes(out, data)

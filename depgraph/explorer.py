@@ -96,8 +96,18 @@ def explore(model: str = "qwen3.6-35b-a3b", prompt_tokens: int = 1024, link: str
         "at": W.FloatSlider(value=0.0, min=0.0, max=1.0, step=0.001, description="time (s)", readout_format=".3f"),
     }
     out = W.Output()
+    busy = [False]
 
     def update(*_):
+        if busy[0]:  # a change made by this update (the time slider clamped to a shorter run): already drawn
+            return
+        busy[0] = True
+        try:
+            _update()
+        finally:
+            busy[0] = False
+
+    def _update():
         values = {k: c.value for k, c in controls.items() if k != "at"}
         with out:
             out.clear_output(wait=True)

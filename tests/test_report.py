@@ -133,3 +133,16 @@ def test_report_html_opens_in_a_real_browser(run, tmp_path):
     subprocess.run(args + [f"--screenshot={shot}", "--window-size=1280,2400", page.as_uri()], capture_output=True,
                    timeout=120)
     assert shot.stat().st_size > 10_000
+
+
+def test_a_claim_text_with_a_bar_or_a_line_break_stays_in_its_cells(tmp_path):
+    from depgraph.studies.report import _claims_section, _num
+    from depgraph.studies.report_html import report_html
+
+    claims = pd.DataFrame([dict(claim="fig4.a", text="TTFT | gain\nat < 5%", unit="ms", study=1.0, depgraph=1.02,
+                                difference=0.02, tolerance=0.05, matched=True, reason="see docs/calibration.md")])
+    md = _claims_section({"single": pd.DataFrame({"a": [1]}), "replay": pd.DataFrame({"a": [1]})}, claims)
+    html = report_html(md, tmp_path, claims)
+    assert '<tr id="claim-fig4.a" data-matched="yes">' in html and "TTFT | gain at &lt; 5%" in html
+    assert "1 match within the stated tolerance, 0 more" in md  # a reason naming the doc is not a fit
+    assert [_num(v) for v in (4e-5, -0.0, 262144.0)] == ["0.00004", "0", "262144"] and _num(-0.0, signed=True) == "+0"

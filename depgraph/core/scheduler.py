@@ -364,7 +364,9 @@ class Schedule:
         table = frontier(self, admitted=admitted, kinds=kinds, per=per)
         if at is None:
             return table
-        if isinstance(at, bool) or not isinstance(at, (int, float)) or not math.isfinite(at) or at < 0:
+        import numbers
+
+        if isinstance(at, bool) or not isinstance(at, numbers.Real) or not math.isfinite(at) or at < 0:
             raise GraphError(f"at: expected a time in seconds, finite and >= 0, got {at!r}")
 
         def width(part: pd.DataFrame) -> int:

@@ -387,7 +387,9 @@ def summarise_graph(G: nx.DiGraph, *, schedule: Any = None, groups: int = 8) -> 
     it stands for and their total work; an edge joins two summary nodes when some edge joins their
     members. With ``schedule``, each summary node also carries the span of its members (first start
     to last finish) and ``critical`` when one of them is on the critical path. A drawing of the summary
-    stays readable at any depth (64 layers draw as 8 boxes per row instead of 64).
+    stays readable at any depth (64 layers draw as 8 boxes per row instead of 64). Groups whose events
+    interleave (requests taking turns on a shared link) can point at each other both ways: a summary
+    shows which groups depend on which, not an order to run them in.
 
     >>> import depgraph as dg
     >>> G = dg.single_request("qwen3.6-35b-a3b", prompt_tokens=1024)
@@ -408,7 +410,9 @@ def summarise_graph(G: nx.DiGraph, *, schedule: Any = None, groups: int = 8) -> 
         key = (d.get("request"), d.get("device"), d.get("kind"), bucket)
         key_of[n] = key
         entry = info.setdefault(key, {"members": 0, "work_s": 0.0, "layers": [], "start": [], "finish": [],
-                                      "critical": False, "d": d})
+                                      "critical": False, "components": []})
+        if d.get("component") and d["component"] not in entry["components"]:
+            entry["components"].append(d["component"])
         entry["members"] += 1
         entry["work_s"] += float(d.get("duration_s") or 0.0)
         if isinstance(layer, int):
@@ -421,14 +425,23 @@ def summarise_graph(G: nx.DiGraph, *, schedule: Any = None, groups: int = 8) -> 
     names = {}
     for key, e in info.items():
         request, device, kind, _ = key
-        span = f"layers {min(e['layers'])}–{max(e['layers'])}" if e["layers"] else "—"
-        name = f"{kind} {span}" + (f" r{request}" if request is not None else "") + (f" @{device}" if device else "")
+        # a box of several components' sends is drawn in the neutral colour; its label names them
+        order = {"kv": 0, "ssm": 1, "conv": 2}
+        component = ("+".join(sorted(e["components"], key=lambda c: (order.get(c, 3), str(c))))
+                     if kind in ("send", "arrive") and e["components"] else None)
+        low, high = (min(e["layers"]), max(e["layers"])) if e["layers"] else (None, None)
+        span = ("—" if low is None else f"layer {low}" if low == high else f"layers {low}–{high}")
+        name = (f"{kind}{f' {component}' if component else ''} {span}" + (f" r{request}" if request is not None else "")
+                + (f" @{device}" if device is not None else ""))
         names[key] = name
-        label = f"{kind} ×{e['members']}\n{span}\n{format_duration(e['work_s'])} of work"
+        label = f"{kind}{f' {component}' if component else ''} ×{e['members']}\n{span}"
+        if e["work_s"] > 0:
+            label += f"\n{format_duration(e['work_s'])} of work"
         if e["start"]:
             label += f"\n{min(e['start']) * 1e3:.2f}–{max(e['finish']) * 1e3:.2f} ms"
         H.add_node(name, kind=kind, device=device, request=request, duration_s=0.0, summary_label=label,
-                   critical=e["critical"])
+                   critical=e["critical"], **({"component": e["components"][0]} if len(e["components"]) == 1
+                                              and kind in ("send", "arrive") else {}))
     for u, v in G.edges:
         a, b = key_of[u], key_of[v]
         if a != b:

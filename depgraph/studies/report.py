@@ -44,7 +44,7 @@ def claim_source(claim: str) -> tuple[str, str, str]:
 def claim_summary(claims: pd.DataFrame) -> dict[str, int]:
     """Claims matched (fits apart), fits (matched because a value was fitted to them), misses explained
     (with a reason) and unexplained."""
-    fit = claims.reason.fillna("").str.contains("calibrat")
+    fit = claims.reason.fillna("").str.contains(r"\bcalibrat(?:ed|ion point)\b", regex=True)
     matched = claims.matched.astype(bool)
     reasoned = claims.reason.fillna("").str.strip() != ""
     return {"claims": len(claims), "matched": int((matched & ~fit).sum()), "fits": int((matched & fit).sum()),
@@ -55,8 +55,12 @@ def _num(v: float, *, signed: bool = False) -> str:
     """One format for a column of numbers: positional, at most four decimals, no exponent."""
     import numpy as np
 
-    text = np.format_float_positional(float(v), precision=4, unique=True, trim="-")
-    return "+" + text if signed and float(v) >= 0 else text
+    v = float(v) + 0.0  # no negative zero
+    if v != 0 and abs(v) < 0.01:  # small values keep four significant digits, not four decimals
+        text = np.format_float_positional(v, precision=4, unique=True, fractional=False, trim="-")
+    else:
+        text = np.format_float_positional(v, precision=4, unique=True, trim="-")
+    return "+" + text if signed and not text.startswith("-") else text
 
 
 def _table_md(df: pd.DataFrame, floatfmt: str = "{:.3f}") -> str:
@@ -65,10 +69,8 @@ def _table_md(df: pd.DataFrame, floatfmt: str = "{:.3f}") -> str:
     for row in df.itertuples(index=False):
         cells = []
         for v in row:
-            if isinstance(v, float):
-                cells.append(floatfmt.format(v))
-            else:
-                cells.append(str(v))
+            text = floatfmt.format(v) if isinstance(v, float) else str(v)
+            cells.append(" ".join(text.split()).replace("|", "\\|"))  # one line; a | stays in its cell
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

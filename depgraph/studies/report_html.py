@@ -116,7 +116,9 @@ def _markdown(text: str, out_dir: Path, carried: dict[str, list[str]]) -> str:
             flush()
             rows = []
             while i < len(lines) and lines[i].startswith("|"):
-                cells = [c.strip() for c in lines[i].strip().strip("|").split("|")]
+                cells = [c.strip().replace("\\|", "|")
+                         for c in re.split(r"(?<!\\)\|", lines[i].strip()[1:-1] if lines[i].strip().endswith("|")
+                                           else lines[i].strip()[1:])]
                 if not all(re.fullmatch(r":?-{3,}:?", c) for c in cells):
                     rows.append(cells)
                 i += 1
@@ -215,12 +217,14 @@ def report_html(markdown_text: str, out_dir: str | Path, claims: pd.DataFrame) -
         if figure:
             carried.setdefault(figure, []).append(claim)
     body = _markdown(markdown_text, out_dir, carried)
-    # every figure a claim names is on the page, whether or not the Markdown shows it
+    # every figure a claim names, and every other figure and drawing the run wrote, is on the page too
     shown = set(re.findall(r'<figure id="([^"]+)"', body))
-    extra = [_figure(out_dir / "figures" / name, name, cs) for name, cs in carried.items()
+    names = list(carried) + sorted(p.name for p in (out_dir / "figures").glob("*")
+                                   if p.suffix.lower() in (".png", ".svg") and p.name not in carried)
+    extra = [_figure(out_dir / "figures" / name, name, carried.get(name, [])) for name in names
              if _anchor(name) not in shown]
     if extra:
-        body += '\n<h2 id="more-figures">Figures the claims come from</h2>\n' + "\n".join(extra)
+        body += '\n<h2 id="more-figures">More figures and drawings</h2>\n' + "\n".join(extra)
     filters = ('<div id="filters"><label>filter claims <input id="claim-filter" type="search" '
                'placeholder="text in any column"></label> <label>show <select id="claim-matched">'
                '<option value="all">all</option><option value="yes">matched</option>'
