@@ -22,17 +22,20 @@ need_python() {
     exit 1
 }
 
-install_dot() {
-    command -v dot >/dev/null 2>&1 && return 0
+apt_install() {  # apt_install PACKAGE WHAT: apt-get it as root or with passwordless sudo; 1 when neither can run
     local sudo=""
     if [ "$(id -u)" != 0 ]; then
-        if command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then sudo="sudo -n"; fi
+        if command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then sudo="sudo -n"; else return 1; fi
     fi
-    if command -v apt-get >/dev/null 2>&1 && { [ "$(id -u)" = 0 ] || [ -n "$sudo" ]; }; then
-        echo "depgraph: installing Graphviz (dot) with apt-get" >&2
-        $sudo apt-get update -qq >/dev/null || true
-        DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq graphviz >/dev/null || true
-    elif command -v brew >/dev/null 2>&1; then
+    command -v apt-get >/dev/null 2>&1 || return 1
+    echo "depgraph: installing $2 with apt-get" >&2
+    $sudo apt-get update -qq >/dev/null || true
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "$1" >/dev/null || true
+}
+
+install_dot() {
+    command -v dot >/dev/null 2>&1 && return 0
+    if ! apt_install graphviz "Graphviz (dot)" && command -v brew >/dev/null 2>&1; then
         brew install graphviz
     fi
     if ! command -v dot >/dev/null 2>&1; then
@@ -43,18 +46,15 @@ install_dot() {
     fi
 }
 
+have_browser() {
+    for b in chromium chromium-browser google-chrome; do command -v "$b" >/dev/null 2>&1 && return 0; done
+    return 1
+}
+
 install_browser() {
-    for b in chromium chromium-browser google-chrome; do command -v "$b" >/dev/null 2>&1 && return 0; done
-    local sudo=""
-    if [ "$(id -u)" != 0 ]; then
-        if command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then sudo="sudo -n"; fi
-    fi
-    if command -v apt-get >/dev/null 2>&1 && { [ "$(id -u)" = 0 ] || [ -n "$sudo" ]; }; then
-        echo "depgraph: installing a headless browser (chromium) with apt-get, for the report.html test" >&2
-        $sudo apt-get update -qq >/dev/null || true
-        DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq chromium >/dev/null || true
-    fi
-    for b in chromium chromium-browser google-chrome; do command -v "$b" >/dev/null 2>&1 && return 0; done
+    have_browser && return 0
+    apt_install chromium "a headless browser (chromium), for the report.html test" || true
+    have_browser && return 0
     echo "depgraph: a headless Chromium is missing and could not be installed here." >&2
     echo "  Install it with: sudo apt-get install chromium   (Debian/Ubuntu)" >&2
     exit 1

@@ -387,11 +387,9 @@ def run_sweep_command(args: argparse.Namespace) -> int:
             raise DepgraphError(f"--calibration: {args.scenario} names its own calibration; give one or the other")
         cal = read_calibration(args.calibration)
         values = cal["values"]
-        from .specs.calibration import check_fits
+        from .specs.calibration import check_fits_grid
 
-        for m in scenario.grid["models"]:
-            for g in (args.gpu or scenario.grid["gpus"]):
-                check_fits(cal, model=m, gpu=g)
+        check_fits_grid(cal, models=scenario.grid["models"], gpus=args.gpu or scenario.grid["gpus"])
         if "prefill_mfu" not in values:
             raise DepgraphError(f"--calibration: {args.calibration} has no prefill_mfu")
         print(f"calibration {args.calibration}: the grid's mfus {list(scenario.grid['mfus'])} replaced by the fitted "
@@ -1005,6 +1003,7 @@ def _cmd_bytes(args) -> int:
 
 
 def _cmd_ttft(args) -> int:
+    from .core.scheduler import work_by_kind
     from .workloads import stall_s
     from .workloads.batching import step_admission_expectation
 
@@ -1020,7 +1019,7 @@ def _cmd_ttft(args) -> int:
         "frontier_max_data": int(S.frontier(admitted=False, kinds=("decode",))["width"].max()),
         "breakdown_s": {k: v for k, v in parts.items() if k != "total_s"},
         "critical_path_nodes": len(S.critical_path()),
-        "work_s": _work_by_kind(S),
+        "work_s": work_by_kind(S),
     }
     out.update({k: G.graph[k] for k in ("prefill_tp", "decode_tp", "prefill_pp", "decode_pp", "nic") if k in G.graph})
     if len(S.ttft_by_request) > 1:
@@ -1064,12 +1063,6 @@ def _cmd_ttft(args) -> int:
 
 #: Arrival phases (midpoints of equal bins) the expected critical-path breakdown averages over.
 _PHASES = 128
-
-
-def _work_by_kind(S) -> dict[str, float]:
-    from .core.scheduler import work_by_kind
-
-    return work_by_kind(S)
 
 
 def _expected_breakdown(args, point, expected_ttft_s: float) -> dict:

@@ -434,8 +434,8 @@ class LoadResult:
                             "running": [it["running"] for it in its]})
         pools = self._trace.get("pool_bytes")
         if pools:
-            free = np.array([it["free_bytes"] for it in its], dtype=np.float64).reshape(len(its), len(pools))
-            out["kv_used"] = (1.0 - free / np.array(pools, dtype=np.float64)).max(axis=1) if len(its) else []
+            out["kv_used"] = _kv_used(np.array([it["free_bytes"] for it in its], dtype=np.float64)
+                                      .reshape(len(its), len(pools)), pools)
         return out
 
     @property
@@ -1374,10 +1374,8 @@ class _Simulation:
         return None
 
     def kv_used(self, free_bytes: np.ndarray) -> np.ndarray:
-        """Per row of free bytes (one column per stage), the share of a decode server's KV and state
-        memory in use, on its fullest stage."""
-        pools = np.array([pool.pool_bytes for pool in self.pools], dtype=np.float64)
-        return (1.0 - free_bytes / pools).max(axis=1) if len(free_bytes) else np.zeros(0)
+        """:func:`_kv_used` of this run's pools."""
+        return _kv_used(free_bytes, [pool.pool_bytes for pool in self.pools])
 
     def _occupancy(self, end: float) -> dict[str, Any]:
         """Per server, the share of the run it was busy (a decode server's loop, a prefill server's
@@ -1518,6 +1516,14 @@ class _Simulation:
 _EVENT_ORDER = {"release": 0, "ready": 1, "posted": 2, "prefilled": 3, "relayed": 4, "arrive": 5, "loop": 6,
                 "prefill_step": 7, "prefill_wake": 8}
 _LOOP_ORDER = _EVENT_ORDER["loop"]
+
+
+def _kv_used(free_bytes: np.ndarray, pool_bytes: list[int]) -> np.ndarray:
+    """Per row of free bytes (one column per pipeline stage), the share of a decode server's KV and
+    state memory in use, on its fullest stage."""
+    if not len(free_bytes):
+        return np.zeros(0)
+    return (1.0 - free_bytes / np.array(pool_bytes, dtype=np.float64)).max(axis=1)
 
 
 def _step_series(log: list[tuple[float, int]], name: str) -> pd.DataFrame:

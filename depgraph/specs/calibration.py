@@ -13,7 +13,7 @@ from typing import Any
 from .._files import read_text_limited
 from ..errors import ConfigError
 
-__all__ = ["FREE", "read_calibration", "check_fits", "MAX_CALIBRATION_BYTES"]
+__all__ = ["FREE", "read_calibration", "check_fits", "check_fits_grid", "MAX_CALIBRATION_BYTES"]
 
 #: The parameters a calibration may fit, each with the bounds it stays in (seconds, or a fraction).
 FREE: dict[str, tuple[float, float]] = {
@@ -55,6 +55,13 @@ def check_fits(cal: dict[str, Any], *, model: Any = None, gpu: Any = None, colle
             "leaves the all-reduces out (fitted with collectives)"
         raise ConfigError(f"collectives: the calibration {path}'s step overhead {held}; give collectives "
                           f"{bool(setup.get('collectives', False))}")
+
+
+def check_fits_grid(cal: dict[str, Any], *, models, gpus) -> None:
+    """:func:`check_fits` for every model and GPU of a grid (a scenario's, a sweep's)."""
+    for model in models:
+        for gpu in gpus:
+            check_fits(cal, model=model, gpu=gpu)
 
 
 #: The largest calibration file read.

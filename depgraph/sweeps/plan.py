@@ -95,9 +95,8 @@ def candidates(model, *, gpu: str, gpus: int, tps=(1, 2, 4, 8), max_num_seqs=(64
             for n in (c for c in _COUNTS if c * tp <= gpus):
                 out.append({"deployment": "colocated" if n == 1 else f"colocated:{n}", "tp": tp, "prefill_tp": tp,
                             "decode_tp": tp, "handoff": None, "max_num_seqs": seqs, "gpus": n * tp})
-        pairs = [(a, b) for a in shardable for b in shardable if max(a, b) % min(a, b) == 0] if disaggregated else []
+        pairs = [(a, b) for a in shardable for b in shardable if _pairs(a, b)] if disaggregated else []
         for ptp, dtp in pairs:
-            check_tp_pair(ptp, dtp)
             for p in _COUNTS:
                 for d in _COUNTS:
                     if p * ptp + d * dtp <= gpus:
@@ -115,6 +114,15 @@ def candidates(model, *, gpu: str, gpus: int, tps=(1, 2, 4, 8), max_num_seqs=(64
     take = [min(len(kinds[0]), max(share, max_candidates - len(kinds[1])))]
     take.append(min(len(kinds[1]), max_candidates - take[0]))
     return kinds[0][:take[0]] + kinds[1][:take[1]]
+
+
+def _pairs(prefill_tp: int, decode_tp: int) -> bool:
+    """Whether vLLM's connectors can pair the two sides' ranks (:func:`~depgraph.specs.parallel.check_tp_pair`)."""
+    try:
+        check_tp_pair(prefill_tp, decode_tp)
+    except ConfigError:
+        return False
+    return True
 
 
 def evaluate(point: dict[str, Any]) -> list[dict[str, Any]]:

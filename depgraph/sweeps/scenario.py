@@ -345,14 +345,12 @@ class _Checker:
         self.parallel_sizes(specs, models, checked["models"], checked["gpus"])
         self.loadtest_handoffs(specs)
         if calibration:  # its values carry only to the model and GPU it was fitted on
-            from ..specs.calibration import check_fits
+            from ..specs.calibration import check_fits_grid
 
-            for m in checked["models"]:
-                for g in checked["gpus"]:
-                    try:
-                        check_fits(self._calibration, model=m, gpu=g)
-                    except ConfigError as exc:
-                        raise self.fail("calibration", str(exc)) from None
+            try:
+                check_fits_grid(self._calibration, models=checked["models"], gpus=checked["gpus"])
+            except ConfigError as exc:
+                raise self.fail("calibration", str(exc)) from None
         return Scenario(name=name, description=description, grid={k: checked[k] for k in GRID_KEYS},
                         workloads=specs, source=self.source, calibration=calibration)
 
