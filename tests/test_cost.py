@@ -41,7 +41,11 @@ def test_defaults():
     assert dg.CostModel(gpu="h200", hbm_efficiency=0.7).decode_bytes_per_s == 4.8e12 * 0.7  # the field wins
     assert cm.describe() == "h100-sxm, prefill MFU 0.6, decode HBM efficiency 0.8"
     assert cm.as_dict() == {"gpu": "h100-sxm", "link": "ib-ndr", "mfu": 0.6, "hbm_efficiency": 0.8, "prefill_tp": 1,
-                            "decode_tp": 1, "prefill_pp": 1, "decode_pp": 1}
+                            "decode_tp": 1, "prefill_pp": 1, "decode_pp": 1, "expert_routing": "uniform",
+                            "attention_flops_per_key": 4.0, "token_edge": False}
+    # a non-default assumption is named wherever the cost model is described
+    assert dg.CostModel(expert_routing="zipf:0.5", token_edge=True).describe().endswith(
+        ", expert routing zipf:0.5, token edge")
     assert cm.link == dg.load_link("ib-ndr") and dg.CostModel(link="25g").link.name == "25g"
     with pytest.raises(dg.ConfigError, match=r"hbm_efficiency: expected a finite number > 0 and <= 1"):
         dg.CostModel(hbm_efficiency=1.5)
@@ -110,10 +114,10 @@ def test_gdn_layer_has_a_recurrent_term():
 @given(tokens=st.integers(1, 5000))
 def test_a_batch_touches_between_k_and_all_experts(model, layer, tokens):
     k, e = layer.experts_per_token, layer.num_experts
-    d = dg.CostModel.distinct_experts(layer, tokens)
+    d = dg.CostModel().distinct_experts(layer, tokens)
     # 1e-12 relative below k: 1 - (1 - k/E) is k/E only up to rounding.
     assert k * (1 - 1e-12) <= d <= e
-    assert d >= dg.CostModel.distinct_experts(layer, tokens - 1)  # monotone in tokens
+    assert d >= dg.CostModel().distinct_experts(layer, tokens - 1)  # monotone in tokens
     cm = dg.CostModel()
     state = layer.kv_bytes_per_token * 7 * tokens + tokens * (layer.ssm_bytes + layer.conv_bytes)
     weights = cm.decode_layer_bytes(model, layer, [7] * tokens) - state
@@ -123,7 +127,7 @@ def test_a_batch_touches_between_k_and_all_experts(model, layer, tokens):
 
 @pytest.mark.parametrize("model, layer", MOE)
 def test_expert_count_limits(model, layer):
-    d = dg.CostModel.distinct_experts
+    d = dg.CostModel().distinct_experts
     assert d(layer, 0) == 0.0
     # 1e-12 relative: as above.
     assert d(layer, 1) == pytest.approx(layer.experts_per_token, rel=1e-12)
@@ -133,7 +137,7 @@ def test_expert_count_limits(model, layer):
 
 def test_dense_layer_touches_no_routed_experts():
     layer = dg.load_model("qwen3-32b").layers[0]
-    assert dg.CostModel.distinct_experts(layer, 64) == 0.0
+    assert dg.CostModel().distinct_experts(layer, 64) == 0.0
 
 
 @pytest.mark.parametrize("model, layer", RECURRENT)

@@ -48,11 +48,29 @@ documented once, here (``docs/calibration.md`` explains the choices):
 ``recurrent_flops_per_state_elem = 4.0``
     Prefill FLOPs per prompt token per recurrent-state element (the
     recurrence's update and read-out; small next to the projections).
+``attention_flops_per_key = 4.0``
+    Prefill FLOPs of causal attention per query, per key it attends to, per
+    unit of attention width (query heads x head_dim): 2 for the scores
+    ``Q K^T`` and 2 for ``softmax x V``. A causal prompt of ``S`` tokens then
+    costs ``4 / 2 x S^2 x width``. A kernel that skips masked blocks less
+    well, or recomputes, is a larger value; the handoff study's scenarios
+    keep 4 (docs/calibration.md shows what another value does to its 32k stall).
+``expert_routing = "uniform"``
+    How a MoE layer spreads its tokens over its experts
+    (:mod:`depgraph.specs.routing`: ``uniform``, ``zipf:S``, ``hot:F:H`` or
+    a measured expert-load histogram); it sets the expected distinct
+    experts a decode batch reads.
+``token_edge = False``
+    Whether the first decode step waits for the token the prefill emits:
+    an edge from the last prefill layer to the first decode operator of the
+    request. The handoff study's model leaves it out (its Figure 9 needs
+    that); docs/calibration.md gives what each choice reproduces.
 
 Prefill time of a layer is FLOPs / (MFU x peak): ``2 x active params x S``
 for the projections, ``2 x S^2 x (query heads x head_dim)`` for causal
-attention (each query attends to at most ``W`` keys in a sliding-window
-layer: ``4 x width x (W x S - W^2 / 2)``). Decode time of a layer is
+attention (``attention_flops_per_key / 2 x S^2 x width``; each query attends
+to at most ``W`` keys in a sliding-window layer:
+``attention_flops_per_key x width x (W x S - W^2 / 2)``). Decode time of a layer is
 memory-bound: the weights the step touches (for MoE, the distinct experts
 the batch's tokens route to, in expectation) plus the KV and recurrent state
 of every request in the batch, over the effective HBM bandwidth.
@@ -83,6 +101,7 @@ from .._validate import positive_int, positive_number
 from ..errors import ConfigError
 from .hardware import DEFAULT_LINK, GPU, Link, load_gpu, load_link
 from .models import LayerSpec, ModelSpec
+from .routing import ExpertRouting, parse_routing
 from .parallel import check_pp, check_tp_pair, transfers
 
 __all__ = ["CostModel", "StepCost", "DEFAULT_GPU", "STUDY_GPU", "DEFAULT_MFU", "DEFAULT_HBM_EFFICIENCY"]
@@ -107,6 +126,9 @@ class CostModel:
     hbm_efficiency: float | None = None  # None: the GPU's own (a calibration device's), else DEFAULT_HBM_EFFICIENCY
     decode_layer_overhead_s: float = 0.0
     recurrent_flops_per_state_elem: float = 4.0
+    attention_flops_per_key: float = 4.0
+    expert_routing: ExpertRouting | str = "uniform"
+    token_edge: bool = False
     collective_efficiency: float = 0.8
     collective_latency_s: float = 10e-6
     link: Link = field(default_factory=lambda: load_link(DEFAULT_LINK))
@@ -131,6 +153,10 @@ class CostModel:
             positive_number("hbm_efficiency", self.hbm_efficiency, upper=1.0)
         positive_number("decode_layer_overhead_s", self.decode_layer_overhead_s, allow_zero=True, upper=10.0)
         positive_number("recurrent_flops_per_state_elem", self.recurrent_flops_per_state_elem, allow_zero=True, upper=1e6)
+        positive_number("attention_flops_per_key", self.attention_flops_per_key, allow_zero=True, upper=1e3)
+        object.__setattr__(self, "expert_routing", parse_routing(self.expert_routing))
+        if not isinstance(self.token_edge, bool):
+            raise ConfigError(f"token_edge: expected true or false, got {self.token_edge!r}")
         positive_number("collective_efficiency", self.collective_efficiency, upper=1.0)
         positive_number("collective_latency_s", self.collective_latency_s, allow_zero=True, upper=1.0)
 
@@ -162,12 +188,25 @@ class CostModel:
             side = [f"TP {tp}" + (f" PP {pp}" if pp > 1 else "") for tp, pp in
                     ((self.prefill_tp, self.prefill_pp), (self.decode_tp, self.decode_pp))]
             text += f", {side[0]} -> {side[1]}"
-        return text
+        return text + "".join(f", {a}" for a in self.assumptions())
+
+    def assumptions(self) -> list[str]:
+        """The named assumptions that differ from their defaults, in words (``describe`` lists them)."""
+        out = []
+        if self.expert_routing.kind != "uniform":
+            out.append(f"expert routing {self.expert_routing}")
+        if self.attention_flops_per_key != 4.0:
+            out.append(f"attention {self.attention_flops_per_key:g} FLOPs per key")
+        if self.token_edge:
+            out.append("token edge")
+        return out
 
     def as_dict(self) -> dict[str, float | str]:
         """The GPU, link, efficiencies and parallelism as JSON fields."""
         return {"gpu": self.gpu.name, "link": self.link.name, "mfu": self.mfu,
-                "hbm_efficiency": self.decode_hbm_efficiency, **self.parallel}
+                "hbm_efficiency": self.decode_hbm_efficiency, **self.parallel,
+                "expert_routing": str(self.expert_routing), "attention_flops_per_key": self.attention_flops_per_key,
+                "token_edge": self.token_edge}
 
     # ------------------------------------------------------------ prefill
 
@@ -177,7 +216,7 @@ class CostModel:
         if layer.attention_width:
             # causal attention: query i attends to i keys (at most the window), 4 x width FLOPs per key
             w = float(layer.kv_window_tokens) if layer.kv_window_tokens and layer.kv_window_tokens < s else s
-            flops += 4.0 * layer.attention_width * (w * s - w * w / 2.0)
+            flops += self.attention_flops_per_key * layer.attention_width * (w * s - w * w / 2.0)
         flops += self.recurrent_flops_per_state_elem * layer.recurrent_state_elems * s
         return flops
 
@@ -190,14 +229,12 @@ class CostModel:
 
     # ------------------------------------------------------------- decode
 
-    @staticmethod
-    def distinct_experts(layer: LayerSpec, tokens: int) -> float:
+    def distinct_experts(self, layer: LayerSpec, tokens: int) -> float:
         """Expected number of distinct routed experts ``tokens`` tokens touch
-        (uniform routing, ``k`` of ``E`` per token)."""
+        (``k`` of ``E`` per token, spread as :attr:`expert_routing` says)."""
         if not layer.num_experts:
             return 0.0
-        e, k = layer.num_experts, layer.experts_per_token
-        return e * (1.0 - (1.0 - k / e) ** tokens)
+        return self.expert_routing.distinct(layer.num_experts, layer.experts_per_token, tokens, layer.index)
 
     def decode_layer_bytes(self, model: ModelSpec, layer: LayerSpec, context_tokens: Sequence[int], *,
                            tp: int = 1) -> float:
@@ -458,8 +495,7 @@ class StepCost:
         self.state_bytes = state
         dense = sum(layer.mixer_params + layer.ffn_dense_params for layer in layers) + model.lm_head_params
         self._dense_bytes = dense * model.dtype_bytes / tp
-        self._moe = [(layer.num_experts, layer.experts_per_token, layer.expert_params) for layer in layers
-                     if layer.num_experts]
+        self._moe = [layer for layer in layers if layer.num_experts]
         self._expert_bytes: dict[int, float] = {}
         self._blocks = sum((layer.mixer_params > 0) + (layer.ffn_dense_params + layer.expert_params > 0)
                            for layer in layers)
@@ -477,7 +513,8 @@ class StepCost:
             return self._dense_bytes
         hit = self._expert_bytes.get(tokens)
         if hit is None:
-            experts = sum(e * (1.0 - (1.0 - k / e) ** tokens) * p for e, k, p in self._moe)
+            distinct = self.cost.distinct_experts
+            experts = sum(distinct(layer, tokens) * layer.expert_params for layer in self._moe)
             hit = self._dense_bytes + experts * self.model.dtype_bytes / self.tp
             if len(self._expert_bytes) < 100_000:
                 self._expert_bytes[tokens] = hit
@@ -499,10 +536,11 @@ class StepCost:
                 win_ctx[k] += min(p, w - 1)
         if not tokens:
             return 0.0
-        flops = self.flops_per_token * tokens + 4.0 * self.full_width * attn
+        per_key = self.cost.attention_flops_per_key
+        flops = self.flops_per_token * tokens + per_key * self.full_width * attn
         kv = self.full_kv_bytes_per_token * context
         for k, (_, width, kv_token) in enumerate(self.windows):
-            flops += 4.0 * width * win_keys[k]
+            flops += per_key * width * win_keys[k]
             kv += kv_token * win_ctx[k]
         memory = self.weights_bytes(tokens) + kv + self.state_bytes * len(chunks)
         step = self.overhead_s + max(flops / self._flops_per_s, memory / self._bytes_per_s)

@@ -13,8 +13,8 @@ from ..specs.cost import STUDY_GPU
 from ..core.policies import POLICY_NAMES
 from .single import study_gains
 
-__all__ = ["replay_gains", "family_summary", "figure9_numbers", "plot_fig6", "plot_fig7", "plot_fig8",
-           "plot_fig9", "FAMILY_ORDER"]
+__all__ = ["replay_gains", "family_summary", "figure9_numbers", "phase_distribution", "plot_fig6", "plot_fig7",
+           "plot_fig8", "plot_fig9", "FAMILY_ORDER"]
 
 _POINT = ["key", "model", "prompt_tokens", "link", "gpu", "mfu", "timing", "workload", "variant"]
 FAMILY_ORDER = ["k=3", "c=8", "c=32", "K=4", "K=16", "pp2-private", "pp2-shared", "pp4-private", "pp4-shared"]
@@ -40,6 +40,64 @@ def replay_gains(table: pd.DataFrame) -> pd.DataFrame:
         out["async_vs_layer"] = np.nan
         out["async_component_vs_layer"] = np.nan
     return out
+
+
+def _ttft_at_phase(admit_s: float, step_s: float, join_s: float, phase: np.ndarray) -> np.ndarray:
+    """Request-scope step admission at fixed arrival phases: boundaries at ``(1 - phase) D + k D``, the
+    request joins the first at or after ``admit_s`` and its token is that step's end."""
+    first = (1.0 - phase) * step_s
+    k = np.maximum(0.0, np.ceil((admit_s - first) / step_s - 1e-12))
+    return first + k * step_s + join_s
+
+
+def phase_distribution(table: pd.DataFrame) -> pd.DataFrame:
+    """Component vs layer readiness on continuous batching at *fixed* arrival phases, next to the
+    expectation over a uniform phase that the replay reports.
+
+    For each batch point (step admission, hook scope ``request``) the new request joins the first step
+    boundary at or after the time it can run every operator without waiting (``admit_request_s`` of the
+    point's rows), so each policy's TTFT is a step function of the phase, constant between the
+    threshold phases where a boundary falls exactly on one of the two admission times. The
+    function is evaluated on every piece (at its ends and its middle), so the figures are exact:
+    ``expected`` (one minus the ratio of the TTFTs' means over phase: the replay's
+    ``component_vs_layer``), ``max`` and
+    ``phase_at_max`` (the lowest phase reaching it), ``at_half`` (phase 0.5, the realised graph
+    the replay draws) and ``share_nonzero`` (the fraction of phases at which component readiness
+    gains at all), gains as fractions.
+    """
+    rows = table[(table.workload == "batch") & (table.admission == "step")
+                 & table.policy.isin(["layer", "component"])]
+    out = []
+    for key, g in rows.groupby("key", sort=False):
+        by = g.set_index("policy")
+        if not {"layer", "component"} <= set(by.index) or "admit_request_s" not in by.columns:
+            continue
+        step_s, join_s = float(by.loc["layer", "step_s"]), float(by.loc["layer", "join_step_s"])
+        admits = {p: float(by.loc[p, "admit_request_s"]) for p in ("layer", "component")}
+        edges = np.unique([0.0, 1.0] + [(1.0 - (a / step_s) % 1.0) % 1.0 for a in admits.values()])
+        mids = (edges[:-1] + edges[1:]) / 2
+        phase = np.concatenate([edges[:-1], mids])
+        comp = _ttft_at_phase(admits["component"], step_s, join_s, phase)
+        layer = _ttft_at_phase(admits["layer"], step_s, join_s, phase)
+        gain = 1.0 - comp / layer
+        widths = np.diff(edges)
+        n = len(edges) - 1
+        on_mid = gain[n:]
+        at = int(np.argmax(gain))
+        first = g.iloc[0]
+        # as the replay defines it: one minus the ratio of the expected TTFTs
+        expected = 1.0 - float(np.sum(comp[n:] * widths)) / float(np.sum(layer[n:] * widths))
+        out.append({**{c: first[c] for c in _POINT}, "expected": expected,
+                    "max": float(gain[at]), "phase_at_max": float(phase[at]),
+                    "at_half": _gain_at(admits, step_s, join_s, 0.5),
+                    "share_nonzero": float(np.sum(widths[on_mid > 0]))})
+    return pd.DataFrame(out)
+
+
+def _gain_at(admits: dict, step_s: float, join_s: float, phase: float) -> float:
+    p = np.array([phase])
+    return float(1.0 - _ttft_at_phase(admits["component"], step_s, join_s, p)[0]
+                 / _ttft_at_phase(admits["layer"], step_s, join_s, p)[0])
 
 
 def family_summary(gains: pd.DataFrame) -> pd.DataFrame:

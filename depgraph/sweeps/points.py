@@ -87,6 +87,9 @@ def _model_and_common(point: dict[str, Any], cost: CostModel | None) -> tuple[An
         if "decode_step_overhead_s" in cal:
             kw["decode_layer_overhead_s"] = cal["decode_step_overhead_s"] / model.num_layers
         cost = CostModel(gpu=point.get("gpu") or CostModel().gpu, mfu=point["mfu"], **kw)
+    if point.get("cost"):  # the scenario's [cost] assumptions
+        base = cost if cost is not None else CostModel(gpu=point.get("gpu") or CostModel().gpu, mfu=point["mfu"])
+        cost = base.replace(**point["cost"])
     return model, dict(prompt_tokens=point["prompt_tokens"], link=point["link"], mfu=point["mfu"],
                        gpu=point.get("gpu"), timing=point.get("timing", "handoff"), cost=cost)
 
@@ -165,7 +168,10 @@ def run_point(point: dict[str, Any], *, cost: CostModel | None = None, policies:
                 e = step_admission_expectation(attrs)
                 row.update(ttft_s=e["ttft_request_s"] if scope == "request" else e["ttft_batch_s"],
                            ttft_last_s=e["ttft_request_s"] if scope == "request" else e["ttft_batch_s"],
-                           stall_s=e["stall_batch_s"], step_s=e["step_s"], join_step=float(attrs["join_step"]))
+                           stall_s=e["stall_batch_s"], step_s=e["step_s"], join_step=float(attrs["join_step"]),
+                           # what a fixed arrival phase needs (depgraph.studies.replay.phase_distribution)
+                           admit_request_s=attrs["admit_after_s"]["request"],
+                           admit_batch_s=attrs["admit_after_s"]["batch"], join_step_s=e["join_step_s"])
             else:
                 row.update(stall_s=0.0, step_s=attrs["step_s"], join_step=float("nan"))
             rows.append(row)

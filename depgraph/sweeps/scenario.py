@@ -139,7 +139,9 @@ MAX_SCENARIO_FILE_BYTES = 1024 * 1024
 #: A point's identifying fields, in the order ``key`` joins them.
 POINT_FIELDS: tuple[str, ...] = ("model", "prompt_tokens", "link", "gpu", "mfu", "timing", "workload", "variant")
 
-_TOP_KEYS = ("name", "description", "grid", "workloads", "calibration")
+_TOP_KEYS = ("name", "description", "grid", "workloads", "calibration", "cost")
+#: the cost model's named assumptions a scenario's ``[cost]`` table may set (for the event-graph workloads)
+COST_KEYS = ("expert_routing", "attention_flops_per_key", "token_edge")
 _NAME = re.compile(r"[a-z0-9_-]{1,100}")  # the whole name (fullmatch): "abc\n" is not a name
 
 
@@ -179,6 +181,8 @@ class Scenario:
     source: str = "<string>"
     #: a calibration's fitted values (``depgraph calibrate -o``), as sorted (name, value) pairs; () for none
     calibration: tuple[tuple[str, float], ...] = ()
+    #: the ``[cost]`` table: cost-model assumptions (:data:`COST_KEYS`) as sorted (name, value) pairs
+    cost: tuple[tuple[str, Any], ...] = ()
 
     @property
     def num_points(self) -> int:
@@ -199,6 +203,9 @@ def expand_scenario(scenario: Scenario) -> list[dict[str, Any]]:
             if scenario.calibration:  # its values are part of the point (and of its key: a resume sees a new fit)
                 point["calibration"] = dict(scenario.calibration)
                 point["key"] += "|calibration=" + ",".join(f"{k}={v!r}" for k, v in scenario.calibration)
+            if scenario.cost:  # so are the cost model's assumptions
+                point["cost"] = dict(scenario.cost)
+                point["key"] += "|cost=" + ",".join(f"{k}={v!r}" for k, v in scenario.cost)
             points.append(point)
     return points
 
@@ -319,6 +326,7 @@ class _Checker:
             grid = {**grid, "mfus": [values["prefill_mfu"]]}
             calibration = tuple(sorted(values.items()))
         self.keys(grid, "grid.", GRID_KEYS, tuple(k for k in GRID_KEYS if k not in _OPTIONAL_GRID_KEYS))
+        cost = self.cost(data.get("cost"))
         checked = {
             "models": None,  # loaded last: the cheap checks and the size check come first
             "prompt_tokens": self.ints(grid["prompt_tokens"], "grid.prompt_tokens", 1, MAX_PROMPT_TOKENS),
@@ -351,8 +359,36 @@ class _Checker:
                 check_fits_grid(self._calibration, models=checked["models"], gpus=checked["gpus"])
             except ConfigError as exc:
                 raise self.fail("calibration", str(exc)) from None
+        if cost and any(not WORKLOADS[s.workload].builds_graph for s in specs):
+            raise self.fail("cost", "the [cost] assumptions apply to the event-graph workloads; the load test "
+                                    "takes its own (leave [cost] out of a loadtest scenario)")
         return Scenario(name=name, description=description, grid={k: checked[k] for k in GRID_KEYS},
-                        workloads=specs, source=self.source, calibration=calibration)
+                        workloads=specs, source=self.source, calibration=calibration, cost=cost)
+
+    def cost(self, table: Any) -> tuple[tuple[str, Any], ...]:
+        """The ``[cost]`` table, each value checked as :class:`~depgraph.CostModel` checks it (a routing
+        histogram's path is taken beside the scenario unless absolute)."""
+        if table is None:
+            return ()
+        if not isinstance(table, dict):
+            raise self.fail("cost", f"expected a table ([cost]), got {_type_name(table)}")
+        self.keys(table, "cost.", COST_KEYS, ())
+        from ..specs.cost import CostModel
+
+        values = dict(table)
+        routing = values.get("expert_routing")
+        if isinstance(routing, str) and not routing.startswith(("uniform", "zipf:", "hot:")):
+            path = Path(routing)
+            values["expert_routing"] = str(path if path.is_absolute() or self.base_dir is None
+                                           else self.base_dir / path)
+        for key, value in values.items():
+            try:
+                CostModel(**{key: value})
+            except ConfigError as exc:
+                raise self.fail(f"cost.{key}", str(exc)) from None
+            except TypeError:
+                raise self.fail(f"cost.{key}", f"expected a value, got {_shown(value)}") from None
+        return tuple(sorted(values.items()))
 
     def loadtest_timings(self, specs: tuple[WorkloadSpec, ...], timings: tuple[str, ...], raw: Any) -> None:
         """The load test has no timing: with a loadtest workload, ``timings`` is exactly ``["handoff"]``."""

@@ -206,6 +206,10 @@ def _add_join(G, model, *, prompt_tokens, link, cost, timing, batch, context, ra
                      duration_s=cost.decode_head_s(model) / D, reads=(), seq=seq, batched=True)
     join_ops.append(head)
     chain(G, join_ops, "program")
+    if cost.token_edge:  # the joined step's first operator consumes the token the request's prefill emits
+        last = nodes["prefill"][-1]
+        end = f"{last}:allreduce"  # with prefill ranks the prefill ends with the last layer's all-reduces
+        add_dep(G, end if end in G else last, join_ops[0], "data")
     token = add_event(G, "r0:token", kind="token", request=0, device="decode")
     add_dep(G, head, token, "program")
     return join_ops

@@ -209,6 +209,8 @@ def request_parts(
         nodes["decode"].append(head)
         decode_chain.append(head)
         rec.chain(decode_chain, "program")
+        if cost.token_edge:  # the first decode step consumes the token the prefill emits
+            rec.dep(nodes["prefill"][-1], nodes["decode"][0], "data")
         if token:
             t = rec.event(f"r{r}:token", kind="token", request=r, device=last_dev)
             rec.dep(head, t, "program")
@@ -339,6 +341,8 @@ def _ranked_parts(model: ModelSpec, *, prompt_tokens: int, link: Link, cost: Cos
                               seq=seq + k, rank=rank, **where(dstage))
                 for c in reads:
                     rec.dep(arrivals[(c, rank)], d, "data")
+                if cost.token_edge and seq + k == 0:  # each rank's first operator consumes the prefill's token
+                    rec.dep(chain[-1], d, "data")
                 if prev is not None:
                     rec.dep(prev, d, "program")
                 prev = d
@@ -479,6 +483,8 @@ def new_graph(workload: str, model, *, prompt_tokens, link=None, mfu=None, timin
         for side, depth in zip(("prefill_pp", "decode_pp"), sizes if kind == "pp" else ()):
             check_pp(side, depth, model.num_layers)
         attrs = {f"prefill_{kind}": sizes[0], f"decode_{kind}": sizes[1], **attrs}
+    if cost.assumptions():  # a named assumption away from its default is part of what the graph says
+        attrs = {"assumptions": ", ".join(cost.assumptions()), **attrs}
     make = TableBuilder if as_table else nx.DiGraph
     G = make(workload=workload, model=model.name, prompt_tokens=prompt_tokens, link=cost.link.name,
              mfu=cost.mfu, gpu=cost.gpu.name, hbm_efficiency=cost.decode_hbm_efficiency, timing=timing,
