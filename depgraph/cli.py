@@ -137,7 +137,22 @@ def _add_request_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--calibration", default=None, metavar="FILE",
                    help="a file depgraph calibrate -o wrote: its fitted MFU, HBM efficiency and step overhead "
                         "(default: none, the cost model's defaults)")
+    _add_assumption_args(p.add_argument_group("cost-model assumptions"))
     _add_workload_args(p.add_argument_group("workload"))
+
+
+def _add_assumption_args(group) -> None:
+    """The cost model's named assumptions a user may change from the command line."""
+    from .specs.routing import ROUTING_HELP
+
+    group.add_argument("--expert-routing", default=None, metavar="MODEL",
+                       help=f"{ROUTING_HELP} (default uniform)")
+    group.add_argument("--attention-flops-per-key", type=_number(float, "--attention-flops-per-key"), default=None,
+                       metavar="F", help="prefill FLOPs of causal attention per query, key and unit of attention "
+                                         "width (default 4: 2 for the scores, 2 for the values)")
+    group.add_argument("--token-edge", action="store_true", default=None,
+                       help="the first decode step waits for the token the prefill emits (default: it does not, "
+                            "as in the handoff study's model)")
 
 
 def _add_workload_args(group) -> None:
@@ -854,6 +869,9 @@ def _cost(args):
         kwargs["mfu"] = args.mfu
     if args.gpu:
         kwargs["gpu"] = args.gpu
+    for name in ("expert_routing", "attention_flops_per_key", "token_edge"):
+        if getattr(args, name, None) is not None:
+            kwargs[name] = getattr(args, name)
     if getattr(args, "calibration", None):
         if args.mfu is not None:
             raise DepgraphError("--mfu: the calibration gives the prefill MFU; give one or the other")
@@ -1035,12 +1053,14 @@ def _cmd_ttft(args) -> int:
             out.update(_expected_breakdown(args, point, out["ttft_s"]))
     out["breakdown"] = out["breakdown_s"]  # the contract's name: seconds by kind along the critical path
     out["calibration"] = getattr(args, "calibration", None)
+    out["assumptions"] = G.graph.get("assumptions", "")  # the cost model's named assumptions off their defaults
     if args.json:
         print(_dumps(out))
         return 0
     print(f"{out['model']}, {args.prompt_tokens:,} tokens, {out['link']}, {out['gpu']} (prefill MFU {out['mfu']:g}, "
           f"decode HBM efficiency {out['hbm_efficiency']:g}"
           + (f"; fitted, calibration {out['calibration']}" if out["calibration"] else "")
+          + (f"; {out['assumptions']}" if out["assumptions"] else "")
           + f"), {out['timing']} timing, {out['policy']} readiness, "
           f"workload {out['workload']}" + (f", prefill TP {out['prefill_tp']} -> decode TP {out['decode_tp']} "
                                            f"(NIC {out['nic']})" if "decode_tp" in out else "")
@@ -1258,6 +1278,7 @@ def _cmd_loadtest(args) -> int:
         print(f"  calibration: {s['calibration']} (fitted values)")
     print(f"  TTFT   p50 {s['ttft_p50_s'] * 1e3:9.1f} ms   p90 {s['ttft_p90_s'] * 1e3:9.1f} ms   p99 {s['ttft_p99_s'] * 1e3:9.1f} ms")
     print(f"  TPOT   p50 {s['tpot_p50_s'] * 1e3:9.2f} ms   p90 {s['tpot_p90_s'] * 1e3:9.2f} ms   p99 {s['tpot_p99_s'] * 1e3:9.2f} ms")
+    print(f"  {s['steady_state_reason']}")  # "no steady state: the queue grows through the run (...)" when false
     servers, seqs = s.get("decode_servers", 1), s["max_num_seqs"]
     each = f" ({servers} servers x {seqs})" if servers > 1 else ""
     print(f"  slots held (mean) {s['slots_held_mean']:.2f} of {servers * seqs}{each}; waiting for a slot: "
@@ -1295,6 +1316,7 @@ def _print_colocated(result, args) -> int:
     for name, label, digits in (("ttft", "TTFT", 1), ("tpot", "TPOT", 2), ("itl", "ITL", 2), ("e2e", "E2E", 1)):
         print(f"  {label:<6} p50 {s[f'{name}_p50_s'] * 1e3:9.{digits}f} ms   p90 {s[f'{name}_p90_s'] * 1e3:9.{digits}f} ms"
               f"   p99 {s[f'{name}_p99_s'] * 1e3:9.{digits}f} ms")
+    print(f"  {s['steady_state_reason']}")
     print(f"  throughput {s['throughput_rps']:.3f} req/s ({s['output_tokens_per_s']:,.0f} output tokens/s); "
           f"{_goodput_text(s)}")
     print(f"  utilisation {100 * s['utilization_mean']:.1f}% of the time stepping; running {s['running_mean']:.1f} on "

@@ -24,12 +24,10 @@ def at_1rps():
 
 def test_pull_runs_out_of_slots_at_8rps_and_push_does_not(at_8rps):
     push, pull = at_8rps["push"].summary, at_8rps["pull"].summary
-    # The study measured 540 ms (push) and 1,744 ms (pull), 3.2x. Ours: push 678 ms mean (Poisson bursts
-    # at 84% slot utilisation queue a few requests; within 30%), pull about 5.7 s: pull's queue for slots
-    # grows through the 50 s run, as the study's own Little's law (10.6 slots for 8) implies
-    # (docs/calibration.md). "Several times push's" must hold.
-    assert push["ttft_mean_s"] == pytest.approx(0.540, rel=0.30)
-    assert pull["ttft_mean_s"] > 3 * push["ttft_mean_s"]
+    # The study measured 540 ms (push) and 1,744 ms (pull). Both are misses in the report (tests/test_claims.py
+    # checks them at the report's tolerance); what must hold here is the mechanism: pull's queue for slots
+    # grows through the run, as the study's own Little's law (10.6 slots for 8) implies, and push's does not.
+    assert pull["ttft_mean_s"] > push["ttft_mean_s"]
     # num_requests_waiting: small for push (bursts only), a standing queue for pull
     assert push["waiting_mean"] < 2.5 and pull["waiting_mean"] > 10
     # pull's slots are full; push's are not
@@ -37,11 +35,9 @@ def test_pull_runs_out_of_slots_at_8rps_and_push_does_not(at_8rps):
 
 
 def test_time_per_token_at_8rps(at_8rps):
-    # The study: 7.0 ms (push) and 10.4 ms (pull). Push is the calibration point of the per-step
-    # overhead (within 3%); pull's rise comes from the posting work on the loop (ours 9.5 ms: pull
-    # holds fewer running requests than the study's because its queue is longer; within 10%).
-    assert at_8rps["push"].summary["tpot_p50_s"] == pytest.approx(7.0e-3, rel=0.03)
-    assert at_8rps["pull"].summary["tpot_p50_s"] == pytest.approx(10.4e-3, rel=0.10)
+    # The study: 7.0 ms (push) and 10.4 ms (pull), both fits in the report (tests/test_claims.py checks them at
+    # its tolerances, 0.2 and 1.0 ms); pull's rise comes from the posting work on the loop.
+    assert at_8rps["pull"].summary["tpot_p50_s"] > at_8rps["push"].summary["tpot_p50_s"] * 1.2
     # moving the posting off the loop gives push's time per token back
     assert at_8rps["pull-thread"].summary["tpot_p50_s"] == pytest.approx(at_8rps["push"].summary["tpot_p50_s"],
                                                                          rel=0.01)

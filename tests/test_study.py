@@ -57,11 +57,10 @@ def test_figure4_calibration_point(ctx):
 
 def test_layer_vs_ctm_large_on_25g(ctx):
     g = ctx["gains"][ctx["gains"].link == "25g"]
-    # The study: up to 47%, and still 31% at MFU 0.4. Ours: 49.0% (Nemotron 1k reaches a little
-    # more than Qwen3.6) and 37.5% at MFU 0.4 (a documented miss: the decode pass after the last
-    # arrival, docs/calibration.md). Bounds: the large-gain shape must hold within a few points.
-    assert 0.45 <= g.layer_vs_ctm.max() <= 0.50
-    assert 0.30 <= g[g.mfu == 0.4].layer_vs_ctm.max() <= 0.39
+    # The study: up to 47% (the report's tolerance 2.5 points), and still 31% at MFU 0.4 (a documented miss:
+    # ours 37.5%, the decode pass after the last arrival; tests/test_claims.py holds it to the report's verdict).
+    assert abs(g.layer_vs_ctm.max() - 0.47) <= 0.025
+    assert g[g.mfu == 0.4].layer_vs_ctm.max() > 0.31 + 0.02
 
 
 def test_layer_vs_global_clears_15_only_at_mfu1(ctx):

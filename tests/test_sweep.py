@@ -443,8 +443,11 @@ def test_default_runner_matches_the_single_request_study(tmp_path):
     path = tmp_path / "tiny.toml"
     path.write_text(TINY)
     df = sweep(path, out_dir=tmp_path / "out", workers=1, progress=False)
+    # the scenario has no [cost] table: the study device at the cost model's default assumptions
+    from depgraph.specs.cost import CostModel
+
     study = single_request_sweep(models=["qwen3.6-35b-a3b", "nemotron-3-nano-30b-a3b"], prompts=[1024],
-                                 links=["25g"], mfus=[1.0], timings=["handoff"])
+                                 links=["25g"], mfus=[1.0], timings=["handoff"], cost=CostModel(gpu="study-effective"))
     assert list(df.policy) == list(study.policy) and set(df.admission) == {"none"}
     # the same graph and scheduler: equal to the last bit, no tolerance
     assert list(df.ttft_s) == list(study.ttft_s)

@@ -123,6 +123,34 @@ def _dominant_parts(requests: pd.DataFrame) -> pd.Series:
     return pd.Series(names[np.argmax(values, axis=1)], index=requests.index, name="dominant_part")
 
 
+def _mark_no_steady_state(ax_ttft: Any, ax_queue: Any, result: Any, scale: float, ul: str) -> None:
+    """When the run's queue grows through it (``summary["steady_state"]`` is ``False``): a red box on the
+    TTFT panel saying so, the TTFT's least-squares trend as a red dashed line, and the queue's means over
+    the first and last thirds of the arrivals (the numbers the verdict compares) on the queue panel."""
+    s, req = result.summary, result.requests
+    if s.get("steady_state") is not False:
+        return
+    arrival = req["arrival_s"].to_numpy(dtype=float)
+    t0, span = float(arrival.min()), float(s["arrival_window_s"])
+    slope = float(s["ttft_trend_s"]) / span
+    centre, level = float(arrival.mean()), float(req["ttft_s"].mean())
+    xs = np.array([t0, t0 + span])
+    ax_ttft.plot(xs, (level + slope * (xs - centre)) * scale, color="#b00000", linestyle="--", linewidth=1.4,
+                 label=f"TTFT trend +{_fmt(float(s['ttft_trend_s']) * scale)} {ul}", zorder=4)
+    lo, hi = ax_ttft.get_ylim()
+    ax_ttft.set_ylim(lo, lo + 1.3 * (hi - lo))  # room above the points for the box
+    ax_ttft.text(0.015, 0.96, "no steady state: the queue grows through the run\n"
+                 f"queue {float(s['queue_first_third_requests']):.1f} -> {float(s['queue_last_third_requests']):.1f} "
+                 f"waiting (first -> last third of the arrivals)\nTTFT {float(s['ttft_trend_s']):+.1f} s across "
+                 f"{_fmt(span)} s of arrivals: the mean TTFT depends on the run length",
+                 transform=ax_ttft.transAxes, ha="left", va="top", fontsize=8.5, color="#b00000", zorder=5,
+                 bbox={"boxstyle": "round,pad=0.4", "facecolor": "#fff2f2", "edgecolor": "#b00000"})
+    third = span / 3
+    for lo, key, label in ((t0, "queue_first_third_requests", "queue mean, first / last third"),
+                           (t0 + span - third, "queue_last_third_requests", None)):
+        ax_queue.hlines(float(s[key]), lo, lo + third, colors="#000000", linewidth=2.0, zorder=4, label=label)
+
+
 # ------------------------------------------------------------------ one load test
 
 
@@ -155,6 +183,10 @@ def plot_loadtest(result: Any, *, unit: str = "ms"):
 
         The title names the model, handoff, request rate (when the run has
         one; a trace has none), prompt length, p50/p99 TTFT and p50 TPOT.
+        When the queue grows through the run (``summary["steady_state"]``
+        false) a red box on the TTFT panel says "no steady state", with the
+        TTFT's least-squares trend as a red dashed line and the queue's means
+        over the first and last thirds of the arrivals on the waiting panel.
 
     Examples
     --------
@@ -235,6 +267,12 @@ def plot_loadtest(result: Any, *, unit: str = "ms"):
         ax_wait.set_xlabel("")
         ax_kv.set_xlabel("time (s)")
 
+    _mark_no_steady_state(ax_ttft, ax_wait, result, scale, ul)
+    if s.get("steady_state") is False:  # the legends again, with the new lines
+        ax_ttft.legend(title="largest part of TTFT", loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8,
+                       title_fontsize=8, frameon=False)
+        ax_wait.legend(title=f"mean {_fmt(float(s['waiting_mean']))}, peak {int(s['waiting_peak'])}", loc="upper left",
+                       bbox_to_anchor=(1.01, 1.0), fontsize=8, title_fontsize=8, frameon=False)
     fig.suptitle(_loadtest_title(result, scale, ul), fontsize=10)
     return fig
 
@@ -247,6 +285,7 @@ def plot_colocated(result: Any, *, unit: str = "ms"):
     running and waiting on each server, step by step; the share of the KV
     pool in use (with preemptions marked). The title names the model,
     deployment, GPUs, budget and the p50/p99 TTFT, p50 TPOT and goodput.
+    A run with no steady state is marked as :func:`plot_loadtest` marks it.
 
     >>> import depgraph as dg
     >>> r = dg.loadtest("qwen3-32b", deployment="colocated", qps=4, prompt_tokens=2048, out_tokens=16, num_prompts=30)
@@ -281,6 +320,10 @@ def plot_colocated(result: Any, *, unit: str = "ms"):
     ax_kv.set_ylabel("KV pool used (%)")
     ax_kv.set_xlabel("time (s)")
     ax_kv.set_ylim(0, 105)
+    _mark_no_steady_state(ax_ttft, ax_run, result, scale, ul)
+    if s.get("steady_state") is False:
+        ax_ttft.legend(loc="lower right", fontsize=8)  # the box takes the upper left
+        ax_run.legend(loc="upper left", fontsize=7, ncol=2)
     if s["preemptions"]:
         ax_kv.set_title(f"{s['preemptions']:,} preemptions ({s['preempted_requests']:,} requests recomputed)",
                         fontsize=8, loc="left")

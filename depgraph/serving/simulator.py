@@ -44,6 +44,7 @@ import csv
 from collections import deque
 import heapq
 import io
+import itertools
 import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -66,7 +67,7 @@ from .engine import ROUTERS, EngineConfig, colocated_graph, default_max_num_batc
 from .memory import check_sides, decode_pools, max_slots_in_memory, weights_per_gpu_bytes
 
 __all__ = ["HANDOFFS", "LoadModel", "LoadResult", "loadtest", "arrivals", "meets_slos", "read_trace", "run_graph",
-           "MAX_REQUESTS",
+           "steady_state", "STEADY_STATE_MARGIN", "STEADY_STATE_MIN_REQUESTS", "MAX_REQUESTS",
            "MAX_ARRIVAL_S", "MAX_TRACE_FILE_BYTES"]
 
 HANDOFFS = ("push", "pull", "pull-thread")
@@ -480,7 +481,10 @@ def loadtest(model: ModelSpec | str, *, handoff: str | None = None, qps: float |
     ``arrival_rate_rps``, ``time_in_slot_mean_s``, and, for Little's law
     away from start-up and drain, ``slots_held_mean_window``,
     ``slot_rate_window_rps`` and ``time_in_slot_mean_window_s`` (over the
-    arrival window).
+    arrival window). Every run's summary (colocated too) has ``steady_state``:
+    ``False`` when the queue grows through the run, so that its mean TTFT
+    depends on how many requests it ran, ``None`` when not tested, with
+    ``steady_state_reason`` and the numbers behind it (:func:`steady_state`).
 
     ``deployment``: ``None`` (the default) is the model above, one decode
     server fed by a prefill pool; ``"<P>P<D>D"`` is ``P`` prefill servers
@@ -717,6 +721,9 @@ def _colocated(model: ModelSpec, cost: CostModel, params: LoadModel, deploy, eng
         "kv_pool_bytes": run.pool_bytes if engine.memory else None,
         "makespan_s": end, "calibration": meta.get("calibration"),
     }
+    summary.update(steady_state(df.arrival_s.to_numpy(), df.ttft_s.to_numpy(), df.finish_s.to_numpy(),
+                                (st.start_s.to_numpy(), st.end_s.to_numpy(), st.waiting.to_numpy()),
+                                max_concurrency=engine.max_concurrency))
     timeline = st.assign(kv_used=used)
     return LoadResult(requests=df, summary=summary, timeline=timeline,
                       config={**meta, "model": model.name, "deployment": deploy.name},
@@ -1403,6 +1410,21 @@ class _Simulation:
                        kv_pool_bytes=min(pool.pool_bytes for pool in self.pools))
         return out
 
+    def _queue_spans(self, df: pd.DataFrame, end: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The queue :func:`steady_state` tests, as ``(start_s, end_s, count)`` spans: the requests waiting
+        for a slot (the waiting log's steps), and, with prefill servers, each request's wait for one."""
+        m = len(self.waiting_log)
+        log = np.fromiter(itertools.chain.from_iterable(self.waiting_log), np.float64, 2 * m).reshape(m, 2)
+        times = log[:, 0]
+        spans = [times, np.append(times[1:], max(end, times[-1])), log[:, 1]]
+        if self.p.prefill_servers:
+            queued = (df.slot_start_s if self.handoff == "push" and self.p.slot_scope == "reserved"
+                      else df.arrival_s).to_numpy()
+            waited = queued + df.prefill_queue_s.to_numpy()
+            spans = [np.concatenate([spans[0], queued]), np.concatenate([spans[1], waited]),
+                     np.concatenate([spans[2], np.ones(len(queued))])]
+        return spans[0], spans[1], spans[2]
+
     def _columns(self) -> list[dict[str, np.ndarray]]:
         """Per decode server, its iterations' ``start_s``, ``end_s``, ``posting_s``, ``running`` and
         ``rejoined`` as arrays, and ``firsts``: how many requests made their first token in each."""
@@ -1506,6 +1528,8 @@ class _Simulation:
                        max_concurrency=self.concurrency, calibration=meta.get("calibration"),
                        bytes_moved=float(sum(self._handoff_bytes[r.prompt] for r in self.reqs)),
                        **self._occupancy(end))
+        summary.update(steady_state(df.arrival_s.to_numpy(), df.ttft_s.to_numpy(), df.finish_s.to_numpy(),
+                                    self._queue_spans(df, end), max_concurrency=self.concurrency))
         return LoadResult(requests=df, summary=summary, timeline=timeline, config={**meta, "model": self.model.name},
                           _trace={"reqs": self.reqs, "iterations": self.iterations, "params": self.p, "prefill": self.pre,
                                   "pool_bytes": [pool.pool_bytes for pool in self.pools],
@@ -1529,6 +1553,107 @@ def _kv_used(free_bytes: np.ndarray, pool_bytes: list[int]) -> np.ndarray:
 def _step_series(log: list[tuple[float, int]], name: str) -> pd.DataFrame:
     df = pd.DataFrame(log, columns=["time_s", name])
     return df.groupby("time_s", as_index=False).last()
+
+
+#: The steady-state test's margin: a run has no steady state when its queue grows by more than this share of
+#: the arrival rate and its TTFT rises by more than this many seconds per second of arrivals (both at once).
+STEADY_STATE_MARGIN = 0.1
+#: Fewer requests than this are not tested (``steady_state`` is ``None``): thirds of a handful say nothing.
+STEADY_STATE_MIN_REQUESTS = 20
+
+
+def steady_state(arrival_s: np.ndarray, ttft_s: np.ndarray, finish_s: np.ndarray,
+                 queue: tuple[np.ndarray, np.ndarray, np.ndarray], *, max_concurrency: int | None = None
+                 ) -> dict[str, Any]:
+    """Whether a load test reached a steady state, from arrays of the finished run (O(n), no loop).
+
+    ``queue`` is ``(start_s, end_s, count)``: spans during which ``count``
+    requests wait (for a decode slot, for a prefill server, or in a
+    colocated engine's queue). Over the arrival window ``[t0, t1]`` (first
+    to last arrival, ``T = t1 - t0``):
+
+    - ``queue_growth_per_s``: the time-averaged queue over the window's last
+      third minus that over its first third, divided by ``2 T / 3`` (the
+      distance between the thirds' centres);
+    - ``ttft_trend_s``: the least-squares slope of TTFT against arrival time
+      times ``T``, the rise of TTFT across the window; ``ttft_trend_noise_s``
+      its standard error, as if requests were independent;
+    - ``completion_rate_window_rps``: requests finished in the window per
+      second, beside ``arrival_rate_rps`` (shown, not part of the rule: it lags
+      the arrivals by the requests' latency).
+
+    **Rule**: no steady state (``False``) when both the queue grows by more
+    than :data:`STEADY_STATE_MARGIN` (10%) of the arrival rate
+    (``queue_growth_per_s > 0.1 x arrival_rate_rps``) and TTFT rises by more
+    than 0.1 s per second of the window and by more than twice its noise
+    (``ttft_trend_s > max(0.1 x T, 2 x ttft_trend_noise_s)``); ``True``
+    otherwise. Both measure how far arrivals outpace service: a queue served
+    at ``mu`` and fed at ``lambda > mu`` grows at ``lambda - mu`` requests per
+    second, and its wait at ``lambda / mu - 1`` seconds per second, so the
+    margin flags runs offered about 10% more than they serve; a stable queue
+    at 84% load (Poisson bursts) moves both by under 5% in runs of 25 to 400
+    requests. ``None`` (not tested) with fewer than
+    :data:`STEADY_STATE_MIN_REQUESTS` requests, or when they all arrive at
+    once or within the shortest TTFT (a burst: every request is in before
+    any is served; it only drains, and its mean TTFT grows with its size).
+    Under ``max_concurrency`` (a closed loop) the rule is the same, on
+    the servers' queue and the TTFT from each send: the client's backlog of
+    requests held back is not counted, so a closed loop over capacity reads
+    as steady when its servers are. ``steady_state_reason`` says it in words.
+    """
+    a = np.asarray(arrival_s, dtype=np.float64)
+    y = np.asarray(ttft_s, dtype=np.float64)
+    n = len(a)
+    t0, t1 = (float(a.min()), float(a.max())) if n else (0.0, 0.0)
+    span = t1 - t0
+    nan = math.nan
+    out: dict[str, Any] = {"steady_state": None, "steady_state_reason": "", "arrival_window_s": span,
+                           "queue_first_third_requests": nan, "queue_last_third_requests": nan,
+                           "queue_growth_per_s": nan, "ttft_trend_s": nan, "ttft_trend_noise_s": nan,
+                           "arrival_rate_rps": (n - 1) / span if span > 0 else nan,
+                           "completion_rate_window_rps": nan}
+    closed = (f"; a closed loop (at most {max_concurrency} in flight): the servers' queue and TTFT from each send, "
+              "not the client's backlog" if max_concurrency is not None else "")
+    if n < STEADY_STATE_MIN_REQUESTS:
+        out["steady_state_reason"] = (f"steady state not tested: {n} requests (the test needs at least "
+                                      f"{STEADY_STATE_MIN_REQUESTS})")
+        return out
+    if span <= float(y.min()):  # a burst: every request is in before the first is served
+        when = "at once" if span == 0 else f"within {span:.3g} s, before any has its first token"
+        out["steady_state_reason"] = (f"steady state not tested: all {n} requests arrive {when} (a burst only "
+                                      "drains; its mean TTFT grows with its size)")
+        return out
+    third = span / 3
+    start, end, count = (np.asarray(c, dtype=np.float64) for c in queue)
+
+    def mean_over(lo: float, hi: float) -> float:
+        return float((count * np.clip(np.minimum(end, hi) - np.maximum(start, lo), 0.0, None)).sum() / (hi - lo))
+
+    first, last = mean_over(t0, t0 + third), mean_over(t1 - third, t1)
+    growth = (last - first) / (2 * third)
+    x = a - a.mean()
+    sxx = float((x * x).sum())  # not x @ x: BLAS's 1-D matmul is far slower here
+    dy = y - y.mean()
+    slope = float((x * dy).sum()) / sxx
+    resid = dy - slope * x
+    noise = math.sqrt(float((resid * resid).sum()) / (n - 2) / sxx) * span
+    rate = out["arrival_rate_rps"]
+    done = np.asarray(finish_s, dtype=np.float64)
+    grows = growth > STEADY_STATE_MARGIN * rate
+    rises = slope * span > max(STEADY_STATE_MARGIN * span, 2 * noise)
+    steady = not (grows and rises)
+    numbers = (f"{first:.1f} waiting in the first third of the arrivals, {last:.1f} in the last: "
+               f"{round(growth, 2) + 0.0:+.2f} req/s, {round(100 * growth / rate) + 0:+d}% of the arrival rate; TTFT "
+               f"{round(slope * span, 2) + 0.0:+.2f} s across the {span:.1f} s of arrivals")
+    if steady:
+        reason = f"steady state: the queue does not grow through the run ({numbers}){closed}"
+    else:
+        reason = (f"no steady state: the queue grows through the run ({numbers}); the mean TTFT, {float(y.mean()):.2f} "
+                  f"s here, depends on the run length{closed}")
+    out.update(steady_state=steady, steady_state_reason=reason, queue_first_third_requests=first,
+               queue_last_third_requests=last, queue_growth_per_s=growth, ttft_trend_s=slope * span,
+               ttft_trend_noise_s=noise, completion_rate_window_rps=float(((done >= t0) & (done <= t1)).sum()) / span)
+    return out
 
 
 def _time_average(log: list[tuple[float, int]], end: float, *, start: float | None = None) -> float:

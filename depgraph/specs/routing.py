@@ -37,7 +37,7 @@ their shares. Only the load profile matters, not which expert is hot.
 163.31
 >>> round(parse_routing("zipf:1.0").distinct(256, 8, 32), 2)
 99.53
->>> parse_routing("zipf:1.0").distinct(256, 8, 1)
+>>> round(parse_routing("zipf:1.0").distinct(256, 8, 1), 9)   # one token: exactly k
 8.0
 """
 

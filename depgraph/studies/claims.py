@@ -35,16 +35,23 @@ class Claim:
     compute: Callable[[dict], float]
     tolerance: float
     reason: str = ""
+    #: a value of the model was fitted to this figure: it matches by construction and is counted apart
+    fit: bool = False
+    #: the study's figure is an upper bound: ours matches when it is at most ``study + tolerance``
+    at_most: bool = False
 
     def evaluate(self, ctx: dict) -> dict:
         try:
             ours = float(self.compute(ctx))
         except (IndexError, KeyError, ValueError):  # the sweep did not cover this figure
             ours = float("nan")
-        matched = abs(ours - self.study) <= self.tolerance
+        if self.at_most:
+            matched = ours <= self.study + self.tolerance
+        else:
+            matched = abs(ours - self.study) <= self.tolerance
         return {"claim": self.key, "text": self.text, "unit": self.unit, "study": self.study, "depgraph": ours,
-                "difference": ours - self.study, "tolerance": self.tolerance, "matched": matched,
-                "reason": self.reason}
+                "difference": ours - self.study, "tolerance": self.tolerance, "bound": "at most" if self.at_most
+                else "within", "matched": matched, "fit": self.fit, "reason": self.reason}
 
 
 def _total_mb(ctx, model, tokens):
@@ -95,26 +102,38 @@ CLAIMS: tuple[Claim, ...] = (
           "(see conv_op_s in the report)"),
     Claim("fig4.layer_vs_ctm.mfu1.25g", "Figure 4: layer vs compute-then-move, Qwen3.6 1k, 25G, MFU 1.0 (up to 47%)",
           47, "%", lambda c: _gain(c, "layer_vs_ctm", model=_Q, prompt_tokens=1024, link="25g", mfu=1.0, timing="handoff"),
-          1.0, "the calibration point: the device speed is chosen so this figure and the next match"),
+          1.0, "the calibration point: the device speed is chosen so this figure and the next match", fit=True),
     Claim("fig4.layer_vs_global.mfu1.25g", "Figure 4: layer vs global, Qwen3.6 1k, 25G, MFU 1.0 (16.5%)", 16.5, "%",
           lambda c: _gain(c, "layer_vs_global", model=_Q, prompt_tokens=1024, link="25g", mfu=1.0, timing="handoff"),
-          0.5, "the calibration point"),
+          0.5, "the calibration point", fit=True),
     Claim("fig4.layer_vs_ctm.mfu04.25g", "Figure 4: layer vs compute-then-move, Qwen3.6 1k, 25G, MFU 0.4 (31%)", 31, "%",
           lambda c: _gain(c, "layer_vs_ctm", model=_Q, prompt_tokens=1024, link="25g", mfu=0.4, timing="handoff"),
           2.0, "ours is larger: at MFU 0.4 our global wait still pays the whole decode pass after the last "
-          "arrival; see docs/calibration.md"),
+          "arrival; with the token edge (the first decode step waits for the prefill's token) it is 31.6%, but "
+          "Figure 9's c = 8 layer TTFT and 1k stall then miss (the trade-off table in the report)"),
     Claim("fig4.layer_vs_global.mfu04.25g", "Figure 4: layer vs global, Qwen3.6 1k, 25G, MFU 0.4 (0%)", 0, "%",
           lambda c: _gain(c, "layer_vs_global", model=_Q, prompt_tokens=1024, link="25g", mfu=0.4, timing="handoff"),
-          1.0, "not reproducible together with 16.5% at MFU 1.0: the same decode pass that gives 16.5% there "
-          "is still waited out after the last arrival at MFU 0.4; see docs/calibration.md"),
+          1.0, "not reproducible together with 16.5% at MFU 1.0 and Figure 9: the same decode pass that gives "
+          "16.5% there is still waited out after the last arrival at MFU 0.4; the token edge gives 1.1% here but "
+          "breaks Figure 9's c = 8 figures (the trade-off table in the report)"),
     Claim("sweep.layer_vs_ctm.25g.max", "on 25G layer vs compute-then-move reaches up to 47% (whole sweep)", 47, "%",
           lambda c: _gain(c, "layer_vs_ctm", link="25g"), 2.5,
           "Nemotron 1k at MFU 1.0 reaches a little more than Qwen3.6"),
     Claim("sweep.layer_vs_ctm.25g.mfu04.max", "and still 31% at MFU 0.4 (whole sweep, 25G)", 31, "%",
-          lambda c: _gain(c, "layer_vs_ctm", link="25g", mfu=0.4), 2.0, "as fig4.layer_vs_ctm.mfu04.25g"),
+          lambda c: _gain(c, "layer_vs_ctm", link="25g", mfu=0.4), 2.0,
+          "the Figure 4 point is the sweep's largest, and misses as fig4.layer_vs_ctm.mfu04.25g does: the decode "
+          "pass after the last arrival"),
     Claim("sweep.component_vs_layer.max", "component vs layer at most 0.053% (whole single-request sweep)", 0.053, "%",
           lambda c: _gain(c, "component_vs_layer"), 0.01,
           "bounded by the convolution operator's time (10% of a recurrent layer's decode step)"),
+    Claim("sweep.configurations", "the single-request sweep is 108 configurations", 108, "configurations",
+          lambda c: len(c["gains"]), 0,
+          "the study's stated grid (2 models x 3 prompts x 3 links x 2 MFUs x 2 timings) has 72; 108 would need a "
+          "third model (3 x 36, e.g. the Qwen3-32B it sizes) or a third timing, neither in its text"),
+    Claim("sweep.comparisons", "and 216 comparisons", 216, "comparisons",
+          lambda c: 3 * len(c["gains"]), 0,
+          "a reading: 72 configurations x the 3 comparisons of Figure 4 (layer vs compute-then-move, layer vs "
+          "global, component vs layer); 108 configurations would make it 2 per configuration"),
 )
 
 
@@ -131,14 +150,26 @@ def _f9(ctx, col, variant, tokens=1024):
     return float(f[(f.variant == variant) & (f.prompt_tokens == tokens)][col].iloc[0])
 
 
+def _phase(ctx, variant):
+    p = ctx["phases"]
+    return 100 * float(p[p.variant == variant]["max"].max())
+
+
+_FIXED = ("at a fixed phase the gain is a whole step or nothing: our largest is a full step over a 1k TTFT "
+          "(about half of it), in a window of under 0.3% of phases; one step over a 32k TTFT is a few percent, "
+          "the size of the study's figure: the phase table in the report")
 _PHASE = ("ours is the exact expectation over a uniform arrival phase, which spreads a one-step jump "
           "over the phases that cross the boundary; the study's figure sits on one such threshold")
+_ATTN_FIT = ("fitted: the attention FLOPs per key (3.4 instead of 4) is fitted to the mean of the two 32k stalls; "
+             "with 4 they are 2.46 and 2.38 s; Figure 4 moves by under 0.1 point")
 _CONV = "the conv tail's head start is bounded by the convolution operator, about 0.05% of TTFT here"
 _DECODE = ("our batched step at c = 32 is 57 ms, not the study's ~38 ms: the expected number of distinct "
-           "experts 32 tokens touch (161 of 256) sets it; see docs/calibration.md")
+           "experts 32 tokens touch (163 of 256 under uniform routing) sets it; a Zipf skew of 0.99 gives 38 ms "
+           "but takes D_8 from 23 to 17 ms, and real traces show less skew (about 0.3 to 0.5); see the report's "
+           "routing table and docs/calibration.md")
 _GLOBAL = ("in this model a global wait costs the decode pass after the last arrival (a few ms), so layer vs "
            "global stays near the single-request 21%; the study's figure is closer to our layer vs "
-           "compute-then-move; see docs/calibration.md")
+           "compute-then-move; every reading of its text is in the report's readings table")
 
 REPLAY_CLAIMS: tuple[Claim, ...] = (
     Claim("replay.component_vs_layer.median", "every group's median component vs layer is 0.00%", 0.0, "%",
@@ -173,7 +204,14 @@ REPLAY_CLAIMS: tuple[Claim, ...] = (
           lambda c: _rg(c, "component_vs_layer", variant="pp4-shared"), 0.3,
           _CONV),
     Claim("replay.async_component_vs_layer.max", "with request-level async on both, at most 0.34%", 0.34, "%",
-          lambda c: _rg(c, "async_component_vs_layer"), 0.34, "an upper bound: ours must stay below it"),
+          lambda c: _rg(c, "async_component_vs_layer"), 0.0,
+          "an upper bound: it fails if any point's gain exceeds 0.34%; ours is bounded by the convolution "
+          "operator's share of one layer's step (0.054% at most), so only a conv operator several times larger "
+          "than the study's 10% could fail it", at_most=True),
+    Claim("replay.component_vs_layer.c8.fixed_phase", "batch c = 8: at most 1.97%, read at a fixed arrival phase "
+          "(our largest over phases)", 1.97, "%", lambda c: _phase(c, "c=8"), 0.5, _FIXED),
+    Claim("replay.component_vs_layer.c32.fixed_phase", "batch c = 32: at most 1.98%, read at a fixed arrival phase "
+          "(our largest over phases)", 1.98, "%", lambda c: _phase(c, "c=32"), 0.5, _FIXED),
     Claim("replay.layer_vs_global.speculative", "layer vs global, speculative: up to 47.5%", 47.5, "%",
           lambda c: _rg(c, "layer_vs_global", variant="k=3"), 2.0, _GLOBAL),
     Claim("replay.layer_vs_global.c8", "layer vs global, continuous batching c = 8: about 37%", 37, "%",
@@ -220,11 +258,9 @@ REPLAY_CLAIMS: tuple[Claim, ...] = (
     Claim("fig9.stall.8k.c32", "Figure 9 right: stall at 8k, c = 32: about 0.39 to 0.42 s", 405, "ms",
           lambda c: _f9(c, "stall_ms", "c=32", 8192), 25, _DECODE),
     Claim("fig9.stall.32k.c8", "Figure 9 right: stall at 32k, c = 8: about 2.28 to 2.30 s", 2290, "ms",
-          lambda c: _f9(c, "stall_ms", "c=8", 32768), 60,
-          "our 32k prefill at MFU 0.4 is 2.53 s: the attention term 2 S^2 (heads x head_dim) weighs more than in the study"),
+          lambda c: _f9(c, "stall_ms", "c=8", 32768), 60, _ATTN_FIT, fit=True),
     Claim("fig9.stall.32k.c32", "Figure 9 right: stall at 32k, c = 32: about 2.28 to 2.30 s", 2290, "ms",
-          lambda c: _f9(c, "stall_ms", "c=32", 32768), 60,
-          "our 32k prefill at MFU 0.4 is 2.53 s: the attention term 2 S^2 (heads x head_dim) weighs more than in the study"),
+          lambda c: _f9(c, "stall_ms", "c=32", 32768), 60, _ATTN_FIT, fit=True),
     Claim("batch.step.c8", "the batched decode step D_c is about 23 ms (c = 8, 1k)", 23, "ms",
           lambda c: _f9(c, "step_ms", "c=8"), 1.0),
     Claim("batch.step.c32", "and about 38 ms (c = 32, 1k)", 38, "ms", lambda c: _f9(c, "step_ms", "c=32"), 2.0,
@@ -246,9 +282,10 @@ def _cap(ctx, field_name, **kw):
     return getattr(plan("qwen3-32b", **args), field_name)
 
 
-_PULL = ("pull is over capacity at 8 req/s (the study's own Little's law: 10.6 slots for 8), so its queue for "
-         "slots grows for the whole 50 s run and the mean wait is seconds; the study's measured 1,744 ms implies "
-         "a server that kept up better than its own 10.4 ms per token allows; see docs/calibration.md")
+_PULL = ("pull is over capacity at 8 req/s (the study's own Little's law: 10.6 slots for 8): the load test finds "
+         "no steady state, its queue for slots grows through the 400-request run and the mean wait is seconds; "
+         "its mean TTFT depends on the run length, and about 70 requests (inferred) give both study numbers "
+         "(551 and 1,687 ms over 10 seeds): the run-length table in the report")
 
 PUSHPULL_CLAIMS: tuple[Claim, ...] = (
     Claim("pp.bytes.16k", "16,000 tokens of Qwen3-32B are 4.2 GB", 4.2, "GB",
@@ -260,14 +297,16 @@ PUSHPULL_CLAIMS: tuple[Claim, ...] = (
     Claim("pp.slots.push", "and at 7.0 ms per token: 7.2", 7.2, "slots",
           lambda c: _cap(c, "slots_held", tpot_s=7.0e-3), 0.05),
     Claim("pp.loop_lost", "14.7 ms of posting per request at 8 req/s costs the loop 12%", 12, "%",
-          lambda c: 100 * 8 * c["posting_2k_s"], 0.5, "the posting cost is calibrated to 14.7 ms at 2,000 tokens"),
+          lambda c: 100 * 8 * c["posting_2k_s"], 0.5, "the posting cost is calibrated to 14.7 ms at 2,000 tokens",
+          fit=True),
     Claim("pp.thread_ratio", "moving posting to a thread: time per token 6.14 -> 5.52 ms (x0.899)", 0.899, "ratio",
           lambda c: c["thread_ratio"], 0.03),
     Claim("pp.tpot.push", "push, 8 req/s, 16k: 7.0 ms per token", 7.0, "ms",
-          lambda c: 1e3 * _pp(c, "tpot_p50_s", "push"), 0.2, "the per-step overhead is calibrated here"),
+          lambda c: 1e3 * _pp(c, "tpot_p50_s", "push"), 0.2, "the per-step overhead is calibrated here", fit=True),
     Claim("pp.tpot.pull", "pull, 8 req/s, 16k: 10.4 ms per token", 10.4, "ms",
           lambda c: 1e3 * _pp(c, "tpot_p50_s", "pull"), 1.0,
-          "the posting cost at 16k is calibrated from this figure, assuming a full batch; ours runs fewer"),
+          "the posting cost at 16k is calibrated from this figure, assuming a full batch; ours runs fewer",
+          fit=True),
     Claim("pp.ttft.push", "push, 8 req/s, 16k: first token 540 ms", 540, "ms",
           lambda c: 1e3 * _pp(c, "ttft_s", "push"), 55,
           "Poisson bursts at 84% slot utilisation queue a few requests (mean 1.9 waiting); with constant "

@@ -9,7 +9,6 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..specs.cost import STUDY_GPU
 from ..core.policies import POLICY_NAMES
 from .single import study_gains
 
@@ -274,7 +273,9 @@ def phase_curve(*, model: str = "qwen3.6-35b-a3b", batch: int = 8, phases: int =
     from ..core.scheduler import schedule
     from ..workloads.batching import continuous_batching_tables
 
-    kw = {"prompt_tokens": 1024, "link": "25g", "mfu": 0.4, "gpu": STUDY_GPU, "timing": "handoff", **kw}
+    from .single import study_cost
+
+    kw = {"prompt_tokens": 1024, "link": "25g", "mfu": 0.4, "cost": study_cost(), "timing": "handoff", **kw}
     rows: dict[str, list] = {"global": [], "layer": []}
     for k in range(phases):
         phase = (k + 0.5) / phases

@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Callable
 
 from ..io.atomic import atomic_write_bytes, atomic_write_text, figure_bytes
-from ..specs.cost import STUDY_GPU, CostModel
+from ..specs.cost import CostModel
 from .claims import _D, _Q, evaluate_claims, posting_context
 from .report import report_text
-from .single import bytes_table, conv_head_start, plot_bytes, plot_gains, study_gains
+from .single import bytes_table, conv_head_start, plot_bytes, plot_gains, study_cost, study_gains
 
 __all__ = ["SCENARIOS_DIR", "write_reproduction"]
 
@@ -72,8 +72,10 @@ def _figure_bytes(make: Callable, *args) -> bytes:
 
 def _reproduce(out: Path, folder: Path, pool, say: Callable[[str], None], show_bars: bool, resume: bool) -> Path:
     from ..serving.plots import plot_pushpull_sweep
-    from .replay import (family_summary, figure9_numbers, phase_curve, plot_fig6, plot_fig7, plot_fig8, plot_fig9,
-                         replay_gains)
+    from .runlength import plot_run_length, run_length_table
+    from .alternatives import attention_table, readings_table, routing_table, tradeoff_table
+    from .replay import (family_summary, figure9_numbers, phase_curve, phase_distribution, plot_fig6, plot_fig7,
+                         plot_fig8, plot_fig9, replay_gains)
     from ..sweeps import sweep
 
     say(f"scenarios from {folder}")
@@ -84,6 +86,8 @@ def _reproduce(out: Path, folder: Path, pool, say: Callable[[str], None], show_b
     # and what needs no sweep here is done while the workers start
     head_start = conv_head_start()
     posting = posting_context() if (folder / "pushpull.toml").is_file() else {}
+    # the push vs pull case's TTFT against run length (issue 19), on a worker while the sweeps run
+    run_length = _submit(pool, run_length_table) if (folder / "pushpull.toml").is_file() else None
     where = {"executor": pool} if pool is not None else {"workers": 1}
     where["resume"] = resume
     figures_out = {"fig3_bytes.png": early["fig3_bytes.png"]}
@@ -108,15 +112,28 @@ def _reproduce(out: Path, folder: Path, pool, say: Callable[[str], None], show_b
     render("fig4_gains.png", plot_gains, gains)
     say("tables and claims")
     ctx = {"gains": gains, "bytes": byte_table, "head_start": head_start, "single": single,
-           "replay": replay, "replay_gains": rgains, "replay_summary": family_summary(rgains), "fig9": fig9}
+           "replay": replay, "replay_gains": rgains, "replay_summary": family_summary(rgains), "fig9": fig9,
+           "phases": phase_distribution(replay)}
     if pushpull is not None:
         ctx.update(pushpull=pushpull, **posting)
+        ctx["run_length"] = run_length.result()
+        render("pushpull_run_length.png", plot_run_length, ctx["run_length"])
     claims = evaluate_claims(ctx)
+    say("alternatives: the token edge, expert routing, the attention term, the other readings")
+    edge = _token_edge_context(folder, out, where, show_bars, ctx)
+    ctx["alternatives"] = {
+        "token_edge": tradeoff_table(claims, evaluate_claims(edge)) if edge is not None else None,
+        "routing": routing_table(), "attention": attention_table(),
+        "readings": readings_table(replay, edge["replay"] if edge is not None else None)}
     tables = out / "tables"
     for name, df in [("bytes", ctx["bytes"]), ("single_request_gains", gains), ("replay_gains", rgains),
                      ("replay_summary", ctx["replay_summary"].reset_index()), ("figure9", ctx["fig9"]),
-                     ("claims", claims)]:
+                     ("claims", claims), ("component_vs_layer_by_phase", ctx["phases"]),
+                     *[(f"alternative_{k}", v) for k, v in ctx["alternatives"].items() if v is not None]]:
         atomic_write_text(tables / f"{name}.csv", df.to_csv(index=False, float_format="%.9g"))
+    if "run_length" in ctx:
+        atomic_write_text(tables / "pushpull_run_length.csv",
+                          ctx["run_length"].to_csv(index=False, float_format="%.9g"))
     report = report_text(ctx, claims)
     say("figures")
     figures = out / "figures"
@@ -135,6 +152,30 @@ def _reproduce(out: Path, folder: Path, pool, say: Callable[[str], None], show_b
     return path
 
 
+def _token_edge_context(folder: Path, out: Path, where: dict, show_bars: bool, ctx: dict) -> dict | None:
+    """The claims' context with the token edge on (the first decode step waits for the prefill's
+    token): the single-request and replay sweeps again, their parts and tables in
+    ``out/alternatives``."""
+    import dataclasses
+
+    from ..sweeps import sweep
+    from ..sweeps.scenario import load_scenario
+    from .replay import family_summary, figure9_numbers, phase_distribution, replay_gains
+
+    if not ((folder / "single.toml").is_file() and (folder / "replay.toml").is_file()):
+        return None
+    runs = {}
+    for name in ("single", "replay"):
+        sc = load_scenario(folder / f"{name}.toml")
+        sc = dataclasses.replace(sc, name=f"{sc.name}-token-edge", cost=tuple(sorted({**dict(sc.cost),
+                                                                                      "token_edge": True}.items())))
+        runs[name] = sweep(sc, out_dir=out / "alternatives", progress=show_bars, **where)
+    rg = replay_gains(runs["replay"])
+    return {**ctx, "gains": study_gains(runs["single"]), "single": runs["single"], "replay": runs["replay"],
+            "replay_gains": rg, "replay_summary": family_summary(rg), "fig9": figure9_numbers(runs["replay"]),
+            "phases": phase_distribution(runs["replay"])}
+
+
 def _example_views(cost: CostModel | None = None) -> tuple[dict[str, bytes], str | None]:
     """The graph, timeline and frontier of the study's Figure 4 point, and the
     Figure 5 drawings: ``({file name: bytes}, warning or None)``; without
@@ -144,7 +185,7 @@ def _example_views(cost: CostModel | None = None) -> tuple[dict[str, bytes], str
     from ..workloads.single import single_request
     from .gallery import figure5, small_model
 
-    cost = cost or CostModel(gpu=STUDY_GPU)  # the study's calibration device
+    cost = cost or study_cost()  # the study's calibration device and assumptions
     files: dict[str, bytes] = {}
     G = single_request(_Q, prompt_tokens=1024, link="25g", mfu=1.0, cost=cost)
     for policy in ("global", "layer"):

@@ -105,6 +105,21 @@ def _analyses(S: Schedule) -> dict[str, float]:
     }
 
 
+def _milestones(S: Schedule, model) -> dict[str, float]:
+    """When request 0's prefill ends (its last layer, with its all-reduces where it has ranks) and,
+    where the graph has a first token distinct from its TTFT (speculative decoding), when the target's
+    own first pass ends: what the studies' other readings of a gain measure from. Without the token
+    edge a decode pass may end before the prefill does (a last layer with no handoff state, as in
+    Nemotron, does not wait for its prefill)."""
+    from ..core.graph import layer_tag
+
+    finish = S.finish_s
+    last = f"r0:prefill:{layer_tag(model.num_layers - 1)}"
+    end = finish.get(f"{last}:allreduce", finish.get(last, float("nan")))
+    first_pass = finish.get("r0:decode:head", float("nan")) if "r0:decode:verify" in finish else float("nan")
+    return {"prefill_end_s": float(end), "target_pass_s": float(first_pass)}
+
+
 def _breakdown(S: Schedule) -> dict[str, float]:
     parts = S.breakdown()
     return {k: parts[k] for k in ("prefill_s", "transfer_s", "wait_s", "decode_s")}
@@ -148,10 +163,11 @@ def run_point(point: dict[str, Any], *, cost: CostModel | None = None, policies:
     rows = []
     if not w.applies_policy:
         table = build(point, cost=cost, as_table=True)  # built once, scheduled under every policy
+        model = _model(point["model"]) if isinstance(point["model"], str) else point["model"]
         for policy in policies:
             S = schedule(table, policy=policy)
             rows.append({"policy": policy, "admission": "none", **_analyses(S), "stall_s": float("nan"),
-                         "step_s": float("nan"), "join_step": float("nan"),
+                         "step_s": float("nan"), "join_step": float("nan"), **_milestones(S, model),
                          **(_breakdown(S) if breakdown else {})})
         return rows
     scope = point.get("hook_scope", w.param("hook_scope").default)
