@@ -121,6 +121,8 @@ def test_the_alternatives_are_reported(run):
     # the edge trades Figure 4 at MFU 0.4 for Figure 9's c = 8 figures; the default reproduces more
     assert edge.loc["fig4.layer_vs_ctm.mfu04.25g", "matched_with"] and not edge.loc["fig9.layer.c8", "matched_with"]
     assert edge.matched_without.sum() > edge.matched_with.sum()
+    assert "The default is without the edge (`CostModel.token_edge = False`), which reproduces more." in \
+        (out / "report.md").read_text().replace("\n", " ")
     routing = pd.read_csv(tables / "alternative_routing.csv")
     fitted = routing[routing.routing.str.contains("fitted")].iloc[0]
     assert fitted.step_32_ms == pytest.approx(38.0, abs=0.05)
@@ -130,7 +132,7 @@ def test_the_alternatives_are_reported(run):
     assert set(readings.family) == {"speculative", "pipeline"} and len(readings) >= 8
     phases = pd.read_csv(tables / "component_vs_layer_by_phase.csv")
     assert len(phases) == 144 and (phases["max"] >= phases["expected"]).all()
-    assert ((phases.phase_at_max >= 0) & (phases.phase_at_max < 1)).all()
+    assert ((phases.window_start >= 0) & (phases.window_end <= 1) & (phases.window_start < phases.window_end)).all()
 
 
 def test_phase_distribution_agrees_with_the_exact_expectation(run):

@@ -143,3 +143,53 @@ def test_token_edge_is_one_edge_per_first_operator():
         S = dg.schedule(G1, policy="layer")
         for u, v in added:
             assert S.start_s[v] >= S.finish_s[u]
+
+
+def _flat(path, skew_top=None):
+    rows = ["expert,tokens"] + [f"{e},{1000 if skew_top and e < skew_top else 10}" for e in range(256)]
+    path.write_text("\n".join(rows) + "\n")
+
+
+def test_a_scenario_histogram_is_resolved_beside_it_and_keyed_by_content(tmp_path):
+    """Review of issue 19: a resume must not reuse points of another histogram, a relative name that
+    starts with "uniform" is still a file beside the scenario, and the key does not depend on where
+    the sweep runs from."""
+    from depgraph.sweeps import sweep
+    from depgraph.sweeps.scenario import expand_scenario, load_scenario
+
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    hist = sub / "uniform_hist.csv"
+    _flat(hist, skew_top=8)
+    (sub / "s.toml").write_text('name = "h"\n[cost]\nexpert_routing = "uniform_hist.csv"\n[grid]\n'
+                                'models = ["qwen3.6-35b-a3b"]\nprompt_tokens = [1024]\nlinks = ["25g"]\n'
+                                'gpus = ["study-effective"]\nmfus = [0.4]\ntimings = ["handoff"]\n'
+                                '[[workloads]]\nworkload = "batch"\nbatch = [32]\n')
+    sc = load_scenario(sub / "s.toml")
+    assert dict(sc.cost)["expert_routing"] == str(hist.resolve())
+    key = expand_scenario(sc)[0]["key"]
+    assert f"histogram_sha256={sc.cost_digest}" in key and len(sc.cost_digest) == 16
+    skewed = sweep(sc, out_dir=tmp_path / "out", workers=1, progress=False)
+    _flat(hist)  # the same file, now flat: new keys, nothing reused
+    sc2 = load_scenario(sub / "s.toml")
+    assert expand_scenario(sc2)[0]["key"] != key
+    flat = sweep(sc2, out_dir=tmp_path / "out", workers=1, progress=False)
+    assert flat.step_s.iloc[0] == pytest.approx(dg.CostModel(gpu="study-effective").decode_step_s(
+        dg.load_model(Q), [1024] * 32), rel=1e-12)
+    assert skewed.step_s.iloc[0] < flat.step_s.iloc[0]
+
+
+def test_a_histogram_must_fit_the_model(tmp_path):
+    per = tmp_path / "per.csv"
+    per.write_text("layer,expert,tokens\n" + "".join(f"999,{e},1\n" for e in range(256)))
+    with pytest.raises(ConfigError, match="layer 999 is not a MoE layer of qwen3.6-35b-a3b"):
+        dg.single_request(Q, prompt_tokens=64, cost=dg.CostModel(expert_routing=str(per)))
+    neg = tmp_path / "neg.csv"
+    neg.write_text("layer,expert,tokens\n-1,0,1\n")
+    with pytest.raises(ConfigError, match=r"must be in \[0, 1000000\)"):
+        parse_routing(str(neg))
+    flat = tmp_path / "flat.csv"
+    _flat(flat)
+    with pytest.raises(ConfigError, match="qwen3-32b has no MoE layers to route"):
+        dg.single_request("qwen3-32b", prompt_tokens=64, cost=dg.CostModel(expert_routing=str(flat)))
+    assert str(dg.CostModel(attention_flops_per_key=-0.0).attention_flops_per_key) == "0.0"

@@ -199,3 +199,17 @@ def test_run_length_table_is_deterministic():
     a = run_length_table(num_prompts=(40, 80), seeds=(0, 1))
     b = run_length_table(num_prompts=(80, 40, 80), seeds=(0, 1, 1))
     pd.testing.assert_frame_equal(a, b)
+
+
+def test_a_nan_ttft_is_not_read_as_steady():
+    """Review of issue 19: NaN comparisons are false, so a NaN TTFT must not pass as steady."""
+    import numpy as np
+
+    from depgraph.serving.simulator import steady_state
+
+    a = np.arange(50, dtype=float)
+    y = np.full(50, 0.5)
+    y[10] = np.nan
+    q = (np.array([0.0]), np.array([50.0]), np.array([0.0]))
+    out = steady_state(a, y, a + 1.0, q)
+    assert out["steady_state"] is None and "not a finite number" in out["steady_state_reason"]

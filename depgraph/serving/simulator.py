@@ -1618,6 +1618,9 @@ def steady_state(arrival_s: np.ndarray, ttft_s: np.ndarray, finish_s: np.ndarray
         out["steady_state_reason"] = (f"steady state not tested: {n} requests (the test needs at least "
                                       f"{STEADY_STATE_MIN_REQUESTS})")
         return out
+    if not (np.isfinite(a).all() and np.isfinite(y).all()):
+        out["steady_state_reason"] = "steady state not tested: an arrival time or TTFT is not a finite number"
+        return out
     if span <= float(y.min()):  # a burst: every request is in before the first is served
         when = "at once" if span == 0 else f"within {span:.3g} s, before any has its first token"
         out["steady_state_reason"] = (f"steady state not tested: all {n} requests arrive {when} (a burst only "

@@ -154,6 +154,7 @@ class CostModel:
         positive_number("decode_layer_overhead_s", self.decode_layer_overhead_s, allow_zero=True, upper=10.0)
         positive_number("recurrent_flops_per_state_elem", self.recurrent_flops_per_state_elem, allow_zero=True, upper=1e6)
         positive_number("attention_flops_per_key", self.attention_flops_per_key, allow_zero=True, upper=1e3)
+        object.__setattr__(self, "attention_flops_per_key", float(self.attention_flops_per_key) + 0.0)  # no -0
         object.__setattr__(self, "expert_routing", parse_routing(self.expert_routing))
         if not isinstance(self.token_edge, bool):
             raise ConfigError(f"token_edge: expected true or false, got {self.token_edge!r}")
@@ -496,6 +497,7 @@ class StepCost:
         dense = sum(layer.mixer_params + layer.ffn_dense_params for layer in layers) + model.lm_head_params
         self._dense_bytes = dense * model.dtype_bytes / tp
         self._moe = [layer for layer in layers if layer.num_experts]
+        cost.expert_routing.check(model)
         self._expert_bytes: dict[int, float] = {}
         self._blocks = sum((layer.mixer_params > 0) + (layer.ffn_dense_params + layer.expert_params > 0)
                            for layer in layers)

@@ -48,6 +48,7 @@ import io
 import math
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -55,7 +56,7 @@ import numpy as np
 from .._files import read_limited
 from ..errors import ConfigError
 
-__all__ = ["ExpertRouting", "parse_routing", "ROUTING_HELP", "MAX_ROUTING_FILE_BYTES"]
+__all__ = ["ExpertRouting", "parse_routing", "is_routing_file", "ROUTING_HELP", "MAX_ROUTING_FILE_BYTES"]
 
 #: the largest expert-load histogram read (a CSV)
 MAX_ROUTING_FILE_BYTES = 64 * 1024 * 1024
@@ -137,11 +138,31 @@ class ExpertRouting:
         q = self.inclusion(num_experts, experts_per_token, layer)
         return float(np.sum(1.0 - (1.0 - q) ** tokens))
 
+    def check(self, model) -> None:
+        """Refuse a measured histogram that does not fit ``model``: one for a model without MoE layers,
+        a per-layer row for a layer that is not one of its MoE layers, or another number of experts."""
+        if self.kind != "measured":
+            return
+        moe = {layer.index: layer.num_experts for layer in model.layers if layer.num_experts}
+        if not moe:
+            raise ConfigError(f"expert_routing: {self.spec}: {model.name} has no MoE layers to route")
+        for layer, profile in self.layer_loads:
+            if layer not in moe:
+                raise ConfigError(f"expert_routing: {self.spec}: layer {layer} is not a MoE layer of {model.name} "
+                                  f"(its MoE layers: {min(moe)} to {max(moe)})")
+        for e in set(moe.values()):
+            self.shares(e)  # the pooled profile's expert count
+
     def __str__(self) -> str:
         return self.spec
 
 
 _NUM = r"([0-9]+(?:\.[0-9]*)?(?:[eE][-+]?[0-9]+)?)"
+
+
+def is_routing_file(text: str) -> bool:
+    """Whether a routing text names a file (anything but ``uniform``, ``zipf:...`` and ``hot:...``)."""
+    return not re.fullmatch(r"uniform|zipf(?::.*)?|hot(?::.*)?", text.strip())
 
 
 def parse_routing(spec: "str | ExpertRouting", *, field_name: str = "expert_routing") -> ExpertRouting:
@@ -166,9 +187,22 @@ def parse_routing(spec: "str | ExpertRouting", *, field_name: str = "expert_rout
             raise ConfigError(f"{field_name}: hot:F:H needs 0 < F < 1 and F <= H < 1 (the hot set takes at least "
                               f"its fair share), got {text}")
         return ExpertRouting(spec=f"hot:{f:g}:{h:g}", kind="hot", hot_fraction=f, hot_share=h)
-    if text.startswith(("zipf", "hot")) and not Path(text).exists():
+    if not is_routing_file(text):
         raise ConfigError(f"{field_name}: cannot read {text!r}: expected zipf:S with S in [0, 4] or hot:F:H")
-    return _read_histogram(text, field_name)
+    try:
+        st = Path(text).stat()
+        stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
+    except OSError:
+        stamp = None  # read_limited says what is wrong
+    if stamp is None:
+        return _read_histogram(text, field_name)
+    return _cached_histogram(text, stamp, field_name)
+
+
+@lru_cache(maxsize=16)
+def _cached_histogram(path: str, stamp: tuple, field_name: str) -> ExpertRouting:
+    """A histogram read once per version of its file (each sweep point would parse it again)."""
+    return _read_histogram(path, field_name)
 
 
 def _read_histogram(path: str, field_name: str) -> ExpertRouting:
@@ -198,7 +232,7 @@ def _read_histogram(path: str, field_name: str) -> ExpertRouting:
             tokens = float(row[-1])
         except ValueError:
             raise ConfigError(f"{path}: line {n}: layer and expert must be whole numbers and tokens a number") from None
-        if layer < -1 or expert < 0 or expert >= 1_000_000 or (per_layer and layer >= 1_000_000):
+        if (per_layer and not 0 <= layer < 1_000_000) or not 0 <= expert < 1_000_000:
             raise ConfigError(f"{path}: line {n}: expert (and layer) must be in [0, 1000000)")
         if not (math.isfinite(tokens) and 0 <= tokens <= 1e18):
             raise ConfigError(f"{path}: line {n}: tokens must be a count in [0, 1e18], got {row[-1].strip()}")

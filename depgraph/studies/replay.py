@@ -41,31 +41,41 @@ def replay_gains(table: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def _ttft_at_phase(admit_s: float, step_s: float, join_s: float, phase: np.ndarray) -> np.ndarray:
+def _ttft_at_phase(admit_s: float, step_s: float, join_s: float, phase: np.ndarray,
+                   k: np.ndarray | None = None) -> np.ndarray:
     """Request-scope step admission at fixed arrival phases: boundaries at ``(1 - phase) D + k D``, the
-    request joins the first at or after ``admit_s`` and its token is that step's end."""
+    request joins the first at or after ``admit_s`` and its token is that step's end (``k`` given: that
+    boundary, whether or not it is the first)."""
     first = (1.0 - phase) * step_s
-    k = np.maximum(0.0, np.ceil((admit_s - first) / step_s - 1e-12))
+    if k is None:
+        k = np.maximum(0.0, np.ceil((admit_s - first) / step_s - 1e-12))
     return first + k * step_s + join_s
+
+
+def _boundary(admit_s: float, step_s: float, phase: np.ndarray) -> np.ndarray:
+    return np.maximum(0.0, np.ceil((admit_s - (1.0 - phase) * step_s) / step_s - 1e-12))
 
 
 def phase_distribution(table: pd.DataFrame) -> pd.DataFrame:
     """Component vs layer readiness on continuous batching at *fixed* arrival phases, next to the
     expectation over a uniform phase that the replay reports.
 
-    For each batch point (step admission, hook scope ``request``) the new request joins the first step
-    boundary at or after the time it can run every operator without waiting (``admit_request_s`` of the
-    point's rows), so each policy's TTFT is a step function of the phase, constant between the
-    threshold phases where a boundary falls exactly on one of the two admission times. The
-    function is evaluated on every piece (at its ends and its middle), so the figures are exact:
-    ``expected`` (one minus the ratio of the TTFTs' means over phase: the replay's
-    ``component_vs_layer``), ``max`` and
-    ``phase_at_max`` (the lowest phase reaching it), ``at_half`` (phase 0.5, the realised graph
-    the replay draws) and ``share_nonzero`` (the fraction of phases at which component readiness
-    gains at all), gains as fractions.
+    For each batch point (step admission, hook scope ``request``; other scopes are left out) the new
+    request joins the first step boundary at or after the time it can run every operator without
+    waiting (``admit_request_s`` of the point's rows). Between the threshold phases, where a boundary
+    falls exactly on one of the two admission times, each policy joins the same step, so its TTFT is
+    linear in the phase and the gain is monotone; at a threshold it jumps by a whole step. Each piece
+    is evaluated at both ends with its own boundaries, so the figures are exact: ``expected`` (one
+    minus the ratio of the TTFTs' means over phase: the replay's ``component_vs_layer``), ``max``
+    (the supremum over phases; it may be approached at a threshold without being reached),
+    ``window_start`` and ``window_end`` (the piece of phases where it sits, and ``window_width``),
+    ``at_half`` (phase 0.5, the realised graph the replay draws) and ``share_nonzero`` (the fraction
+    of phases at which component readiness gains at all), gains as fractions.
     """
     rows = table[(table.workload == "batch") & (table.admission == "step")
                  & table.policy.isin(["layer", "component"])]
+    if "hook_scope" in rows.columns:
+        rows = rows[rows.hook_scope.fillna("request") == "request"]
     out = []
     for key, g in rows.groupby("key", sort=False):
         by = g.set_index("policy")
@@ -74,22 +84,25 @@ def phase_distribution(table: pd.DataFrame) -> pd.DataFrame:
         step_s, join_s = float(by.loc["layer", "step_s"]), float(by.loc["layer", "join_step_s"])
         admits = {p: float(by.loc[p, "admit_request_s"]) for p in ("layer", "component")}
         edges = np.unique([0.0, 1.0] + [(1.0 - (a / step_s) % 1.0) % 1.0 for a in admits.values()])
-        mids = (edges[:-1] + edges[1:]) / 2
-        phase = np.concatenate([edges[:-1], mids])
-        comp = _ttft_at_phase(admits["component"], step_s, join_s, phase)
-        layer = _ttft_at_phase(admits["layer"], step_s, join_s, phase)
-        gain = 1.0 - comp / layer
-        widths = np.diff(edges)
-        n = len(edges) - 1
-        on_mid = gain[n:]
-        at = int(np.argmax(gain))
+        lo, hi = edges[:-1], edges[1:]
+        mids = (lo + hi) / 2
+        ks = {p: _boundary(a, step_s, mids) for p, a in admits.items()}  # each piece's boundaries
+
+        def ttft(p, phase):
+            return _ttft_at_phase(admits[p], step_s, join_s, phase, ks[p])
+
+        gain_lo = 1.0 - ttft("component", lo) / ttft("layer", lo)
+        gain_hi = 1.0 - ttft("component", hi) / ttft("layer", hi)
+        widths = hi - lo
+        sup = np.maximum(gain_lo, gain_hi)
+        at = int(np.argmax(sup))
+        # TTFT is linear on a piece: its mean there is its value at the middle
+        expected = 1.0 - float(np.sum(ttft("component", mids) * widths)) / float(np.sum(ttft("layer", mids) * widths))
         first = g.iloc[0]
-        # as the replay defines it: one minus the ratio of the expected TTFTs
-        expected = 1.0 - float(np.sum(comp[n:] * widths)) / float(np.sum(layer[n:] * widths))
-        out.append({**{c: first[c] for c in _POINT}, "expected": expected,
-                    "max": float(gain[at]), "phase_at_max": float(phase[at]),
+        out.append({**{c: first[c] for c in _POINT}, "expected": expected, "max": float(sup[at]),
+                    "window_start": float(lo[at]), "window_end": float(hi[at]), "window_width": float(widths[at]),
                     "at_half": _gain_at(admits, step_s, join_s, 0.5),
-                    "share_nonzero": float(np.sum(widths[on_mid > 0]))})
+                    "share_nonzero": float(np.sum(widths[(gain_lo > 0) | (gain_hi > 0)]))})
     return pd.DataFrame(out)
 
 

@@ -97,13 +97,24 @@ def _alternatives_section(ctx: dict) -> str:
         a = edge.attrs
         changed = edge[edge.matched_without != edge.matched_with][
             ["claim", "study", "without", "matched_without", "with", "matched_with"]]
-        keep = "without" if a["matched_without"] >= a["matched_with"] else "with"
+        verdict = ("more" if a["matched_without"] > a["matched_with"] else "as many"
+                   if a["matched_without"] == a["matched_with"] else "fewer: the default should be revisited")
+        single = ctx.get("single")
+        early = ""
+        if single is not None and "prefill_end_s" in single.columns:
+            ahead = single[single.ttft_s < single.prefill_end_s]
+            early = (f" Without the edge the first token can come before the prefill ends: a last layer "
+                     f"without handoff state (Nemotron's) does not wait for its prefill. That happens in "
+                     f"{ahead.key.nunique() if 'key' in ahead.columns else len(ahead)} of the "
+                     f"{single.key.nunique() if 'key' in single.columns else len(single)} single-request "
+                     f"configurations under at least one policy (`single.csv`: `ttft_s` < `prefill_end_s`).")
         parts.append(f"""### The token edge: Figure 4 against Figure 9
 
 With the token edge, the first decode step waits for the token the prefill emits. Every claim was
 evaluated twice, with the single-request and replay sweeps run again (`alternatives/`). Without the
 edge, {a['matched_without']} claims match (fits apart); with it, {a['matched_with']}. The default
-is the choice that reproduces more: **{keep} the edge**. These claims change verdict:
+is without the edge (`CostModel.token_edge = False`), which reproduces {verdict}.{early} These claims
+change verdict:
 
 {_table_md(changed, '{:.3f}')}
 
@@ -153,7 +164,7 @@ window. At the longest prompt one step is a few percent of TTFT
 ({'; '.join(f'{k}: {_pct(lo)} to {_pct(hi)}' for k, (lo, hi) in long.items())}), the size of the
 study's 1.97 to 1.98%. The largest point of each batch size:
 
-{_table_md(top[["variant", "model", "prompt_tokens", "link", "mfu", "timing", "expected", "max", "phase_at_max", "at_half", "share_nonzero"]], '{:.6f}')}
+{_table_md(top[["variant", "model", "prompt_tokens", "link", "mfu", "timing", "expected", "max", "window_start", "window_end", "at_half", "share_nonzero"]], '{:.6f}')}
 
 Every batch point is in `tables/component_vs_layer_by_phase.csv`.
 """)

@@ -183,6 +183,8 @@ class Scenario:
     calibration: tuple[tuple[str, float], ...] = ()
     #: the ``[cost]`` table: cost-model assumptions (:data:`COST_KEYS`) as sorted (name, value) pairs
     cost: tuple[tuple[str, Any], ...] = ()
+    #: the first 16 hex digits of the SHA-256 of a ``[cost]`` expert-load histogram ("" without one)
+    cost_digest: str = ""
 
     @property
     def num_points(self) -> int:
@@ -205,7 +207,8 @@ def expand_scenario(scenario: Scenario) -> list[dict[str, Any]]:
                 point["key"] += "|calibration=" + ",".join(f"{k}={v!r}" for k, v in scenario.calibration)
             if scenario.cost:  # so are the cost model's assumptions
                 point["cost"] = dict(scenario.cost)
-                point["key"] += "|cost=" + ",".join(f"{k}={v!r}" for k, v in scenario.cost)
+                point["key"] += "|cost=" + ",".join(f"{k}={v!r}" for k, v in scenario.cost) + (
+                    f",histogram_sha256={scenario.cost_digest}" if scenario.cost_digest else "")
             points.append(point)
     return points
 
@@ -360,10 +363,11 @@ class _Checker:
             except ConfigError as exc:
                 raise self.fail("calibration", str(exc)) from None
         if cost and any(not WORKLOADS[s.workload].builds_graph for s in specs):
-            raise self.fail("cost", "the [cost] assumptions apply to the event-graph workloads; the load test "
-                                    "takes its own (leave [cost] out of a loadtest scenario)")
+            raise self.fail("cost", "the [cost] assumptions apply to the event-graph workloads; the load test's "
+                                    "cost model does not take them (leave [cost] out of a loadtest scenario)")
         return Scenario(name=name, description=description, grid={k: checked[k] for k in GRID_KEYS},
-                        workloads=specs, source=self.source, calibration=calibration, cost=cost)
+                        workloads=specs, source=self.source, calibration=calibration, cost=cost,
+                        cost_digest=getattr(self, "_cost_digest", ""))
 
     def cost(self, table: Any) -> tuple[tuple[str, Any], ...]:
         """The ``[cost]`` table, each value checked as :class:`~depgraph.CostModel` checks it (a routing
@@ -375,12 +379,25 @@ class _Checker:
         self.keys(table, "cost.", COST_KEYS, ())
         from ..specs.cost import CostModel
 
+        from ..specs.routing import is_routing_file
+
         values = dict(table)
         routing = values.get("expert_routing")
-        if isinstance(routing, str) and not routing.startswith(("uniform", "zipf:", "hot:")):
+        self._cost_digest = ""
+        if isinstance(routing, str) and is_routing_file(routing):
             path = Path(routing)
-            values["expert_routing"] = str(path if path.is_absolute() or self.base_dir is None
-                                           else self.base_dir / path)
+            path = (path if path.is_absolute() or self.base_dir is None else self.base_dir / path).resolve()
+            values["expert_routing"] = str(path)
+            try:  # the histogram's content is part of every point's key: a resume never reuses another's
+                import hashlib
+
+                from .._files import read_limited
+                from ..specs.routing import MAX_ROUTING_FILE_BYTES
+
+                self._cost_digest = hashlib.sha256(read_limited(
+                    path, what="expert-load histogram", max_bytes=MAX_ROUTING_FILE_BYTES)).hexdigest()[:16]
+            except ConfigError as exc:
+                raise self.fail("cost.expert_routing", str(exc)) from None
         for key, value in values.items():
             try:
                 CostModel(**{key: value})

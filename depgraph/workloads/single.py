@@ -483,6 +483,7 @@ def new_graph(workload: str, model, *, prompt_tokens, link=None, mfu=None, timin
         for side, depth in zip(("prefill_pp", "decode_pp"), sizes if kind == "pp" else ()):
             check_pp(side, depth, model.num_layers)
         attrs = {f"prefill_{kind}": sizes[0], f"decode_{kind}": sizes[1], **attrs}
+    cost.expert_routing.check(model)  # a measured histogram must be this model's
     if cost.assumptions():  # a named assumption away from its default is part of what the graph says
         attrs = {"assumptions": ", ".join(cost.assumptions()), **attrs}
     make = TableBuilder if as_table else nx.DiGraph
