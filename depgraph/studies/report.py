@@ -343,7 +343,8 @@ def _pushpull_section(ctx: dict) -> str:
     if t is None:
         return ""
     cols = ["prompt_tokens", "handoff", "qps", "ttft_s", "ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "slots_held_mean",
-            "waiting_mean", "waiting_peak", "loop_posting_share"]
+            "waiting_mean", "waiting_peak", "loop_posting_share"] + (["steady_state"] if "steady_state" in t.columns
+                                                                     else [])
     view = t[cols].copy()
     for c in ("ttft_s", "ttft_p50_s", "ttft_p99_s", "tpot_p50_s"):
         view[c.replace("_s", "_ms")] = view.pop(c) * 1e3
@@ -351,7 +352,8 @@ def _pushpull_section(ctx: dict) -> str:
 
 Qwen3-32B on TP 8 at 50 GB/s per GPU, `--max-num-seqs 8`, 400 prompts, 128 output tokens
 (`workloads/pushpull.toml`, `pushpull.csv`). TTFT is the mean over requests; `waiting` is
-`num_requests_waiting` (requests waiting for a slot), averaged over time and at its peak.
+`num_requests_waiting` (requests waiting for a slot), averaged over time and at its peak;
+`steady_state` is "no" where the queue grows through the run (its mean TTFT then depends on the run length).
 
 {_table_md(view, '{:.2f}')}
 
