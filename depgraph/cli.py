@@ -284,6 +284,9 @@ def _build_parser() -> argparse.ArgumentParser:
                         "and step overhead measured without them; the defaults are fitted with them inside)")
     p.add_argument("--link", default=None, help=f"{LINK_HELP} (default ib-ndr: 400 Gbit/s, the study's bandwidth)")
     p.add_argument("--gpu", default=None, help="GPU of the prefill and decode servers (default h200, the study's)")
+    from .specs.routing import ROUTING_HELP
+
+    p.add_argument("--expert-routing", default=None, metavar="MODEL", help=f"{ROUTING_HELP} (default uniform)")
     p.add_argument("--seed", type=_number(int, "--seed"), default=0)
     p.add_argument("--arrival", default="poisson", help="poisson or constant")
     p.add_argument("--trace", default=None, help="CSV of arrival_s,prompt_tokens,output_tokens (replaces --qps ...)")
@@ -1249,7 +1252,8 @@ def _cmd_loadtest(args) -> int:
                       **{k: v for k, v in (("link", args.link), ("gpu", args.gpu), ("prefill_tp", args.prefill_tp),
                                            ("decode_tp", args.decode_tp), ("prefill_pp", args.prefill_pp),
                                            ("decode_pp", args.decode_pp), ("collectives", args.collectives),
-                                           ("prefill_servers", args.prefill_servers))
+                                           ("prefill_servers", args.prefill_servers),
+                                           ("expert_routing", args.expert_routing))
                          if v is not None})
     s = result.summary
     if args.plot:
@@ -1276,6 +1280,8 @@ def _cmd_loadtest(args) -> int:
                                      if s["max_concurrency"] is not None else ""))
     if s.get("calibration"):
         print(f"  calibration: {s['calibration']} (fitted values)")
+    if s.get("expert_routing", "uniform") != "uniform":
+        print(f"  expert routing: {s['expert_routing']}")
     print(f"  TTFT   p50 {s['ttft_p50_s'] * 1e3:9.1f} ms   p90 {s['ttft_p90_s'] * 1e3:9.1f} ms   p99 {s['ttft_p99_s'] * 1e3:9.1f} ms")
     print(f"  TPOT   p50 {s['tpot_p50_s'] * 1e3:9.2f} ms   p90 {s['tpot_p90_s'] * 1e3:9.2f} ms   p99 {s['tpot_p99_s'] * 1e3:9.2f} ms")
     print(f"  {s['steady_state_reason']}")  # "no steady state: the queue grows through the run (...)" when false
@@ -1313,6 +1319,8 @@ def _print_colocated(result, args) -> int:
           f"{s['step_overhead_s'] * 1e3:g} ms{', all-reduces added' if s['collectives'] else ''})")
     if s.get("calibration"):
         print(f"  calibration: {s['calibration']} (fitted values)")
+    if s.get("expert_routing", "uniform") != "uniform":
+        print(f"  expert routing: {s['expert_routing']}")
     for name, label, digits in (("ttft", "TTFT", 1), ("tpot", "TPOT", 2), ("itl", "ITL", 2), ("e2e", "E2E", 1)):
         print(f"  {label:<6} p50 {s[f'{name}_p50_s'] * 1e3:9.{digits}f} ms   p90 {s[f'{name}_p90_s'] * 1e3:9.{digits}f} ms"
               f"   p99 {s[f'{name}_p99_s'] * 1e3:9.{digits}f} ms")

@@ -193,3 +193,24 @@ def test_a_histogram_must_fit_the_model(tmp_path):
     with pytest.raises(ConfigError, match="qwen3-32b has no MoE layers to route"):
         dg.single_request("qwen3-32b", prompt_tokens=64, cost=dg.CostModel(expert_routing=str(flat)))
     assert str(dg.CostModel(attention_flops_per_key=-0.0).attention_flops_per_key) == "0.0"
+
+
+def test_the_load_test_takes_a_routing_model():
+    """A MoE model's decode steps read the experts its routing implies, in the load test too."""
+    kw = dict(deployment="colocated", qps=20, prompt_tokens=1024, out_tokens=64, num_prompts=120, max_num_seqs=64,
+              gpu="h100-sxm", tp=2)
+    u = dg.loadtest(Q, **kw).summary
+    z = dg.loadtest(Q, expert_routing="zipf:1", **kw).summary
+    assert u["expert_routing"] == "uniform" and z["expert_routing"] == "zipf:1"
+    assert z["tpot_p50_s"] < u["tpot_p50_s"]
+    # a dense model is unchanged by a skew, and refuses a measured histogram
+    d = dict(kw, qps=4, prompt_tokens=512)
+    assert dg.loadtest("qwen3-32b", expert_routing="zipf:1", **d).summary["tpot_p50_s"] == \
+        dg.loadtest("qwen3-32b", **d).summary["tpot_p50_s"]
+    with pytest.raises(ConfigError, match="expert_routing"):
+        dg.loadtest(Q, expert_routing="zipf:9", **kw)
+    r = subprocess.run([sys.executable, "-m", "depgraph.cli", "loadtest", Q, "--deployment", "colocated", "--qps", "2",
+                        "--prompt-tokens", "256", "--out-tokens", "8", "--num-prompts", "30", "--max-num-seqs", "8",
+                        "--gpu", "h100-sxm", "--tp", "2", "--expert-routing", "zipf:0.5"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and "expert routing: zipf:0.5" in r.stdout

@@ -63,6 +63,7 @@ from ..core.graph import add_dep, add_event
 from ..specs.hardware import DEFAULT_LINK, load_gpu, load_link
 from ..specs.models import ModelSpec, handoff_bytes, load_model
 from ..specs.parallel import check_pp, check_tp_pair, handoff_nics
+from ..specs.routing import parse_routing
 from .engine import ROUTERS, EngineConfig, colocated_graph, default_max_num_batched_tokens, parse_deployment, simulate_colocated
 from .memory import check_sides, decode_pools, max_slots_in_memory, weights_per_gpu_bytes
 
@@ -147,6 +148,9 @@ class LoadModel:
     output tokens x time per token) assumes. ``"reserved"`` holds it from
     the moment decode sets the request's blocks aside instead: at arrival
     for push, at allocation for pull.
+    ``expert_routing = "uniform"``: how a MoE model's decode steps spread
+    their tokens over the experts (:mod:`depgraph.specs.routing`), which sets
+    the experts a step reads.
     """
 
     gpu: str = "h200"
@@ -169,9 +173,11 @@ class LoadModel:
     block_tokens: int = 16
     relay_s: float = 1e-3
     slot_scope: str = "running"
+    expert_routing: str = "uniform"
 
     def __post_init__(self) -> None:
         one_of("slot_scope", self.slot_scope, SLOT_SCOPES)
+        parse_routing(self.expert_routing)  # checked here; the cost model reads it
         load_gpu(self.gpu)
         load_link(self.link)
         object.__setattr__(self, "tp", positive_int("tp", self.tp, upper=1024))  # whole numbers from here on
@@ -606,7 +612,8 @@ def loadtest(model: ModelSpec | str, *, handoff: str | None = None, qps: float |
                          range_ratio=range_ratio)
     cost = CostModel(gpu=params.gpu, mfu=params.prefill_mfu, hbm_efficiency=params.hbm_efficiency, link=params.link,
                      prefill_tp=params.ptp, decode_tp=params.dtp, prefill_pp=params.prefill_pp,
-                     decode_pp=params.decode_pp)
+                     decode_pp=params.decode_pp, expert_routing=params.expert_routing)
+    cost.expert_routing.check(model)
     link = cost.link
     if len(table):  # every request's prompt and output within the model's context
         model.check_context(int((table["prompt_tokens"] + table["output_tokens"]).max()),
@@ -707,6 +714,7 @@ def _colocated(model: ModelSpec, cost: CostModel, params: LoadModel, deploy, eng
         "gpu": cost.gpu.name, "link": cost.link.name, "tp": tp, "prefill_tp": tp, "decode_tp": tp,
         "prefill_mfu": cost.mfu, "hbm_efficiency": cost.decode_hbm_efficiency,
         "step_overhead_s": params.decode_step_overhead_s, "collectives": params.collectives,
+        "expert_routing": str(cost.expert_routing),
         **_latency_summary(df, itl=run.itl_s, slo=meta["slo"], end=end, gpus=run.servers * tp),
         "preemptions": run.preemptions, "preempted_requests": int((df.preemptions > 0).sum()),
         "bytes_moved": 0.0,  # no handoff: prefill and decode share the GPUs
@@ -1491,7 +1499,7 @@ class _Simulation:
             "gpu": self.cost.gpu.name, "link": self.link.name, "tp": self.p.tp, "prefill_tp": self.p.ptp,
             "decode_tp": self.p.dtp, "prefill_pp": self.p.prefill_pp, "decode_pp": self.p.decode_pp,
             "collectives": self.p.collectives, "prefill_mfu": self.cost.mfu,
-            "hbm_efficiency": self.cost.decode_hbm_efficiency,
+            "hbm_efficiency": self.cost.decode_hbm_efficiency, "expert_routing": str(self.cost.expert_routing),
             **self._memory(df),
             **{f"ttft_p{q}_s": float(np.percentile(df.ttft_s, q)) for q in (50, 90, 99)},
             "ttft_mean_s": float(df.ttft_s.mean()),
