@@ -14,8 +14,6 @@ writes their tables and :mod:`depgraph.studies.report` shows them.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pandas as pd
 
