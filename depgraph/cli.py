@@ -617,6 +617,9 @@ def add_plan_command(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="every candidate as a JSON list, best first")
     p.add_argument("--calibration", default=None, metavar="FILE",
                    help="a file depgraph calibrate -o wrote: every candidate runs with its fitted values")
+    from .specs.routing import ROUTING_HELP
+
+    p.add_argument("--expert-routing", default="uniform", metavar="MODEL", help=ROUTING_HELP)
     return p
 
 
@@ -638,7 +641,7 @@ def run_plan_command(args) -> int:
                 num_prompts=args.num_prompts, seed=args.seed, tps=args.tps, max_num_seqs=args.max_num_seqs,
                 handoffs=tuple(h.strip() for h in args.handoffs.split(",")), colocated=only != "disaggregated",
                 disaggregated=only != "colocated", max_candidates=args.max_candidates, workers=args.workers,
-                calibration=args.calibration)
+                calibration=args.calibration, expert_routing=args.expert_routing)
     if args.plot:
         from .serving.plots import plot_plan
 
@@ -662,7 +665,8 @@ def run_plan_command(args) -> int:
           f"{args.prompt_tokens:,} + {args.out_tokens:,} tokens, TTFT <= {args.slo_ttft_ms:g} ms and TPOT <= "
           f"{args.slo_tpot_ms:g} ms for {100 * args.attainment:g}% of requests (goodput: DistServe's, capped at "
           "the offered rate)" + (f"; calibration {args.calibration} (fitted values)" if args.calibration else
-                                 "; the load model's default calibration"))
+                                 "; the load model's default calibration")
+          + (f"; expert routing {args.expert_routing}" if args.expert_routing != "uniform" else ""))
     print(f"  {'rank':>4}  {'deployment':<14} {'TP':>5} {'handoff':<11} {'seqs':>5} {'GPUs':>5} {'goodput':>9} "
           f"{'per GPU':>8}  bound   (TP P/D: prefill and decode sides apart)")
     for k, r in enumerate(rows[:args.top], 1):

@@ -214,3 +214,17 @@ def test_the_load_test_takes_a_routing_model():
                         "--gpu", "h100-sxm", "--tp", "2", "--expert-routing", "zipf:0.5"],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and "expert routing: zipf:0.5" in r.stdout
+
+
+def test_the_planner_takes_a_routing_model(tmp_path):
+    """Every candidate's load test runs with the routing given; a histogram is checked against the model
+    before any candidate runs."""
+    kw = dict(gpu="h100-sxm", gpus=2, qps=12, prompt_tokens=1024, out_tokens=64, slo_ttft_s=2.0, slo_tpot_s=0.05,
+              num_prompts=60, tps=(2,), max_num_seqs=(64,), disaggregated=False, workers=1)
+    u = dg.plan(Q, **kw)[0]
+    z = dg.plan(Q, expert_routing="zipf:1", **kw)[0]
+    assert z["tpot_p90_s"] < u["tpot_p90_s"]
+    per = tmp_path / "per.csv"
+    per.write_text("layer,expert,tokens\n" + "".join(f"999,{e},1\n" for e in range(256)))
+    with pytest.raises(ConfigError, match="layer 999 is not a MoE layer"):
+        dg.plan(Q, expert_routing=str(per), **kw)

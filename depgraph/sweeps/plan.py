@@ -31,6 +31,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from .._validate import one_of, positive_int, positive_number
@@ -144,7 +145,7 @@ def evaluate(point: dict[str, Any]) -> list[dict[str, Any]]:
 
     def run(qps: float):
         kw = dict(qps=qps, prompt_tokens=t.prompt_tokens, out_tokens=t.out_tokens, num_prompts=t.num_prompts,
-                  calibration=point.get("calibration"),
+                  calibration=point.get("calibration"), expert_routing=point.get("expert_routing", "uniform"),
                   max_num_seqs=c["max_num_seqs"], seed=t.seed, slo_ttft_s=t.slo_ttft_s, slo_tpot_s=t.slo_tpot_s,
                   deployment=c["deployment"], gpu=gpu, prefill_tp=c["prefill_tp"], decode_tp=c["decode_tp"])
         if c["handoff"] is not None:
@@ -194,7 +195,7 @@ def plan(model, *, gpu: str, gpus: int, qps: float, prompt_tokens: int, out_toke
          slo_tpot_s: float, attainment: float = 0.9, num_prompts: int = 200, seed: int = 0, tps=(1, 2, 4, 8),
          max_num_seqs=(64, 256), handoffs=("push",), colocated: bool = True, disaggregated: bool = True,
          max_candidates: int = 100, workers: int | None = None, client: Any = None,
-         calibration: str | None = None) -> list[dict[str, Any]]:
+         calibration: str | None = None, expert_routing: str = "uniform") -> list[dict[str, Any]]:
     """Rank deployments of ``model`` on at most ``gpus`` GPUs of type ``gpu``
     for ``qps`` requests per second of ``prompt_tokens`` and ``out_tokens``,
     under TTFT <= ``slo_ttft_s`` and TPOT <= ``slo_tpot_s`` for at least
@@ -206,7 +207,9 @@ def plan(model, *, gpu: str, gpus: int, qps: float, prompt_tokens: int, out_toke
     ``tpot_p90_s``. Deterministic for a seed, whatever the worker count.
     ``calibration``: a file ``depgraph calibrate -o`` wrote; every candidate
     runs with its fitted values (read once here, so a bad file fails before
-    any candidate runs).
+    any candidate runs). ``expert_routing``: how a MoE model's decode steps
+    spread their tokens over the experts (:mod:`depgraph.specs.routing`;
+    a histogram file is checked against the model here).
 
     >>> import depgraph as dg
     >>> best = dg.plan("qwen3-32b", gpu="h200", gpus=8, qps=2, prompt_tokens=2048, out_tokens=64,
@@ -236,11 +239,17 @@ def plan(model, *, gpu: str, gpus: int, qps: float, prompt_tokens: int, out_toke
 
         read_calibration(calibration)
         calibration = str(calibration)
+    from ..specs.routing import is_routing_file, parse_routing
+
+    parse_routing(expert_routing).check(model_spec)
+    if is_routing_file(str(expert_routing)):
+        expert_routing = str(Path(expert_routing).resolve())  # the workers may run elsewhere
     found = candidates(model_spec, gpu=gpu, gpus=gpus, tps=tps, max_num_seqs=max_num_seqs, handoffs=handoffs,
                        colocated=colocated, disaggregated=disaggregated, max_candidates=max_candidates)
     # the model travels by name when it has one in the catalog (workers load it), else as the spec
     points = [{"key": f"{i}", "model": model if isinstance(model, str) else model_spec, "gpu": gpu,
-               "candidate": c, "traffic": _as_dict(traffic), "calibration": calibration}
+               "candidate": c, "traffic": _as_dict(traffic), "calibration": calibration,
+               "expert_routing": str(expert_routing)}
               for i, c in enumerate(found)]
     jobs = [{k: v for k, v in p.items() if k != "key"} for p in points]
     n = min(len(jobs), workers if workers is not None else cpu_count())
