@@ -141,12 +141,16 @@ def _add_request_args(p: argparse.ArgumentParser) -> None:
     _add_workload_args(p.add_argument_group("workload"))
 
 
-def _add_assumption_args(group) -> None:
-    """The cost model's named assumptions a user may change from the command line."""
+def _add_routing_arg(p, default: str | None = None) -> None:
+    """``--expert-routing`` (:mod:`depgraph.specs.routing`), as every command that takes it words it."""
     from .specs.routing import ROUTING_HELP
 
-    group.add_argument("--expert-routing", default=None, metavar="MODEL",
-                       help=f"{ROUTING_HELP} (default uniform)")
+    p.add_argument("--expert-routing", default=default, metavar="MODEL", help=f"{ROUTING_HELP} (default uniform)")
+
+
+def _add_assumption_args(group) -> None:
+    """The cost model's named assumptions a user may change from the command line."""
+    _add_routing_arg(group)
     group.add_argument("--attention-flops-per-key", type=_number(float, "--attention-flops-per-key"), default=None,
                        metavar="F", help="prefill FLOPs of causal attention per query, key and unit of attention "
                                          "width (default 4: 2 for the scores, 2 for the values)")
@@ -284,9 +288,7 @@ def _build_parser() -> argparse.ArgumentParser:
                         "and step overhead measured without them; the defaults are fitted with them inside)")
     p.add_argument("--link", default=None, help=f"{LINK_HELP} (default ib-ndr: 400 Gbit/s, the study's bandwidth)")
     p.add_argument("--gpu", default=None, help="GPU of the prefill and decode servers (default h200, the study's)")
-    from .specs.routing import ROUTING_HELP
-
-    p.add_argument("--expert-routing", default=None, metavar="MODEL", help=f"{ROUTING_HELP} (default uniform)")
+    _add_routing_arg(p)
     p.add_argument("--seed", type=_number(int, "--seed"), default=0)
     p.add_argument("--arrival", default="poisson", help="poisson or constant")
     p.add_argument("--trace", default=None, help="CSV of arrival_s,prompt_tokens,output_tokens (replaces --qps ...)")
@@ -617,9 +619,7 @@ def add_plan_command(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="every candidate as a JSON list, best first")
     p.add_argument("--calibration", default=None, metavar="FILE",
                    help="a file depgraph calibrate -o wrote: every candidate runs with its fitted values")
-    from .specs.routing import ROUTING_HELP
-
-    p.add_argument("--expert-routing", default="uniform", metavar="MODEL", help=ROUTING_HELP)
+    _add_routing_arg(p, "uniform")
     return p
 
 

@@ -44,6 +44,7 @@ their shares. Only the load profile matters, not which expert is hot.
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import math
 import re
@@ -97,6 +98,8 @@ class ExpertRouting:
     hot_share: float = 0.0
     loads: tuple[float, ...] = ()  # a measured profile, busiest first (pooled over layers)
     layer_loads: tuple[tuple[int, tuple[float, ...]], ...] = ()
+    #: a measured histogram's SHA-256 (first 16 hex digits): what a sweep's point keys carry
+    digest: str = field(default="", compare=False)
     _cache: dict = field(default_factory=dict, compare=False, repr=False, hash=False)
 
     def shares(self, num_experts: int, layer: int | None = None) -> np.ndarray:
@@ -255,4 +258,4 @@ def _read_histogram(path: str, field_name: str) -> ExpertRouting:
     pooled = np.mean(list(profiles.values()), axis=0)
     layer_loads = tuple((layer, tuple(float(x) for x in p)) for layer, p in profiles.items()) if per_layer else ()
     return ExpertRouting(spec=str(path), kind="measured", loads=tuple(float(x) for x in pooled / pooled.sum()),
-                         layer_loads=layer_loads)
+                         layer_loads=layer_loads, digest=hashlib.sha256(raw).hexdigest()[:16])

@@ -68,16 +68,16 @@ def routing_table(routings=ROUTINGS) -> pd.DataFrame:
     layer TTFT, the 1k stall with batch-scope hooks), with the skew fitted to ``D_32`` = 38 ms last."""
     from ..workloads.batching import expected_step_admission
 
-    fitted = fit_routing()
+    fitted = f"zipf:{fit_routing():.3f}"
     rows = []
-    for spec in list(routings) + [f"zipf:{fitted:.3f}"]:
+    for spec in list(routings) + [fitted]:
         r = parse_routing(spec)
         shares = r.shares(256)
         cost = _study_cost(expert_routing=spec)
         f9 = {p: expected_step_admission(_Q, prompt_tokens=1024, link="25g", batch=32, cost=cost, policy=p)
               for p in ("global", "layer")}
         rows.append({
-            "routing": str(r) + (" (fitted to D_32)" if spec.endswith(f"{fitted:.3f}") else ""),
+            "routing": str(r) + (" (fitted to D_32)" if spec == fitted else ""),
             "gini": _gini(shares), "top10_share": float(np.sort(shares)[::-1][:26].sum()),
             "max_over_mean": float(shares.max() * len(shares)),
             "distinct_8": r.distinct(256, 8, 8), "distinct_32": r.distinct(256, 8, 32),

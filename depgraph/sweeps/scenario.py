@@ -383,28 +383,19 @@ class _Checker:
 
         values = dict(table)
         routing = values.get("expert_routing")
-        self._cost_digest = ""
         if isinstance(routing, str) and is_routing_file(routing):
             path = Path(routing)
-            path = (path if path.is_absolute() or self.base_dir is None else self.base_dir / path).resolve()
-            values["expert_routing"] = str(path)
-            try:  # the histogram's content is part of every point's key: a resume never reuses another's
-                import hashlib
-
-                from .._files import read_limited
-                from ..specs.routing import MAX_ROUTING_FILE_BYTES
-
-                self._cost_digest = hashlib.sha256(read_limited(
-                    path, what="expert-load histogram", max_bytes=MAX_ROUTING_FILE_BYTES)).hexdigest()[:16]
-            except ConfigError as exc:
-                raise self.fail("cost.expert_routing", str(exc)) from None
+            values["expert_routing"] = str((path if path.is_absolute() or self.base_dir is None
+                                            else self.base_dir / path).resolve())
         for key, value in values.items():
             try:
-                CostModel(**{key: value})
+                checked = CostModel(**{key: value})
             except ConfigError as exc:
                 raise self.fail(f"cost.{key}", str(exc)) from None
             except TypeError:
                 raise self.fail(f"cost.{key}", f"expected a value, got {_shown(value)}") from None
+            if key == "expert_routing":  # a histogram's content is part of every point's key: a resume never
+                self._cost_digest = checked.expert_routing.digest  # reuses another histogram's points
         return tuple(sorted(values.items()))
 
     def loadtest_timings(self, specs: tuple[WorkloadSpec, ...], timings: tuple[str, ...], raw: Any) -> None:
