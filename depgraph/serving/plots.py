@@ -201,7 +201,7 @@ def plot_loadtest(result: Any, *, unit: str = "ms"):
     """
     from .simulator import LoadResult
 
-    if isinstance(result, LoadResult) and "servers" in result.summary:
+    if isinstance(result, LoadResult) and result.kind == "colocated":
         return plot_colocated(result, unit=unit)
     from matplotlib.ticker import MaxNLocator
 

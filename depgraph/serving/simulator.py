@@ -429,6 +429,12 @@ class LoadResult:
     _trace: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @property
+    def kind(self) -> str:
+        """``"colocated"`` (prefill and decode on the same servers) or ``"disaggregated"`` (the study's
+        load model and every ``<P>P<D>D`` deployment): what a printer or a plot tells results apart by."""
+        return "colocated" if "colocated" in self._trace else "disaggregated"
+
+    @property
     def decode_steps(self) -> pd.DataFrame:
         """Every decode-loop step of a disaggregated run, server by server: ``server``, ``iteration``,
         ``start_s``, ``end_s``, ``running`` (its batch) and, with memory, ``kv_used`` (the share of the
@@ -453,7 +459,7 @@ class LoadResult:
     def graph(self) -> nx.DiGraph:
         """The realised run as an event graph (see :func:`run_graph`, and
         :func:`~depgraph.serving.engine.colocated_graph` for a colocated run)."""
-        if "colocated" in self._trace:
+        if self.kind == "colocated":
             return colocated_graph(self._trace["colocated"])
         return run_graph(self)
 

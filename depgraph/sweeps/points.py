@@ -145,7 +145,7 @@ def _loadtest_row(point: dict[str, Any]) -> dict[str, Any]:
             "goodput_rps", "goodput_per_gpu", "slo_attainment", "gpus", "preemptions", "itl_p50_s", "itl_p99_s",
             "e2e_p50_s", "e2e_p99_s")
     push_pull = ("slots_held_mean", "waiting_peak", "waiting_mean", "loop_posting_share", "time_in_slot_mean_s")
-    running = int(r.timeline_running_max) if "servers" not in s else int(r.timeline.running.max())
+    running = int(r.timeline_running_max) if r.kind != "colocated" else int(r.timeline.running.max())
     steady = s.get("steady_state")  # a table column: "yes", "no" or "not tested"
     return {"policy": "-", "admission": "none", "ttft_s": s["ttft_mean_s"], "frontier_max": running,
             **{k: s[k] for k in keep}, **{k: s.get(k, math.nan) for k in push_pull},
