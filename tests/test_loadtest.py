@@ -8,6 +8,7 @@ import pytest
 
 import depgraph as dg
 from depgraph.serving.simulator import HANDOFFS, LoadModel, arrivals, read_trace
+from depgraph.specs.predictor import ServingPredictor
 
 STUDY = dict(prompt_tokens=16384, out_tokens=128, num_prompts=400, max_num_seqs=8, seed=0)
 
@@ -182,9 +183,6 @@ def test_loadtest_cli_json_contract(capsys):
 @pytest.mark.parametrize("model", ["qwen3-32b", "qwen3.6-35b-a3b", "nemotron-3-nano-30b-a3b", "gpt-oss-20b",
                                    "mistral-7b-v0.1", "jamba-mini-1.5", "falcon-h1-7b-instruct"])
 def test_simulated_step_is_the_cost_models_step(model):
-    import importlib
-
-    lt = importlib.import_module("depgraph.load")
     m = dg.load_model(model)
     from depgraph.serving.memory import check_sides
 
@@ -194,16 +192,15 @@ def test_simulated_step_is_the_cost_models_step(model):
     except dg.ConfigError:  # a TP vLLM could not shard the model at
         tp = 4
     p = LoadModel(tp=tp)
-    cost = dg.CostModel(gpu=p.gpu, mfu=p.prefill_mfu)
-    sim = lt._Simulation(m, cost, dg.load_link(p.link), p, "push", 8, arrivals(qps=1, num_prompts=1, prompt_tokens=8,
-                                                                              out_tokens=1))
+    cost = dg.CostModel(gpu=p.gpu, mfu=p.prefill_mfu, prefill_tp=tp, decode_tp=tp)
+    predict = ServingPredictor(m, cost, step_overhead_s=p.decode_step_overhead_s)
     for contexts in ([100], [100, 2000, 5], [7] * 9, [16384] * 8, [126, 127, 128, 129, 4095, 4096, 4097]):
         # one rank's reads: 1 / tp of the weights, its own shard of every request's KV and state (KV heads
         # replicated past their count, a Mamba-2 group padded per rank), as the cost model's sharded layer step
         want = p.decode_step_overhead_s + sum(cost.decode_layer_s(m, layer, contexts, tp=tp) for layer in m.layers) \
             + cost.decode_head_s(m) / tp
         # the simulation splits the same sum (batch-size part cached): equal up to float reassociation
-        assert sim.step_s(contexts) == pytest.approx(want, rel=1e-12)
+        assert predict.decode_step_s(len(contexts), sum(contexts), contexts) == pytest.approx(want, rel=1e-12)
 
 
 def test_a_sliding_window_run_steps_at_each_iterations_own_contexts():

@@ -45,6 +45,7 @@ from ..errors import ConfigError
 from ..specs.hardware import DEFAULT_LINK, GPU, Link, load_gpu, load_link
 from ..specs.models import ModelSpec, handoff_bytes, load_model
 from ..specs.parallel import check_pp, check_tp_pair, handoff_nics
+from ..specs.predictor import handoff_transfer_s
 from .memory import check_sides, max_slots_in_memory, slot_bytes, weights_per_gpu_bytes
 
 __all__ = [
@@ -184,7 +185,7 @@ def transfer_time_s(nbytes: int | float, link: str | Link = DEFAULT_LINK, *, tp:
     """
     nbytes = positive_number("nbytes", nbytes, allow_zero=True, upper=MAX_BYTES)
     tp = positive_int("tp", tp, upper=MAX_TP)
-    return load_link(link).transfer_s(nbytes / tp)
+    return handoff_transfer_s(load_link(link), nbytes, tp)
 
 
 def slots_held(qps: float, out_tokens: int, tpot_s: float) -> float:

@@ -56,6 +56,7 @@ from ..errors import ConfigError
 from ..specs.cost import CostModel
 from ..specs.hardware import GPU
 from ..specs.models import ModelSpec
+from ..specs.predictor import ServingPredictor
 from .memory import GPU_MEMORY_UTILIZATION, weights_per_gpu_bytes
 
 __all__ = ["Deployment", "parse_deployment", "EngineConfig", "ROUTERS", "default_max_num_batched_tokens",
@@ -212,7 +213,7 @@ def simulate_colocated(model: ModelSpec, cost: CostModel, table: pd.DataFrame, *
                           "tokens, its prompt and output but the last): without chunked prefill a prompt, or a "
                           "preempted request's recompute, must fit one step (vLLM requires max_num_batched_tokens "
                           ">= max_model_len then)")
-    step_cost = cost.step_cost(model, tp=tp, overhead_s=overhead_s, collectives=collectives)
+    step_cost = ServingPredictor(model, cost, step_overhead_s=overhead_s, collectives=collectives).engine_step(tp)
     kv_bytes, state_bytes = step_cost.kv_bytes, step_cost.state_bytes  # per GPU, at this TP
     B = config.block_tokens
     if config.memory:

@@ -32,6 +32,7 @@ from .._validate import positive_int, positive_number
 from ..errors import ConfigError
 from ..specs.hardware import GPU, load_gpu
 from ..specs.models import ModelSpec, handoff_bytes_per_rank
+from ..specs.modelspec import rank_bytes
 from ..specs.parallel import check_pp, stage_placement
 
 __all__ = ["slot_bytes", "weights_per_gpu_bytes", "max_slots_in_memory", "check_sides", "GPU_MEMORY_UTILIZATION",
@@ -149,15 +150,8 @@ def decode_pools(model: ModelSpec, *, tp: int, pp: int = 1, gpu: str | GPU,
     handoff_bytes_per_rank(model, prompt_tokens=1, tp=tp)  # refuses a tp the model cannot be sharded at
     out = []
     for weights, layers in zip(_stage_weights_bytes(model, tp, pp), _stages(model, pp)):
-        full, windows, state = 0, {}, 0
-        for layer in layers:
-            kv = layer.sharded_bytes("kv", 1, tp)[0] if "kv" in layer.components else 0
-            if layer.kv_window_tokens:
-                windows[int(layer.kv_window_tokens)] = windows.get(int(layer.kv_window_tokens), 0) + kv
-            else:
-                full += kv
-            state += sum(layer.sharded_bytes(c, 1, tp)[0] for c in ("ssm", "conv") if c in layer.components)
+        held = rank_bytes(layers, tp)
         out.append(StagePool(pool_bytes=math.floor(gpu_memory_utilization * gpu.hbm_bytes - weights),
-                             full_kv_bytes_per_token=int(full), windows=tuple(sorted(windows.items())),
-                             state_bytes=int(state)))
+                             full_kv_bytes_per_token=held.full_kv_bytes_per_token, windows=held.windows,
+                             state_bytes=held.state_bytes))
     return out

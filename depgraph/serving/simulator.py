@@ -58,6 +58,7 @@ from .._files import read_text_limited
 from .._memory import check_memory
 from .._validate import one_of, positive_int, positive_number
 from ..specs.cost import CostModel
+from ..specs.predictor import ServingPredictor, posting_s
 from ..errors import ConfigError
 from ..core.graph import add_dep, add_event
 from ..specs.hardware import DEFAULT_LINK, load_gpu, load_link
@@ -218,7 +219,8 @@ class LoadModel:
 
     def posting_s(self, prompt_tokens: int) -> float:
         """Posting work on the decode loop for one request's blocks."""
-        return self.posting_base_s + self.posting_per_block_s * math.ceil(prompt_tokens / self.block_tokens)
+        return posting_s(prompt_tokens, base_s=self.posting_base_s, per_block_s=self.posting_per_block_s,
+                         block_tokens=self.block_tokens)
 
 
 # ------------------------------------------------------------------ arrivals
@@ -761,9 +763,11 @@ def estimated_iterations(table: pd.DataFrame, *, model: ModelSpec, cost: CostMod
     context = int(table["prompt_tokens"].mean() + mean_out / 2)
 
     posting = rate * params.posting_s(int(table["prompt_tokens"].mean())) if handoff == "pull" else 0.0
+    predict = ServingPredictor(model, cost, step_overhead_s=params.decode_step_overhead_s,
+                               collectives=params.collectives)
 
     def token_s(batch: int) -> float:
-        step = params.decode_step_overhead_s + cost.decode_step_s(model, [context] * batch) / params.dtp
+        step = predict.decode_step_s(batch, context * batch, [context] * batch)
         return step / (1.0 - posting) if posting < 1.0 else math.inf
 
     running = float(min(max_num_seqs, n))
@@ -819,6 +823,11 @@ class _Simulation:
     def __init__(self, model, cost, link, params, handoff, max_num_seqs, table, *, memory: bool = False,
                  max_concurrency: int | None = None, kv_pool_bytes: int | None = None) -> None:
         self.model, self.cost, self.link, self.p = model, cost, link, params
+        #: every duration this simulation charges (prefill, decode step, transfer, recompute, posting)
+        self.predict = ServingPredictor(model, cost, step_overhead_s=params.decode_step_overhead_s,
+                                        collectives=params.collectives, posting_base_s=params.posting_base_s,
+                                        posting_per_block_s=params.posting_per_block_s,
+                                        block_tokens=params.block_tokens)
         self.handoff, self.slots = handoff, max_num_seqs
         self.reqs = [_Req(i, float(r.arrival_s), int(r.prompt_tokens), int(r.output_tokens))
                      for i, r in enumerate(table.itertuples(index=False))]
@@ -841,49 +850,19 @@ class _Simulation:
         self.preemptions = 0
         self.joins = 0
         self.rejoin_gaps: list[float] = []  # a preempted request's gap between its tokens either side
-        self._recompute_s: dict[int, float] = {}
         # the client (vLLM bench serve's max_concurrency: the next request goes when one finishes)
         self.concurrency = max_concurrency
         self.in_flight = 0
         self.client_queue: deque[int] = deque()
         self.batching = params.prefill_max_num_batched_tokens is not None
         self.pre = [_Prefill() for _ in range(params.prefill_servers)] if self.batching else []
-        self._prefill_step = (cost.step_cost(model, tp=params.ptp, overhead_s=params.decode_step_overhead_s,
-                                             collectives=params.collectives) if self.batching else None)
+        self._prefill_step = self.predict.engine_step(params.ptp) if self.batching else None
         self.rr = 0
         self.waiting = 0  # requests waiting for a slot, over the decode servers
         self.waiting_log: list[tuple[float, int]] = [(0.0, 0)]
         self.held_log: list[tuple[float, int]] = [(0.0, 0)]
         self.held = 0
-        self._prefill_s: dict[int, float] = {}
-        self._transfer_s: dict[int, float] = {}
-        self._handoff_bytes: dict[int, float] = {}  # per prompt length: the bytes its handoff moves, every rank
-        self._bytes_1: dict[str, int] | None = None  # handoff bytes of a one-token prompt at this TP
-        bw = cost.decode_bytes_per_s
-        self._weights_s: dict[int, float] = {}
-        self._fixed_s: dict[int, float] = {}  # per batch size: pipeline hops and (collectives=True) all-reduces
-        # KV read per token of context: whole-context layers linearly, sliding-window layers up to their window;
-        # what one decode rank holds (KV heads replicated past their count read in full, a Mamba-2 group padded
-        # per rank), times the ranks, so that the step's division by decode_tp leaves one rank's reads (the
-        # same bytes, to the bit, wherever the ranks split them evenly)
-        dtp = params.dtp
-
-        def per_rank(layer, component: str) -> int:
-            return layer.sharded_bytes(component, 1, dtp)[0] if component in layer.components else 0
-
-        self._kv_token_s = sum(per_rank(layer, "kv") for layer in model.layers if not layer.kv_window_tokens) * dtp / bw
-        windows: dict[int, int] = {}
-        for layer in model.layers:
-            if layer.kv_window_tokens:  # holds min(context, W - 1) tokens (LayerSpec.kv_tokens)
-                held = layer.kv_window_tokens - 1
-                windows[held] = windows.get(held, 0) + per_rank(layer, "kv") * dtp
-        self._window_token_s = [(w, b / bw) for w, b in sorted(windows.items())]
-        self._state_s = sum(per_rank(layer, "ssm") + per_rank(layer, "conv") for layer in model.layers) * dtp / bw
-        # what the cost model's whole-model step counts for one request's state (taken out of the weights' part)
-        self._state_total_s = sum(layer.ssm_bytes + layer.conv_bytes for layer in model.layers) / bw
-        # a step with no window layers, pipeline hops or all-reduces: iterate works it out inline
-        self._plain_step = not self._window_token_s and params.decode_pp == 1 and not params.collectives
-        self._overhead_s, self._dtp = params.decode_step_overhead_s, dtp
+        self._windowed = model.has_sliding_window  # a step reads each request's own context
         self._cols = None
 
     # -- helpers
@@ -898,59 +877,6 @@ class _Simulation:
     def push_event(self, t: float, kind: str, i: int) -> None:
         heapq.heappush(self.events, (t, _EVENT_ORDER[kind], self.seq, kind, i))
         self.seq += 1
-
-    def prefill_s(self, prompt: int) -> float:
-        if prompt not in self._prefill_s:
-            self._prefill_s[prompt] = self._prefill_at(prompt, self.p.ptp, self.p.prefill_pp)
-        return self._prefill_s[prompt]
-
-    def _prefill_at(self, tokens: int, tp: int, pp: int) -> float:
-        """The cost model's prefill of ``tokens`` on ``tp`` x ``pp`` GPUs (all-reduces with collectives)."""
-        t = self.cost.prefill_s(self.model, tokens) / tp
-        if self.p.collectives:
-            t += sum(self.cost.layer_collectives_s(self.model, layer, tokens, tp) for layer in self.model.layers)
-        if pp > 1:
-            t += (pp - 1) * self.cost.activation_hop_s
-        return t
-
-    def transfer_s(self, prompt: int) -> float:
-        if prompt not in self._transfer_s:
-            # one rank's share of the bytes over all ranks (KV heads replicated past their count); the KV is
-            # linear in the prompt and the rest fixed, so the sharding is worked out once, for one token
-            if self.model.has_sliding_window:  # KV capped per layer: not linear in the prompt
-                nbytes = sum(handoff_bytes(self.model, prompt_tokens=prompt, tp=self.p.dtp).values())
-            else:
-                if self._bytes_1 is None:
-                    self._bytes_1 = handoff_bytes(self.model, prompt_tokens=1, tp=self.p.dtp)
-                b = self._bytes_1
-                nbytes = b["kv"] * prompt + b["ssm"] + b["conv"]
-            # the decode side's shards, over as many NICs at once as the side with fewer GPUs has
-            nics = handoff_nics(self.p.ptp, self.p.dtp, self.p.prefill_pp, self.p.decode_pp)
-            self._transfer_s[prompt] = self.link.transfer_s(nbytes / nics)
-            self._handoff_bytes[prompt] = nbytes
-        return self._transfer_s[prompt]
-
-    def step_s(self, contexts: list[int]) -> float:
-        """The cost model's memory-bound step (CostModel.decode_step_s), split into what depends on the
-        batch size only (weights, per-layer overhead, head: cached) and what every request reads."""
-        return self._step_s(len(contexts), sum(contexts), contexts)
-
-    def _step_s(self, batch: int, context_tokens: int, contexts: Iterable[int] = ()) -> float:
-        """:meth:`step_s` of ``batch`` requests holding ``context_tokens`` tokens in all
-        (``contexts``, each request's, only needed by a model with sliding windows)."""
-        if batch not in self._weights_s:
-            self._weights_s[batch] = self.cost.decode_step_s(self.model, [0] * batch) - batch * self._state_total_s
-            fixed = (self.p.decode_pp - 1) * self.cost.activation_hop_s
-            if self.p.collectives:
-                fixed += sum(self.cost.layer_collectives_s(self.model, layer, batch, self.p.dtp)
-                             for layer in self.model.layers)
-            self._fixed_s[batch] = fixed
-        per_request = self._kv_token_s * context_tokens + batch * self._state_s
-        if self._window_token_s:
-            contexts = list(contexts)
-            per_request += sum(s * sum(min(c, w) for c in contexts) for w, s in self._window_token_s)
-        step = self.p.decode_step_overhead_s + (self._weights_s[batch] + per_request) / self.p.dtp
-        return step + self._fixed_s[batch] if self._fixed_s[batch] else step
 
     def log_waiting(self, t: float) -> None:
         self.waiting_log.append((t, self.waiting))
@@ -1082,13 +1008,6 @@ class _Simulation:
         self.waiting += 1
         self.log_waiting(t)
 
-    def recompute_s(self, tokens: int) -> float:
-        """A preempted request's recompute on its decode server: its prompt and generated tokens, prefilled
-        at the decode side's TP and stages (the cost model's prefill, as a prefill server's)."""
-        if tokens not in self._recompute_s:
-            self._recompute_s[tokens] = self._prefill_at(tokens, self.p.dtp, self.p.decode_pp)
-        return self._recompute_s[tokens]
-
     # -- slots
     def want_slot(self, t: float, i: int) -> None:
         r = self.reqs[i]
@@ -1135,7 +1054,7 @@ class _Simulation:
             return
         start = max(t, d.thread_free_at)
         r.posting_start = start
-        r.posting_end = start + self.p.posting_s(r.prompt)
+        r.posting_end = start + self.predict.posting_s(r.prompt)
         d.thread_free_at = r.posting_end
         r.thread_after = d.thread_last
         d.thread_last = i
@@ -1183,10 +1102,10 @@ class _Simulation:
             k = min(range(self.p.prefill_servers), key=lambda s: (max(self.prefill_free_at[s], t), s))
             start = max(self.prefill_free_at[k], t)
             r.prefill_server, r.prefill_after = k, self.prefill_last[k]
-            self.prefill_free_at[k] = start + self.prefill_s(r.prompt)
+            self.prefill_free_at[k] = start + self.predict.prefill_s(r.prompt)
             self.prefill_last[k] = i
         r.prefill_start = start
-        r.prefill_end = start + self.prefill_s(r.prompt)
+        r.prefill_end = start + self.predict.prefill_s(r.prompt)
         self.push_event(r.prefill_end, "prefilled", i)
 
     def prefill_step(self, t: float, k: int) -> None:
@@ -1256,7 +1175,7 @@ class _Simulation:
             for i in posting:
                 r = self.reqs[i]
                 r.posting_start = t
-                t = t + self.p.posting_s(r.prompt)
+                t = t + self.predict.posting_s(r.prompt)
                 r.posting_end = t
                 self.push_event(t, "posted", i)
         else:
@@ -1282,14 +1201,14 @@ class _Simulation:
                 if r.grow_iter >= 0:
                     d.grow_at.setdefault(grow, []).append(i)
             if r.recompute:
-                recompute += self.recompute_s(r.recompute)
+                recompute += self.predict.recompute_s(r.recompute)
         batch = len(d.running)
-        weights = self._weights_s.get(batch) if self._plain_step else None
-        if weights is not None:  # _step_s, inlined for a step of the plain kind (the common one)
-            step = self._overhead_s + (weights + (self._kv_token_s * d.context_sum + batch * self._state_s)) / self._dtp
+        if not batch:
+            step = 0.0
+        elif self._windowed:
+            step = self.predict.decode_step_s(batch, d.context_sum, [base + n for base in d.running.values()])
         else:
-            windowed = [base + n for base in d.running.values()] if self._window_token_s else ()
-            step = self._step_s(batch, d.context_sum, windowed) if batch else 0.0
+            step = self.predict.decode_step_s(batch, d.context_sum)
         if recompute:
             step += recompute
         end = t + step
@@ -1356,7 +1275,7 @@ class _Simulation:
                 self.prefill_step_end(t, i)
             elif kind == "prefilled":
                 if self.handoff == "push":
-                    self.push_event(t + self.transfer_s(self.reqs[i].prompt), "ready", i)
+                    self.push_event(t + self.predict.transfer_s(self.reqs[i].prompt), "ready", i)
                 else:
                     self.push_event(t + self.p.relay_s, "relayed", i)
             elif kind == "relayed":
@@ -1365,7 +1284,7 @@ class _Simulation:
                 else:
                     self.post(t, i)
             elif kind == "posted":
-                self.push_event(t + self.transfer_s(self.reqs[i].prompt), "ready", i)
+                self.push_event(t + self.predict.transfer_s(self.reqs[i].prompt), "ready", i)
             elif kind == "ready":
                 self.reqs[i].ready = t
                 if reserved:
@@ -1539,14 +1458,15 @@ class _Simulation:
                        prefill_servers=P, decode_servers=D, router=self.p.router, preemptions=self.preemptions,
                        preempted_requests=int((df.preemptions > 0).sum()), memory=self.memory,
                        max_concurrency=self.concurrency, calibration=meta.get("calibration"),
-                       bytes_moved=float(sum(self._handoff_bytes[r.prompt] for r in self.reqs)),
+                       bytes_moved=float(sum(self.predict.handoff_bytes(r.prompt) for r in self.reqs)),
                        **self._occupancy(end))
         summary.update(steady_state(df.arrival_s.to_numpy(), df.ttft_s.to_numpy(), df.finish_s.to_numpy(),
                                     self._queue_spans(df, end), max_concurrency=self.concurrency))
         return LoadResult(requests=df, summary=summary, timeline=timeline, config={**meta, "model": self.model.name},
                           _trace={"reqs": self.reqs, "iterations": self.iterations, "params": self.p, "prefill": self.pre,
                                   "pool_bytes": [pool.pool_bytes for pool in self.pools],
-                                  "handoff": self.handoff, "prefill_s": self.prefill_s, "transfer_s": self.transfer_s})
+                                  "handoff": self.handoff, "prefill_s": self.predict.prefill_s,
+                                  "transfer_s": self.predict.transfer_s})
 
 
 #: Ties between simultaneous events of the load model go in this order.

@@ -101,6 +101,7 @@ from .._validate import positive_int, positive_number
 from ..errors import ConfigError
 from .hardware import DEFAULT_LINK, GPU, Link, load_gpu, load_link
 from .models import LayerSpec, ModelSpec
+from .modelspec import rank_bytes
 from .routing import ExpertRouting, parse_routing
 from .parallel import check_pp, check_tp_pair, transfers
 
@@ -479,21 +480,15 @@ class StepCost:
                                    * layer.recurrent_state_elems for layer in layers)
         self.full_width = float(sum(layer.attention_width for layer in layers
                                     if layer.attention_width and not layer.kv_window_tokens))
-        windows: dict[int, list[int]] = {}  # W -> [attention width, KV bytes per token per rank]
-        full_kv = 0  # whole bytes: the engine allocates memory in them
-        state = 0
+        held = rank_bytes(layers, tp)  # whole bytes: the engine allocates memory in them
+        widths: dict[int, int] = {}  # W -> the attention width of its layers
         for layer in layers:
-            kv = layer.sharded_bytes("kv", 1, tp)[0] if layer.kv_bytes_per_token else 0
             if layer.kv_window_tokens:
-                w = windows.setdefault(int(layer.kv_window_tokens), [0, 0])
-                w[0] += layer.attention_width
-                w[1] += kv
-            else:
-                full_kv += kv
-            state += sum(layer.sharded_bytes(c, 1, tp)[0] for c in ("ssm", "conv") if c in layer.components)
-        self.windows = sorted((w, width, kv) for w, (width, kv) in windows.items())
-        self.full_kv_bytes_per_token = full_kv
-        self.state_bytes = state
+                widths[int(layer.kv_window_tokens)] = widths.get(int(layer.kv_window_tokens), 0) + layer.attention_width
+        self.windows = [(w, widths[w], kv) for w, kv in held.windows]
+        self.full_kv_bytes_per_token = held.full_kv_bytes_per_token
+        self.state_bytes = held.state_bytes
+        self._held = held
         dense = sum(layer.mixer_params + layer.ffn_dense_params for layer in layers) + model.lm_head_params
         self._dense_bytes = dense * model.dtype_bytes / tp
         self._moe = [layer for layer in layers if layer.num_experts]
@@ -507,7 +502,7 @@ class StepCost:
 
     def kv_bytes(self, tokens: int) -> int:
         """Bytes of KV one GPU holds for one request of ``tokens`` tokens (a windowed layer at most ``W``)."""
-        return self.full_kv_bytes_per_token * tokens + sum(kv * min(tokens, w) for w, _, kv in self.windows)
+        return self._held.kv_bytes(tokens)
 
     def weights_bytes(self, tokens: int) -> float:
         """Bytes of weights one GPU reads in a step of ``tokens`` tokens."""

@@ -10,12 +10,12 @@ that decides a byte count here follows a vLLM function, cited in
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Sequence
 
 from .._validate import positive_int
 from ..errors import ConfigError
 
-__all__ = ["LayerSpec", "ModelSpec", "COMPONENTS", "MIXERS", "handoff_bytes", "handoff_bytes_per_rank",
+__all__ = ["LayerSpec", "ModelSpec", "COMPONENTS", "MIXERS", "handoff_bytes", "handoff_bytes_per_rank", "RankBytes", "rank_bytes",
            "MAX_PROMPT_TOKENS", "MAX_SPEC_TOKENS"]
 
 #: Handoff components, in the order they are sent within a layer. The conv
@@ -302,3 +302,36 @@ def _sharded(model: ModelSpec, prompt_tokens: int, tp: int, spec_tokens: int) ->
             rank[c] += r
             total[c] += t
     return rank, total
+
+
+@dataclass(frozen=True, slots=True)
+class RankBytes:
+    """What one GPU of a server at tensor-parallel size ``tp`` holds per request for ``layers``: KV bytes
+    per token of the whole-context layers (``full_kv_bytes_per_token``), each sliding window's KV bytes per
+    token (``windows``: ``(W, bytes per token)``, sorted by ``W``), and the recurrent state and convolution
+    tail (``state_bytes``), all whole bytes at the GPU's shard (KV heads replicated past their count)."""
+
+    full_kv_bytes_per_token: int
+    windows: tuple[tuple[int, int], ...]
+    state_bytes: int
+
+    def kv_bytes(self, tokens: int) -> int:
+        """KV bytes for a request of ``tokens`` tokens (a window layer holds at most ``W``)."""
+        held = self.full_kv_bytes_per_token * tokens
+        if self.windows:
+            held += sum(b * min(tokens, w) for w, b in self.windows)
+        return held
+
+
+def rank_bytes(layers: Sequence[LayerSpec], tp: int) -> RankBytes:
+    """:class:`RankBytes` of ``layers`` at tensor-parallel size ``tp`` (one place for the rule the step
+    cost, the decode memory pools and the decode step read)."""
+    full, windows, state = 0, {}, 0
+    for layer in layers:
+        kv = layer.sharded_bytes("kv", 1, tp)[0] if "kv" in layer.components else 0
+        if layer.kv_window_tokens:
+            windows[int(layer.kv_window_tokens)] = windows.get(int(layer.kv_window_tokens), 0) + kv
+        else:
+            full += kv
+        state += sum(layer.sharded_bytes(c, 1, tp)[0] for c in ("ssm", "conv") if c in layer.components)
+    return RankBytes(full_kv_bytes_per_token=int(full), windows=tuple(sorted(windows.items())), state_bytes=int(state))

@@ -1,0 +1,206 @@
+"""The step predictor: every duration a serving engine charges, from one place.
+
+A serving engine (:mod:`depgraph.serving`) never works a time out for
+itself: it asks a :class:`StepPredictor` (the role Vidur's
+``execution_time_predictor`` plays), and :class:`ServingPredictor` answers
+from the :class:`~depgraph.specs.cost.CostModel`:
+
+- ``prefill_s(prompt_tokens)``: one whole prompt on a prefill server
+  (``prefill_tp`` x ``prefill_pp``), first come first served;
+- ``decode_step_s(batch, context_tokens, contexts)``: one memory-bound
+  decode step of the study's decode loop (``decode_tp`` x ``decode_pp``);
+- ``engine_step(tp).step_s(chunks)``: one step of a vLLM engine that mixes
+  prompt chunks and decode tokens (:class:`~depgraph.specs.cost.StepCost`),
+  for a colocated server and a batching prefill server alike;
+- ``transfer_s(prompt_tokens)`` and ``handoff_bytes(prompt_tokens)``: one
+  request's handoff over the link (:func:`handoff_transfer_s`);
+- ``recompute_s(tokens)``: a preempted request's tokens prefilled again on
+  its decode server;
+- ``posting_s(prompt_tokens)``: pull's posting work on the decode loop
+  (:func:`posting_s`).
+
+The per-GPU bytes of KV and recurrent state a request holds are worked out
+once, by :func:`rank_bytes`, for the step cost, the decode memory pools and
+the decode step alike.
+
+>>> import depgraph as dg
+>>> from depgraph.specs.predictor import ServingPredictor
+>>> cost = dg.CostModel(gpu="h200", mfu=0.4, hbm_efficiency=1.0, link="50GBps", prefill_tp=8, decode_tp=8)
+>>> p = ServingPredictor(dg.load_model("qwen3-32b"), cost, step_overhead_s=4.4e-3)
+>>> round(p.transfer_s(16_384) * 1e3, 2), round(p.decode_step_s(8, 8 * 16_448) * 1e3, 3)
+(10.74, 6.964)
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Iterable, Protocol, Sequence
+
+from .cost import CostModel, StepCost
+from .hardware import Link
+from .modelspec import ModelSpec, RankBytes, handoff_bytes, rank_bytes
+from .parallel import handoff_nics
+
+__all__ = ["StepPredictor", "ServingPredictor", "RankBytes", "rank_bytes", "handoff_transfer_s", "posting_s"]
+
+
+def handoff_transfer_s(link: Link, nbytes: float, nics: int) -> float:
+    """Seconds for a handoff of ``nbytes`` (every rank's shards together) to cross when ``nics`` NICs
+    each carry an equal part over ``link`` (:func:`~depgraph.specs.parallel.handoff_nics`)."""
+    return link.transfer_s(nbytes / nics)
+
+
+def posting_s(prompt_tokens: int, *, base_s: float, per_block_s: float, block_tokens: int) -> float:
+    """Pull's posting work on the decode loop for one request: ``base + per_block x blocks``."""
+    return base_s + per_block_s * math.ceil(prompt_tokens / block_tokens)
+
+
+class StepPredictor(Protocol):
+    """What a serving engine asks: the seconds of every piece of work it charges."""
+
+    def prefill_s(self, prompt_tokens: int) -> float:
+        """One whole prompt on a prefill server."""
+
+    def decode_step_s(self, batch: int, context_tokens: int, contexts: Iterable[int] = ()) -> float:
+        """One decode step of ``batch`` requests holding ``context_tokens`` tokens in all."""
+
+    def engine_step(self, tp: int) -> StepCost:
+        """The mixed prefill and decode step of a vLLM engine on ``tp`` GPUs."""
+
+    def transfer_s(self, prompt_tokens: int) -> float:
+        """One request's handoff over the link."""
+
+    def recompute_s(self, tokens: int) -> float:
+        """A preempted request's tokens recomputed on its decode server."""
+
+
+class ServingPredictor:
+    """:class:`StepPredictor` from a :class:`~depgraph.specs.cost.CostModel` (its GPU, efficiencies, link,
+    ``prefill_tp``/``decode_tp``/``prefill_pp``/``decode_pp``), a fixed ``step_overhead_s`` per decode
+    or engine step, and ``collectives`` (add the cost model's per-layer all-reduces to prefills and
+    steps, for values measured without them). Results are cached per prompt length and batch size.
+
+    The decode step is the cost model's memory-bound step
+    (:meth:`~depgraph.specs.cost.CostModel.decode_step_s`) split into what depends on the batch size only
+    (weights, per-layer overhead, the LM head: cached) and what every request reads (its KV shard, a
+    window layer's at most ``W - 1`` tokens, and its state), over ``decode_tp``; pipeline hops and
+    all-reduces are added per batch size."""
+
+    def __init__(self, model: ModelSpec, cost: CostModel, *, step_overhead_s: float = 0.0,
+                 collectives: bool = False, posting_base_s: float = 0.0, posting_per_block_s: float = 0.0,
+                 block_tokens: int = 16) -> None:
+        self.model, self.cost = model, cost
+        self.step_overhead_s, self.collectives = step_overhead_s, collectives
+        self._posting = (posting_base_s, posting_per_block_s, block_tokens)
+        self.ptp, self.dtp = cost.prefill_tp, cost.decode_tp
+        self.prefill_pp, self.decode_pp = cost.prefill_pp, cost.decode_pp
+        self.link = cost.link
+        self.nics = handoff_nics(self.ptp, self.dtp, self.prefill_pp, self.decode_pp)
+        self._prefill: dict[int, float] = {}
+        self._recompute: dict[int, float] = {}
+        self._transfer: dict[int, float] = {}
+        self._bytes: dict[int, float] = {}
+        self._bytes_1: dict[str, int] | None = None
+        self._engines: dict[int, StepCost] = {}
+        self._weights_s: dict[int, float] = {}
+        self._fixed_s: dict[int, float] = {}
+        bw = cost.decode_bytes_per_s
+        dtp = self.dtp
+        # what one decode rank holds, times the ranks, so that the step's division by decode_tp leaves one
+        # rank's reads (the same bytes, to the bit, wherever the ranks split them evenly)
+        held = rank_bytes(model.layers, dtp)
+        self._kv_token_s = held.full_kv_bytes_per_token * dtp / bw
+        self._window_token_s = [(w - 1, b * dtp / bw) for w, b in held.windows]  # reads min(context, W - 1)
+        self._state_s = held.state_bytes * dtp / bw
+        # what the cost model's whole-model step counts for one request's state (taken out of the weights' part)
+        self._state_total_s = sum(layer.ssm_bytes + layer.conv_bytes for layer in model.layers) / bw
+        #: a step with no window layers, pipeline hops or all-reduces (the common kind: a faster path)
+        self.plain_step = not self._window_token_s and self.decode_pp == 1 and not collectives
+
+    # -- prefill
+    def _prefill_at(self, tokens: int, tp: int, pp: int) -> float:
+        """The cost model's prefill of ``tokens`` on ``tp`` x ``pp`` GPUs (all-reduces with collectives)."""
+        t = self.cost.prefill_s(self.model, tokens) / tp
+        if self.collectives:
+            t += sum(self.cost.layer_collectives_s(self.model, layer, tokens, tp) for layer in self.model.layers)
+        if pp > 1:
+            t += (pp - 1) * self.cost.activation_hop_s
+        return t
+
+    def prefill_s(self, prompt_tokens: int) -> float:
+        """One whole prompt on a prefill server (``prefill_tp`` x ``prefill_pp``)."""
+        hit = self._prefill.get(prompt_tokens)
+        if hit is None:
+            hit = self._prefill[prompt_tokens] = self._prefill_at(prompt_tokens, self.ptp, self.prefill_pp)
+        return hit
+
+    def recompute_s(self, tokens: int) -> float:
+        """A preempted request's prompt and generated tokens, prefilled again at the decode side's TP and
+        stages (the cost model's prefill, as a prefill server's)."""
+        hit = self._recompute.get(tokens)
+        if hit is None:
+            hit = self._recompute[tokens] = self._prefill_at(tokens, self.dtp, self.decode_pp)
+        return hit
+
+    # -- decode
+    def decode_step_s(self, batch: int, context_tokens: int, contexts: Iterable[int] = ()) -> float:
+        """One decode step of ``batch`` requests holding ``context_tokens`` tokens in all (``contexts``,
+        each request's, only read by a model with sliding windows), with the step overhead."""
+        weights = self._weights_s.get(batch)
+        if weights is None:
+            weights = self._weights_s[batch] = (self.cost.decode_step_s(self.model, [0] * batch)
+                                                - batch * self._state_total_s)
+            fixed = (self.decode_pp - 1) * self.cost.activation_hop_s
+            if self.collectives:
+                fixed += sum(self.cost.layer_collectives_s(self.model, layer, batch, self.dtp)
+                             for layer in self.model.layers)
+            self._fixed_s[batch] = fixed
+        if self.plain_step:
+            return self.step_overhead_s + (weights + (self._kv_token_s * context_tokens + batch * self._state_s)) / self.dtp
+        per_request = self._kv_token_s * context_tokens + batch * self._state_s
+        if self._window_token_s:
+            contexts = list(contexts)
+            per_request += sum(s * sum(min(c, w) for c in contexts) for w, s in self._window_token_s)
+        step = self.step_overhead_s + (weights + per_request) / self.dtp
+        fixed = self._fixed_s[batch]
+        return step + fixed if fixed else step
+
+    def engine_step(self, tp: int) -> StepCost:
+        """The cost of one vLLM engine step on ``tp`` GPUs (prompt chunks and decode tokens in one pass),
+        with the step overhead and, if ``collectives``, its all-reduces."""
+        hit = self._engines.get(tp)
+        if hit is None:
+            hit = self._engines[tp] = self.cost.step_cost(self.model, tp=tp, overhead_s=self.step_overhead_s,
+                                                          collectives=self.collectives)
+        return hit
+
+    def posting_s(self, prompt_tokens: int) -> float:
+        """Pull's posting work on the decode loop for one request's blocks (:func:`posting_s`)."""
+        base, per_block, block = self._posting
+        return posting_s(prompt_tokens, base_s=base, per_block_s=per_block, block_tokens=block)
+
+    # -- the handoff
+    def handoff_bytes(self, prompt_tokens: int) -> float:
+        """Bytes one request's handoff moves, every decode rank's shards together (KV heads replicated past
+        their count). KV is linear in the prompt and the rest fixed, so the sharding is worked out once,
+        for one token, unless a sliding window caps the KV."""
+        hit = self._bytes.get(prompt_tokens)
+        if hit is None:
+            if self.model.has_sliding_window:  # KV capped per layer: not linear in the prompt
+                hit = sum(handoff_bytes(self.model, prompt_tokens=prompt_tokens, tp=self.dtp).values())
+            else:
+                if self._bytes_1 is None:
+                    self._bytes_1 = handoff_bytes(self.model, prompt_tokens=1, tp=self.dtp)
+                b = self._bytes_1
+                hit = b["kv"] * prompt_tokens + b["ssm"] + b["conv"]
+            self._bytes[prompt_tokens] = hit
+        return hit
+
+    def transfer_s(self, prompt_tokens: int) -> float:
+        """One request's handoff: the decode side's shards over as many NICs at once as the side with fewer
+        GPUs has (:func:`handoff_transfer_s`)."""
+        hit = self._transfer.get(prompt_tokens)
+        if hit is None:
+            hit = self._transfer[prompt_tokens] = handoff_transfer_s(self.link, self.handoff_bytes(prompt_tokens),
+                                                                     self.nics)
+        return hit
