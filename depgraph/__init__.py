@@ -20,7 +20,7 @@ _moved.install(__name__)
 #: ``import depgraph`` and the command line start fast.
 _EXPORTS: dict[str, str] = {
     **dict.fromkeys(("Anomaly", "find_anomalies"), "anomalies"),
-    **dict.fromkeys(("ConfigError", "CycleError", "DepgraphError", "GraphError"), "errors"),
+    **dict.fromkeys(("ConfigError", "CycleError", "DepgraphError", "GraphError", "MemoryFitError"), "errors"),
     # core: the event graph, policies, the scheduler
     **dict.fromkeys(("EDGE_KINDS", "NODE_KINDS"), "core.graph"),
     **dict.fromkeys(("POLICIES", "POLICY_NAMES", "Policy", "get_policy"), "core.policies"),
@@ -67,7 +67,7 @@ __all__ = [
     "draw", "explore", "gantt", "plot_frontier", "plot_loadtest", "plot_pushpull_sweep", "to_perfetto",
     "trace_events",
     # errors
-    "ConfigError", "CycleError", "DepgraphError", "GraphError",
+    "ConfigError", "CycleError", "DepgraphError", "GraphError", "MemoryFitError",
 ]
 
 def __getattr__(name: str):

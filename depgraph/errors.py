@@ -7,7 +7,7 @@ catch it. The message names the field, the value and what is allowed.
 
 from __future__ import annotations
 
-__all__ = ["DepgraphError", "ConfigError", "GraphError", "CycleError"]
+__all__ = ["DepgraphError", "ConfigError", "MemoryFitError", "GraphError", "CycleError"]
 
 
 class DepgraphError(ValueError):
@@ -16,6 +16,11 @@ class DepgraphError(ValueError):
 
 class ConfigError(DepgraphError):
     """A model, link, GPU, parameter or file failed validation."""
+
+
+class MemoryFitError(ConfigError):
+    """A deployment's GPUs cannot hold what it must: the model's weights, or one request's KV and state
+    beside them. The capacity planner reads it as a memory-bound candidate (caught by type)."""
 
 
 class GraphError(DepgraphError):

@@ -134,6 +134,23 @@ def test_only_memory_errors_make_a_candidate_memory_bound():
     assert row["bound"] == "memory-bound" and row["goodput_rps"] == 0
 
 
+@pytest.mark.parametrize("kwargs, field", [
+    (dict(deployment="colocated", tp=1, gpu="l40s"), "tp"),                              # weights alone
+    (dict(deployment="colocated", prompt_tokens=38_000, tp=1, gpu="a100-80g"), "prompt_tokens"),  # one request
+    (dict(deployment="1P1D", handoff="push", tp=1, gpu="l40s"), "decode_tp"),            # weights, decode side
+    (dict(deployment="1P1D", handoff="push", kv_pool_bytes=1), "kv_pool_bytes"),         # a what-if pool
+])
+def test_memory_errors_have_their_own_type(kwargs, field):
+    """The planner tells a memory-bound candidate by the error's type (MemoryFitError, a ConfigError),
+    not by its words."""
+    run = dict(qps=1.0, prompt_tokens=2048, out_tokens=16, num_prompts=4, max_num_seqs=4)
+    with pytest.raises(dg.MemoryFitError, match=rf"^{field}: "):
+        dg.loadtest("qwen3-32b", **{**run, **kwargs})
+    with pytest.raises(dg.ConfigError) as info:  # any other refusal stays a plain ConfigError
+        dg.loadtest("qwen3-32b", **{**run, "qps": -1.0})
+    assert not isinstance(info.value, dg.MemoryFitError)
+
+
 def test_the_cap_count_and_an_odd_cap():
     every = candidates("qwen3-32b", gpu="h200", gpus=512, max_candidates=None)
     assert len(every) > 1000  # more than MAX_CANDIDATES: the note counts them all

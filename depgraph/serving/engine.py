@@ -52,7 +52,7 @@ import pandas as pd
 
 from .._validate import one_of, positive_int, positive_number
 from ..core.graph import add_dep, add_event
-from ..errors import ConfigError
+from ..errors import ConfigError, MemoryFitError
 from ..specs.cost import CostModel
 from ..specs.hardware import GPU
 from ..specs.models import ModelSpec
@@ -220,12 +220,12 @@ def simulate_colocated(model: ModelSpec, cost: CostModel, table: pd.DataFrame, *
         pool = config.kv_pool_bytes if config.kv_pool_bytes is not None else math.floor(
             config.gpu_memory_utilization * cost.gpu.hbm_bytes - weights_per_gpu_bytes(model, tp=tp))
         if pool <= 0:
-            raise ConfigError(f"tp: the weights of {model.name} ({weights_per_gpu_bytes(model, tp=tp) / 1e9:.1f} GB "
+            raise MemoryFitError(f"tp: the weights of {model.name} ({weights_per_gpu_bytes(model, tp=tp) / 1e9:.1f} GB "
                               f"per GPU at TP {tp}) do not fit in {config.gpu_memory_utilization:g} of "
                               f"{cost.gpu.name}'s {cost.gpu.hbm_bytes / 1e9:.0f} GB; raise tp")
         need = kv_bytes(-(-longest // B) * B) + state_bytes
         if need > pool:
-            raise ConfigError(f"prompt_tokens: one request of {longest:,} tokens needs {need / 1e9:.2f} GB of KV "
+            raise MemoryFitError(f"prompt_tokens: one request of {longest:,} tokens needs {need / 1e9:.2f} GB of KV "
                               f"and state per GPU, more than the {pool / 1e9:.2f} GB left beside the weights on "
                               f"{cost.gpu.name} at TP {tp} (vLLM refuses a max_model_len it cannot hold); raise tp")
     else:

@@ -59,7 +59,7 @@ from .._memory import check_memory
 from .._validate import one_of, positive_int, positive_number
 from ..specs.cost import CostModel
 from ..specs.predictor import ServingPredictor, posting_s
-from ..errors import ConfigError
+from ..errors import ConfigError, MemoryFitError
 from ..core.graph import add_dep, add_event
 from ..specs.hardware import DEFAULT_LINK, load_gpu, load_link
 from ..specs.models import ModelSpec, handoff_bytes, load_model
@@ -633,13 +633,13 @@ def loadtest(model: ModelSpec | str, *, handoff: str | None = None, qps: float |
         whole = -(-longest // params.block_tokens) * params.block_tokens  # its last step's blocks
         if kv_pool_bytes is not None and any(pool.request_bytes(whole) > kv_pool_bytes for pool in decode_pools(
                 model, tp=params.dtp, pp=params.decode_pp, gpu=cost.gpu)):
-            raise ConfigError(f"kv_pool_bytes: {kv_pool_bytes / 1e9:.3g} GB per GPU holds not one request of "
+            raise MemoryFitError(f"kv_pool_bytes: {kv_pool_bytes / 1e9:.3g} GB per GPU holds not one request of "
                               f"{longest:,} tokens (its KV and state); expected more")
         if (max_slots_in_memory(model, context_tokens=longest, tp=params.dtp, gpu=cost.gpu, pp=params.decode_pp) == 0
                 or memory and kv_pool_bytes is None and any(pool.request_bytes(whole) > pool.pool_bytes for pool in
                                                              decode_pools(model, tp=params.dtp, pp=params.decode_pp,
                                                                           gpu=cost.gpu))):
-            raise ConfigError(f"decode_tp: {model.name}'s weights ({weights_per_gpu_bytes(model, tp=params.dtp) / 1e9:.1f} "
+            raise MemoryFitError(f"decode_tp: {model.name}'s weights ({weights_per_gpu_bytes(model, tp=params.dtp) / 1e9:.1f} "
                               f"GB per GPU at TP {params.dtp}) leave no room on {cost.gpu.name} for one request of "
                               f"{longest:,} tokens; raise the TP")
     if colocated:

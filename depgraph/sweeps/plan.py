@@ -29,13 +29,12 @@ order above); each candidate says what bounds it:
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .._validate import one_of, positive_int, positive_number
-from ..errors import ConfigError, DepgraphError
+from ..errors import ConfigError, DepgraphError, MemoryFitError
 from ..serving.memory import GPU_MEMORY_UTILIZATION, check_sides, weights_per_gpu_bytes
 from ..serving.simulator import HANDOFFS, MAX_ARRIVAL_S, loadtest, meets_slos
 from ..specs.hardware import load_gpu
@@ -49,8 +48,6 @@ BOUNDS = ("meets SLOs", "TTFT-bound", "TPOT-bound", "link-bound", "memory-bound"
 MAX_CANDIDATES = 1000
 #: Server counts tried on each side (and for colocated replicas), within the budget.
 _COUNTS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)
-#: The ConfigErrors of a load test that say the deployment's memory cannot hold the traffic.
-_MEMORY_ERRORS = re.compile(r"do not fit|needs [0-9.]+ GB of KV|does not fit|leave no room")  # not the machine's budget
 #: Bisection steps below the offered rate for a candidate that misses its targets there.
 _BISECTIONS = 4
 
@@ -154,9 +151,7 @@ def evaluate(point: dict[str, Any]) -> list[dict[str, Any]]:
 
     try:
         first = run(t.qps)
-    except ConfigError as exc:
-        if not _MEMORY_ERRORS.search(str(exc)):
-            raise
+    except MemoryFitError as exc:  # the deployment's memory cannot hold the traffic (not the machine's budget)
         return [{**row, "goodput_rps": 0.0, "goodput_per_gpu": 0.0, "bound": "memory-bound", "reason": str(exc),
                  "slo_attainment": 0.0, "ttft_p90_s": math.nan, "tpot_p90_s": math.nan}]
     s, df = first.summary, first.requests
