@@ -370,3 +370,36 @@ def test_a_scenario_or_a_sweep_runs_with_a_calibration(fit, tmp_path, capsys):
     r = dg.loadtest("qwen3-32b", deployment="colocated", qps=2, num_prompts=30, out_tokens=16, prompt_tokens=2048,
                     calibration=tmp_path / "calib.toml", max_num_seqs=8, seed=0, tp=8, link="ib-ndr")
     assert row.ttft_p50_s == pytest.approx(r.summary["ttft_p50_s"], rel=1e-9)
+
+
+def test_a_calibration_applies_the_same_way_to_a_command_and_to_a_sweep_point(tmp_path):
+    """One function applies a calibration (specs.calibration.calibrated_fields): a sweep point's cost
+    model takes the all-reduces a TP-8 fit holds out of its MFU and step overhead exactly as
+    CostModel.from_calibration does for the single-request commands (the sweep used the raw values)."""
+    from depgraph.sweeps.points import _model_and_common
+    from depgraph.sweeps.scenario import expand_scenario, parse_scenario, with_calibration
+    from depgraph.specs.calibration import read_calibration
+
+    path = tmp_path / "calib.toml"
+    path.write_text('[setup]\nmodel = "qwen3-32b"\ngpu = "h200"\ntp = 8\ncollectives = false\n\n[values]\n'
+                    'prefill_mfu = 0.5\nhbm_efficiency = 0.9\ndecode_step_overhead_s = 0.004\n')
+    cost = dg.CostModel.from_calibration(path)
+    assert cost.mfu > 0.5 and cost.decode_layer_overhead_s < 0.004 / 64  # all-reduces taken out
+    body = ('name = "c"\n{cal}[grid]\nmodels = ["qwen3-32b"]\nprompt_tokens = [2048]\nlinks = ["ib-ndr"]\n'
+            'gpus = ["h200"]\ntimings = ["handoff"]\n{mfus}[[workloads]]\nworkload = "single"\n')
+    named = parse_scenario(body.format(cal='calibration = "calib.toml"\n', mfus=""), base_dir=tmp_path)
+    flagged = with_calibration(parse_scenario(body.format(cal="", mfus="mfus = [0.4]\n")), read_calibration(path))
+    for scenario in (named, flagged):  # a scenario's own calibration, and sweep --calibration's
+        (point,) = expand_scenario(scenario)
+        assert point["calibration_setup"]["tp"] == 8 and "|fitted=" in point["key"]
+        _, common = _model_and_common(point, None)
+        got = common["cost"]
+        assert (got.mfu, got.hbm_efficiency, got.decode_layer_overhead_s) == (
+            cost.mfu, cost.hbm_efficiency, cost.decode_layer_overhead_s)
+        assert (got.prefill_tp, got.decode_tp) == (1, 1)  # the point's own sides build the graph
+    # a fit at TP 1 holds no all-reduces: its values apply as fitted, as before
+    path.write_text(path.read_text().replace("tp = 8", "tp = 1"))
+    (point,) = expand_scenario(with_calibration(parse_scenario(body.format(cal="", mfus="mfus = [0.4]\n")),
+                                                read_calibration(path)))
+    got = _model_and_common(point, None)[1]["cost"]
+    assert (got.mfu, got.decode_layer_overhead_s) == (0.5, 0.004 / 64)

@@ -533,9 +533,7 @@ def loadtest(model: ModelSpec | str, *, handoff: str | None = None, qps: float |
     """
     model = load_model(model)
     if calibration is not None:
-        from ..specs.calibration import read_calibration  # noqa: I001
-
-        from ..specs.calibration import check_fits
+        from ..specs.calibration import calibrated_fields, check_fits, read_calibration
 
         cal = read_calibration(calibration)
         for name in cal["values"]:
@@ -544,7 +542,7 @@ def loadtest(model: ModelSpec | str, *, handoff: str | None = None, qps: float |
         base = params or LoadModel()
         check_fits(cal, model=model, gpu=overrides.get("gpu", base.gpu),
                    collectives=overrides.get("collectives", base.collectives))
-        overrides = {**overrides, **cal["values"]}
+        overrides = {**overrides, **calibrated_fields(cal, target="load")}
     deploy = None if deployment is None else parse_deployment(deployment)
     colocated = deploy is not None and deploy.kind == "colocated"
     if not colocated:

@@ -386,40 +386,14 @@ class CostModel:
         step overhead; this cost model's graphs add their own at TP > 1, so
         they are taken out of the fitted values (the prefill's at a 4,096-token
         prompt). ``cost.calibration`` names the file."""
-        from .calibration import read_calibration
-        from .models import load_model
+        from .calibration import calibrated_fields, read_calibration
 
         cal = read_calibration(path)
-        setup, values = cal["setup"], cal["values"]
-        gpu = setup.get("gpu")
+        gpu = cal["setup"].get("gpu")
         if "gpu" in overrides and gpu is not None and load_gpu(overrides["gpu"]).name != load_gpu(gpu).name:
             raise ConfigError(f"gpu: {path} was fitted on {gpu}; its values do not carry to "
                               f"{load_gpu(overrides['gpu']).name}")
-        kw: dict = {"gpu": gpu} if gpu else {}
-        ptp = int(setup.get("prefill_tp") or setup.get("tp") or 1)  # the sides it was fitted at
-        dtp = int(setup.get("decode_tp") or setup.get("tp") or 1)
-        kw.update(prefill_tp=ptp, decode_tp=dtp)
-        mfu = values.get("prefill_mfu")
-        overhead = values.get("decode_step_overhead_s")
-        model = load_model(setup["model"]) if setup.get("model") else None
-        if model is not None and not setup.get("collectives") and (ptp > 1 or dtp > 1):
-            # the fit's MFU and step overhead hold the tensor-parallel all-reduces, which this cost model's
-            # graphs add on their own: take the cost model's all-reduces out of them (the prefill's at a
-            # 4,096-token prompt: both grow about linearly with the prompt)
-            probe = cls(gpu=gpu or DEFAULT_GPU, mfu=mfu or DEFAULT_MFU, prefill_tp=ptp, decode_tp=dtp)
-            if mfu is not None and ptp > 1:
-                compute = probe.prefill_s(model, 4096) / ptp
-                held = sum(probe.layer_collectives_s(model, layer, 4096, ptp) for layer in model.layers)
-                mfu = min(1.0, mfu * compute / (compute - held)) if held < compute else 1.0
-            if overhead is not None and dtp > 1:
-                held = sum(probe.layer_collectives_s(model, layer, 1, dtp) for layer in model.layers)
-                overhead = max(0.0, overhead - held)
-        if mfu is not None:
-            kw["mfu"] = mfu
-        if "hbm_efficiency" in values:
-            kw["hbm_efficiency"] = values["hbm_efficiency"]
-        if overhead is not None and model is not None:
-            kw["decode_layer_overhead_s"] = overhead / model.num_layers
+        kw = calibrated_fields(cal, target="cost")
         return cls(**{**kw, **overrides, "calibration": str(path)})
 
     def step_cost(self, model: ModelSpec, *, tp: int = 1, overhead_s: float = 0.0,

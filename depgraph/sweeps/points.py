@@ -39,6 +39,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from ..specs.calibration import calibrated_fields
 from ..specs.cost import CostModel
 from ..specs.models import load_model
 from ..core.policies import POLICY_NAMES, get_policy
@@ -80,13 +81,12 @@ def _model_and_common(point: dict[str, Any], cost: CostModel | None) -> tuple[An
     """The point's model (catalog names loaded once) and the arguments every builder takes."""
     model = _model(point["model"]) if isinstance(point["model"], str) else point["model"]
     cal = point.get("calibration")
-    if cal and cost is None:  # the fitted decode efficiency and step overhead (the MFU is the point's)
-        kw = {}
-        if "hbm_efficiency" in cal:
-            kw["hbm_efficiency"] = cal["hbm_efficiency"]
-        if "decode_step_overhead_s" in cal:
-            kw["decode_layer_overhead_s"] = cal["decode_step_overhead_s"] / model.num_layers
-        cost = CostModel(gpu=point.get("gpu") or CostModel().gpu, mfu=point["mfu"], **kw)
+    if cal and cost is None:  # the fitted values, as every command applies them (the point's own TP and GPU)
+        kw = calibrated_fields({"values": cal, "setup": point.get("calibration_setup") or {}}, target="cost",
+                               model=model)
+        for name in ("gpu", "prefill_tp", "decode_tp"):
+            kw.pop(name, None)
+        cost = CostModel(gpu=point.get("gpu") or CostModel().gpu, **{"mfu": point["mfu"], **kw})
     if point.get("cost"):  # the scenario's [cost] assumptions
         base = cost if cost is not None else CostModel(gpu=point.get("gpu") or CostModel().gpu, mfu=point["mfu"])
         cost = base.replace(**point["cost"])
@@ -139,7 +139,8 @@ def _loadtest_row(point: dict[str, Any]) -> dict[str, Any]:
                  prefill_mfu=point["mfu"], **({"gpu": point["gpu"]} if point.get("gpu") else {}),
                  **{k: point[k] for k in optional if point.get(k) is not None},
                  **{k: point[k] for k in defaults if point.get(k, defaults[k]) != defaults[k]},
-                 **{k: v for k, v in (point.get("calibration") or {}).items() if k != "prefill_mfu"})
+                 **{k: v for k, v in calibrated_fields({"values": point.get("calibration") or {}}, target="load").items()
+                    if k != "prefill_mfu"})  # the point's mfu is the fitted one
     s = r.summary
     keep = ("ttft_p50_s", "ttft_p90_s", "ttft_p99_s", "tpot_p50_s", "tpot_p90_s", "tpot_p99_s", "throughput_rps",
             "goodput_rps", "goodput_per_gpu", "slo_attainment", "gpus", "preemptions", "itl_p50_s", "itl_p99_s",

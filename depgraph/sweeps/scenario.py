@@ -108,7 +108,7 @@ import itertools
 import math
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -181,6 +181,9 @@ class Scenario:
     source: str = "<string>"
     #: a calibration's fitted values (``depgraph calibrate -o``), as sorted (name, value) pairs; () for none
     calibration: tuple[tuple[str, float], ...] = ()
+    #: what the calibration was fitted on (its setup's :data:`~depgraph.specs.calibration.SETUP_KEYS`), as
+    #: sorted (name, value) pairs: how its values apply (the all-reduces its fit holds at the fitted TP)
+    calibration_setup: tuple[tuple[str, Any], ...] = ()
     #: the ``[cost]`` table: cost-model assumptions (:data:`COST_KEYS`) as sorted (name, value) pairs
     cost: tuple[tuple[str, Any], ...] = ()
     #: the first 16 hex digits of the SHA-256 of a ``[cost]`` expert-load histogram ("" without one)
@@ -190,6 +193,24 @@ class Scenario:
     def num_points(self) -> int:
         """The number of points, from the lists' lengths (nothing expanded)."""
         return math.prod(len(v) for v in self.grid.values()) * sum(w.num_variants for w in self.workloads)
+
+
+def calibration_setup_of(cal: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
+    """The part of a calibration's setup that decides how its values apply (:data:`SETUP_KEYS`), as a
+    scenario keeps it: sorted (name, value) pairs of the scalars given."""
+    from ..specs.calibration import SETUP_KEYS
+
+    setup = cal.get("setup") or {}
+    return tuple(sorted((k, setup[k]) for k in SETUP_KEYS
+                        if isinstance(setup.get(k), (str, int, float, bool)) and setup.get(k) != ""))
+
+
+def with_calibration(scenario: Scenario, cal: dict[str, Any]) -> Scenario:
+    """``scenario`` run with the calibration ``cal`` (:func:`~depgraph.specs.calibration.read_calibration`):
+    its fitted prefill MFU is the grid's only MFU, its values and setup are part of every point (and key)."""
+    values = cal["values"]
+    return replace(scenario, grid={**scenario.grid, "mfus": (values["prefill_mfu"],)},
+                   calibration=tuple(sorted(values.items())), calibration_setup=calibration_setup_of(cal))
 
 
 def expand_scenario(scenario: Scenario) -> list[dict[str, Any]]:
@@ -205,6 +226,9 @@ def expand_scenario(scenario: Scenario) -> list[dict[str, Any]]:
             if scenario.calibration:  # its values are part of the point (and of its key: a resume sees a new fit)
                 point["calibration"] = dict(scenario.calibration)
                 point["key"] += "|calibration=" + ",".join(f"{k}={v!r}" for k, v in scenario.calibration)
+                if scenario.calibration_setup:
+                    point["calibration_setup"] = dict(scenario.calibration_setup)
+                    point["key"] += "|fitted=" + ",".join(f"{k}={v!r}" for k, v in scenario.calibration_setup)
             if scenario.cost:  # so are the cost model's assumptions
                 point["cost"] = dict(scenario.cost)
                 point["key"] += "|cost=" + ",".join(f"{k}={v!r}" for k, v in scenario.cost) + (
@@ -308,6 +332,7 @@ class _Checker:
         if not isinstance(grid, dict):
             raise self.fail("grid", f"expected a table ([grid]), got {_type_name(grid)}")
         calibration: tuple[tuple[str, float], ...] = ()
+        calibration_setup: tuple[tuple[str, Any], ...] = ()
         if "calibration" in data:  # a file depgraph calibrate -o wrote, beside the scenario unless absolute
             from ..specs.calibration import read_calibration
 
@@ -328,6 +353,7 @@ class _Checker:
                                                "wrote")
             grid = {**grid, "mfus": [values["prefill_mfu"]]}
             calibration = tuple(sorted(values.items()))
+            calibration_setup = calibration_setup_of(cal)
         self.keys(grid, "grid.", GRID_KEYS, tuple(k for k in GRID_KEYS if k not in _OPTIONAL_GRID_KEYS))
         cost = self.cost(data.get("cost"))
         checked = {
@@ -366,7 +392,8 @@ class _Checker:
             raise self.fail("cost", "the [cost] assumptions apply to the event-graph workloads; the load test's "
                                     "cost model does not take them (leave [cost] out of a loadtest scenario)")
         return Scenario(name=name, description=description, grid={k: checked[k] for k in GRID_KEYS},
-                        workloads=specs, source=self.source, calibration=calibration, cost=cost,
+                        workloads=specs, source=self.source, calibration=calibration,
+                        calibration_setup=calibration_setup, cost=cost,
                         cost_digest=getattr(self, "_cost_digest", ""))
 
     def cost(self, table: Any) -> tuple[tuple[str, Any], ...]:
