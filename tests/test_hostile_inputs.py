@@ -150,7 +150,7 @@ def test_the_cli_refuses_a_fifo_with_exit_2(tmp_path, capsys):
 @pytest.mark.parametrize("loader, cap, text", [
     ("config", (dg.specs.models, "MAX_CONFIG_FILE_BYTES"), config_text()),
     ("scenario", (scenario_module, "MAX_SCENARIO_FILE_BYTES"), scenario_toml()),
-    ("trace", (simulator, "MAX_TRACE_FILE_BYTES"), TRACE_HEADER + "0,16,2\n" * 40),
+    ("trace", (dg.serving.arrivals, "MAX_TRACE_FILE_BYTES"), TRACE_HEADER + "0,16,2\n" * 40),
     ("graph-json", (dg.io.graphfile, "MAX_GRAPH_FILE_BYTES"), None),
 ])
 def test_each_kind_of_file_has_a_size_cap_named_in_the_refusal(tmp_path, monkeypatch, loader, cap, text):
@@ -508,7 +508,10 @@ def test_a_trace_arrival_beyond_the_clock_is_refused(tmp_path, arrival):
 
 
 def test_a_trace_longer_than_the_request_cap_is_refused_while_reading(tmp_path, monkeypatch):
+    from depgraph.serving import arrivals as arrivals_module
+
     monkeypatch.setattr(simulator, "MAX_REQUESTS", 10)
+    monkeypatch.setattr(arrivals_module, "MAX_REQUESTS", 10)  # where the trace reader counts
     path = tmp_path / "t.csv"
     path.write_text(TRACE_HEADER + "".join(f"{i},16,2\n" for i in range(20)))
     with pytest.raises(dg.ConfigError) as info:

@@ -46,17 +46,16 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-import networkx as nx
 import numpy as np
 import pandas as pd
 
 from .._validate import one_of, positive_int, positive_number
-from ..core.graph import add_dep, add_event
 from ..errors import ConfigError, MemoryFitError
 from ..specs.cost import CostModel
 from ..specs.hardware import GPU
 from ..specs.models import ModelSpec
 from ..specs.predictor import ServingPredictor
+from .graphs import colocated_graph  # noqa: F401  (its old home)
 from .memory import GPU_MEMORY_UTILIZATION, weights_per_gpu_bytes
 
 __all__ = ["Deployment", "parse_deployment", "EngineConfig", "ROUTERS", "default_max_num_batched_tokens",
@@ -410,42 +409,3 @@ def simulate_colocated(model: ModelSpec, cost: CostModel, table: pd.DataFrame, *
     return ColocatedRun(requests=pd.DataFrame(rows), steps=step_df, itl_s=np.frombuffer(itl, dtype=np.float64),
                         preemptions=preemptions, pool_bytes=pool, servers=servers, max_num_batched_tokens=budget,
                         _trace={"reqs": reqs, "servers": srv})
-
-
-def colocated_graph(run: ColocatedRun) -> nx.DiGraph:
-    """The realised colocated run as an event graph: each request's scheduled
-    send (``r{i}:arrive``, lasting its nominal arrival time from 0) and its
-    send (``r{i}:send``, after the request whose finish freed its client
-    slot, under ``max_concurrency``); each server's steps in a program chain
-    (``s{k}:step{j}``), a step that woke an idle server after the send that
-    woke it; a request's first token (``r{i}:token``) at the end of the step
-    that sampled it. Scheduling it reproduces every first-token time exactly."""
-    reqs, srv = run._trace["reqs"], run._trace["servers"]
-    G = nx.DiGraph(workload="loadtest", deployment="colocated")
-    last_step_of = {}
-    for r in reqs:
-        add_event(G, f"r{r.i}:arrive", kind="wait", request=r.i, device="client", duration_s=r.nominal)
-        add_event(G, f"r{r.i}:send", kind="barrier", request=r.i, device="client")
-        add_dep(G, f"r{r.i}:arrive", f"r{r.i}:send", "data")
-    for s in srv:
-        prev = None
-        for j, (_start, _end, dur, *_rest, woke_by) in enumerate(s.steps):
-            node = f"s{s.k}:step{j}"
-            add_event(G, node, kind="decode", device=f"server-{s.k}", operator="step", duration_s=dur, step=j)
-            if prev is not None:
-                add_dep(G, prev, node, "program")
-            if woke_by >= 0:
-                add_dep(G, f"r{woke_by}:send", node, "data")
-            prev = node
-        last_step_of[s.k] = prev
-    ends = {s.k: np.array([row[1] for row in s.steps]) for s in srv}  # each server's step ends, in order
-    for r in reqs:
-        k, j = r.first_step
-        add_event(G, f"r{r.i}:token", kind="token", request=r.i, device=f"server-{k}")
-        add_dep(G, f"s{k}:step{j}", f"r{r.i}:token", "program")
-        if r.sent_after >= 0:  # sent when an earlier request finished: after that request's last step
-            f = reqs[r.sent_after]
-            end_step = int(np.searchsorted(ends[f.server], f.last_token))  # the step that ended at its finish
-            add_dep(G, f"s{f.server}:step{end_step}", f"r{r.i}:send", "data")
-    G.graph["target_request"] = len(reqs) - 1
-    return G

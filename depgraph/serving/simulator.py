@@ -40,32 +40,32 @@ True
 
 from __future__ import annotations
 
-import csv
 from collections import deque
 import heapq
-import io
 import itertools
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
-import networkx as nx
 import numpy as np
 import pandas as pd
 
-from .._files import read_text_limited
 from .._memory import check_memory
 from .._validate import one_of, positive_int, positive_number
-from ..specs.cost import CostModel
+from ..specs.cost import CostModel, calibrated_fields
 from ..specs.predictor import ServingPredictor, posting_s
 from ..errors import ConfigError, MemoryFitError
-from ..core.graph import add_dep, add_event
 from ..specs.hardware import DEFAULT_LINK, load_gpu, load_link
-from ..specs.models import ModelSpec, handoff_bytes, load_model
-from ..specs.parallel import check_pp, check_tp_pair, handoff_nics
+from ..specs.models import ModelSpec, load_model
+from ..specs.parallel import check_pp, check_tp_pair
 from ..specs.routing import parse_routing
-from .engine import ROUTERS, EngineConfig, colocated_graph, default_max_num_batched_tokens, parse_deployment, simulate_colocated
+from .arrivals import (ARRIVAL_PROCESSES, MAX_ARRIVAL_S, MAX_REQUESTS, MAX_TRACE_FILE_BYTES, arrivals,  # noqa: F401
+                       checked_trace, read_trace)
+from .engine import ROUTERS, EngineConfig, default_max_num_batched_tokens, parse_deployment, simulate_colocated
+from .graphs import run_graph
+from .results import (STEADY_STATE_MARGIN, STEADY_STATE_MIN_REQUESTS, LoadResult, check_slos, kv_used,  # noqa: F401
+                      latency_summary, meets_slos, steady_state, step_series, time_average)
 from .memory import check_sides, decode_pools, max_slots_in_memory, weights_per_gpu_bytes
 
 __all__ = ["HANDOFFS", "LoadModel", "LoadResult", "loadtest", "arrivals", "meets_slos", "read_trace", "run_graph",
@@ -73,21 +73,6 @@ __all__ = ["HANDOFFS", "LoadModel", "LoadResult", "loadtest", "arrivals", "meets
            "MAX_ARRIVAL_S", "MAX_TRACE_FILE_BYTES"]
 
 HANDOFFS = ("push", "pull", "pull-thread")
-#: How generated requests arrive (:func:`arrivals`).
-ARRIVAL_PROCESSES = ("poisson", "constant", "gamma")
-#: The largest load test simulated in one call, in requests (``num_prompts``, or a trace's rows: counted
-#: while the trace is read, so a longer one is refused before anything is built).
-MAX_REQUESTS = 1_000_000
-#: The latest arrival simulated, in seconds (1e7 s, about 116 days). The simulation keeps absolute times in
-#: doubles and takes a TTFT as the difference of two of them; a double near ``t`` resolves about
-#: ``t * 2.2e-16`` s, 1.9 ns at 1e7 s, far below the shortest modelled duration (microseconds), but at
-#: 1e302 s (``qps = 1e-300``) or at a trace arrival of 1e308 s a 0.5 s TTFT is lost entirely and reads
-#: as 0. So every arrival lies in ``[0, MAX_ARRIVAL_S]``: a trace's times, and ``num_prompts / qps``
-#: for generated arrivals (``qps`` at least ``num_prompts / 1e7``, 4e-05 req/s for 400 prompts).
-MAX_ARRIVAL_S = 1e7
-#: Largest trace file read, in bytes (default 64 MiB: 1,000,000 rows of up to 64 characters; a row such as
-#: ``12345.678901234,16384,128`` takes about 26).
-MAX_TRACE_FILE_BYTES = 64 * 1024 * 1024
 #: Peak memory of a load test per request (its record, its table rows) and per loop iteration (its
 #: record and timeline changes): measured 1.5 to 1.9 kB per request and 540 B per iteration over 200
 #: to 20,000 requests and 17,000 to 500,000 iterations (tests/test_memory.py keeps the estimate
@@ -223,161 +208,6 @@ class LoadModel:
                          block_tokens=self.block_tokens)
 
 
-# ------------------------------------------------------------------ arrivals
-
-
-_TRACE_COLUMNS = ["arrival_s", "prompt_tokens", "output_tokens"]
-_ARRIVAL_WORDS = f"a finite number >= 0 and <= {MAX_ARRIVAL_S:g} (seconds; MAX_ARRIVAL_S)"
-
-
-def _clip(text: str, limit: int = 80) -> str:
-    return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
-
-
-def read_trace(path: str | Path) -> pd.DataFrame:
-    """Read an arrival trace: CSV with columns ``arrival_s``, ``prompt_tokens``,
-    ``output_tokens`` (a header row; times non-decreasing, in ``[0,
-    MAX_ARRIVAL_S]``; counts >= 1). Only a regular file of at most
-    :data:`MAX_TRACE_FILE_BYTES` is read, and at most :data:`MAX_REQUESTS`
-    rows: they are counted while reading, and one more is refused before
-    anything is built."""
-    path = Path(path)
-    text = read_text_limited(path, what="load-test trace", max_bytes=MAX_TRACE_FILE_BYTES,
-                             cap="depgraph.serving.simulator.MAX_TRACE_FILE_BYTES")
-    want = _TRACE_COLUMNS
-    reader = csv.reader(io.StringIO(text, newline=None))  # \n, \r\n and \r all end a line
-    times: list[float] = []
-    prompts: list[int] = []
-    outs: list[int] = []
-    try:
-        header = next(reader, None)
-        if header is None or [c.strip() for c in header] != want:
-            got = _clip(",".join(header)) if header is not None else "an empty file"
-            raise ConfigError(f"{path}: line 1: expected the header {','.join(want)}; got {got}")
-        last = 0.0
-        for row in reader:
-            line = reader.line_num
-            if not row or all(not c.strip() for c in row):
-                continue
-            if len(row) != 3:
-                raise ConfigError(f"{path}: line {line}: expected 3 fields ({','.join(want)}); got {len(row)}")
-            try:
-                t = float(row[0])
-                p, o = int(row[1]), int(row[2])
-            except ValueError:
-                raise ConfigError(f"{path}: line {line}: expected a number and two integers; got "
-                                  f"{_clip(','.join(row))}") from None
-            if not (math.isfinite(t) and 0 <= t <= MAX_ARRIVAL_S):
-                raise ConfigError(f"{path}: line {line}: arrival_s: expected {_ARRIVAL_WORDS}; got {_clip(row[0])}")
-            if t < last:
-                raise ConfigError(f"{path}: line {line}: arrival_s: expected non-decreasing times; got {t} after {last}")
-            if not 1 <= p <= 10_000_000:
-                raise ConfigError(f"{path}: line {line}: prompt_tokens: expected 1 to 10,000,000; got {_clip(str(p))}")
-            if not 1 <= o <= 1_000_000:
-                raise ConfigError(f"{path}: line {line}: output_tokens: expected 1 to 1,000,000; got {_clip(str(o))}")
-            if len(times) == MAX_REQUESTS:
-                raise ConfigError(f"{path}: line {line}: more than {MAX_REQUESTS:,} requests; a load test simulates "
-                                  f"at most {MAX_REQUESTS:,} (MAX_REQUESTS)")
-            times.append(t)
-            prompts.append(p)
-            outs.append(o)
-            last = t
-    except csv.Error as exc:
-        raise ConfigError(f"{path}: line {reader.line_num}: not valid CSV ({_clip(str(exc))})") from None
-    if not times:
-        raise ConfigError(f"{path}: no requests after the header")
-    return pd.DataFrame({"arrival_s": np.array(times, dtype=float), "prompt_tokens": np.array(prompts, dtype=np.int64),
-                         "output_tokens": np.array(outs, dtype=np.int64)})
-
-
-def _checked_trace(table: pd.DataFrame) -> pd.DataFrame:
-    """A trace given as a DataFrame, held to :func:`read_trace`'s rules: the three columns, 1 to
-    :data:`MAX_REQUESTS` rows, times non-decreasing in ``[0, MAX_ARRIVAL_S]``, integer counts in range."""
-    missing = [c for c in _TRACE_COLUMNS if c not in table.columns]
-    if missing:
-        raise ConfigError(f"trace: expected the columns {', '.join(_TRACE_COLUMNS)}; missing {', '.join(missing)}")
-    if len(table) == 0:
-        raise ConfigError("trace: no requests")
-    if len(table) > MAX_REQUESTS:
-        raise ConfigError(f"trace: {len(table):,} requests; a load test simulates at most {MAX_REQUESTS:,} "
-                          "(MAX_REQUESTS)")
-    columns = {}
-    for name, upper in (("arrival_s", MAX_ARRIVAL_S), ("prompt_tokens", 10_000_000), ("output_tokens", 1_000_000)):
-        col = table[name]
-        if pd.api.types.is_bool_dtype(col) or not pd.api.types.is_numeric_dtype(col):
-            raise ConfigError(f"trace: {name}: expected numbers, got a column of {col.dtype}")
-        values = col.to_numpy(dtype=float)
-        if name == "arrival_s":
-            bad = ~(np.isfinite(values) & (values >= 0) & (values <= upper))
-            allowed = _ARRIVAL_WORDS
-        else:
-            bad = ~(np.isfinite(values) & (values >= 1) & (values <= upper) & (values == np.floor(values)))
-            allowed = f"an integer from 1 to {upper:,}"
-        if bad.any():
-            row = int(np.argmax(bad))
-            raise ConfigError(f"trace: row {row}: {name}: expected {allowed}; got {values[row]!r}")
-        columns[name] = values if name == "arrival_s" else values.astype(np.int64)
-    back = np.flatnonzero(np.diff(columns["arrival_s"]) < 0)
-    if len(back):
-        row = int(back[0]) + 1
-        raise ConfigError(f"trace: row {row}: arrival_s: expected non-decreasing times; got "
-                          f"{columns['arrival_s'][row]!r} after {columns['arrival_s'][row - 1]!r}")
-    return pd.DataFrame(columns)
-
-
-def arrivals(*, qps: float, num_prompts: int, prompt_tokens: int, out_tokens: int, process: str = "poisson",
-             seed: int = 0, burstiness: float = 1.0, range_ratio: float = 0.0) -> pd.DataFrame:
-    """Arrival times and lengths of ``num_prompts`` requests.
-
-    ``process``: ``constant`` (every ``1 / qps``), ``poisson`` (seeded; a
-    Poisson process conditioned on ``num_prompts`` arrivals in
-    ``[0, num_prompts / qps)``, so the rate over the run is exactly ``qps``)
-    or ``gamma``, as ``vllm bench serve --burstiness B`` draws them (gaps
-    from a gamma distribution of shape ``B`` and mean ``1 / qps``, summed and
-    scaled so the last arrival is at ``num_prompts / qps``; ``B = 1`` is
-    Poisson, smaller is burstier, larger more regular; ``get_request`` in
-    vLLM's ``benchmarks/serve.py``). ``range_ratio`` ``r`` draws each
-    request's prompt and output lengths uniformly from the integers
-    ``[L (1 - r), L (1 + r)]`` (at least 1), as ``vllm bench serve``'s random
-    dataset does (``--random-range-ratio``); 0 keeps them fixed.
-
-    ``num_prompts / qps`` must be at most :data:`MAX_ARRIVAL_S` (1e7 s):
-    beyond it the simulation's clock, a double, cannot resolve a TTFT (at
-    ``qps = 1e-300`` every TTFT would read 0)."""
-    qps = positive_number("qps", qps, upper=1e6)
-    num_prompts = positive_int("num_prompts", num_prompts, upper=MAX_REQUESTS)
-    if num_prompts / qps > MAX_ARRIVAL_S:
-        raise ConfigError(f"qps: {qps:g} req/s spreads {num_prompts:,} arrivals over {num_prompts / qps:.3g} s; "
-                          f"expected at least {num_prompts / MAX_ARRIVAL_S:.3g} req/s (arrivals within "
-                          f"{MAX_ARRIVAL_S:.0e} s, where the simulation's clock still resolves nanoseconds)")
-    prompt_tokens = positive_int("prompt_tokens", prompt_tokens, upper=10_000_000)
-    out_tokens = positive_int("out_tokens", out_tokens, upper=1_000_000)
-    process = one_of("arrival", process, ARRIVAL_PROCESSES)
-    burstiness = positive_number("burstiness", burstiness, upper=1e6)
-    if isinstance(range_ratio, bool) or not isinstance(range_ratio, (int, float)) or not 0 <= range_ratio < 1:
-        raise ConfigError(f"range_ratio: expected a number in [0, 1), got {range_ratio!r}")
-    rng = np.random.default_rng(positive_int("seed", seed, allow_zero=True, upper=2**63 - 1))
-    if process == "constant":
-        times = np.arange(num_prompts) / qps
-    elif process == "poisson":
-        # A Poisson process conditioned on its count: given N arrivals in [0, N / qps), their times are N
-        # sorted uniforms. Bursts as a Poisson process has, but exactly the nominal rate over the run, so a
-        # seed cannot quietly run the test 10% light (400 exponential gaps at seed 0 average 1.13 / qps).
-        times = np.sort(rng.uniform(0.0, num_prompts / qps, num_prompts))
-    else:
-        times = np.cumsum(rng.gamma(shape=burstiness, scale=1.0 / (qps * burstiness), size=num_prompts))
-        if not (np.isfinite(times[-1]) and times[-1] > 0):  # every gap underflowed to 0: nothing to scale
-            raise ConfigError(f"burstiness: {burstiness:g} is too bursty to draw: every gap of the gamma "
-                              "distribution rounds to 0; expected a larger value (1 is Poisson)")
-        times = times * ((num_prompts / qps) / times[-1])
-    table = pd.DataFrame({"arrival_s": times, "prompt_tokens": prompt_tokens, "output_tokens": out_tokens})
-    if range_ratio > 0:
-        for column, length in (("prompt_tokens", prompt_tokens), ("output_tokens", out_tokens)):
-            lo, hi = max(1, math.floor(length * (1 - range_ratio))), max(1, math.floor(length * (1 + range_ratio)))
-            table[column] = rng.integers(lo, hi + 1, size=num_prompts)
-    return table
-
-
 # --------------------------------------------------------------- simulation
 
 
@@ -419,51 +249,6 @@ class _Req:
     slot_since: float = math.nan  # when it last took a slot
     slot_held_s: float = 0.0  # time it held a slot before its latest admission (preempted spells left out)
 
-
-@dataclass
-class LoadResult:
-    """Per-request table, summary, and the loop's timeline."""
-
-    requests: pd.DataFrame
-    summary: dict[str, Any]
-    timeline: pd.DataFrame
-    config: dict[str, Any] = field(default_factory=dict)
-    _trace: dict[str, Any] = field(default_factory=dict, repr=False)
-
-    @property
-    def kind(self) -> str:
-        """``"colocated"`` (prefill and decode on the same servers) or ``"disaggregated"`` (the study's
-        load model and every ``<P>P<D>D`` deployment): what a printer or a plot tells results apart by."""
-        return "colocated" if "colocated" in self._trace else "disaggregated"
-
-    @property
-    def decode_steps(self) -> pd.DataFrame:
-        """Every decode-loop step of a disaggregated run, server by server: ``server``, ``iteration``,
-        ``start_s``, ``end_s``, ``running`` (its batch) and, with memory, ``kv_used`` (the share of the
-        server's KV and state memory in use as it ran, on its fullest stage). Built when asked for."""
-        its = self._trace.get("iterations")
-        if its is None:
-            raise ConfigError("decode_steps: a colocated run's steps are in its timeline")
-        out = pd.DataFrame({"server": [it["server"] for it in its], "iteration": [it["iteration"] for it in its],
-                            "start_s": [it["start_s"] for it in its], "end_s": [it["end_s"] for it in its],
-                            "running": [it["running"] for it in its]})
-        pools = self._trace.get("pool_bytes")
-        if pools:
-            out["kv_used"] = _kv_used(np.array([it["free_bytes"] for it in its], dtype=np.float64)
-                                      .reshape(len(its), len(pools)), pools)
-        return out
-
-    @property
-    def timeline_running_max(self) -> int:
-        """The largest decode batch the loop ran."""
-        return max((it["running"] for it in self._trace.get("iterations", ())), default=0)
-
-    def graph(self) -> nx.DiGraph:
-        """The realised run as an event graph (see :func:`run_graph`, and
-        :func:`~depgraph.serving.engine.colocated_graph` for a colocated run)."""
-        if self.kind == "colocated":
-            return colocated_graph(self._trace["colocated"])
-        return run_graph(self)
 
 
 def loadtest(model: ModelSpec | str, *, handoff: str | None = None, qps: float | None = None,
@@ -533,7 +318,7 @@ def loadtest(model: ModelSpec | str, *, handoff: str | None = None, qps: float |
     """
     model = load_model(model)
     if calibration is not None:
-        from ..specs.calibration import calibrated_fields, check_fits, read_calibration
+        from ..specs.calibration import check_fits, read_calibration
 
         cal = read_calibration(calibration)
         for name in cal["values"]:
@@ -549,7 +334,7 @@ def loadtest(model: ModelSpec | str, *, handoff: str | None = None, qps: float |
         handoff = one_of("handoff", handoff, HANDOFFS)
     elif handoff is not None:
         raise ConfigError(f"handoff: a {deploy.name} deployment has no handoff; leave it out")
-    slo = _check_slos(slo_ttft_s, slo_tpot_s)
+    slo = check_slos(slo_ttft_s, slo_tpot_s)
     engine = None
     if memory is not None and not isinstance(memory, bool):
         raise ConfigError(f"memory: expected true or false, got {memory!r}")
@@ -603,7 +388,7 @@ def loadtest(model: ModelSpec | str, *, handoff: str | None = None, qps: float |
     if trace is not None:
         if burstiness is not None or range_ratio:
             raise ConfigError("burstiness, range_ratio: a trace gives its own arrivals and lengths; leave them out")
-        table = _checked_trace(trace) if isinstance(trace, pd.DataFrame) else read_trace(trace)
+        table = checked_trace(trace) if isinstance(trace, pd.DataFrame) else read_trace(trace)
     else:
         missing = [n for n, v in (("qps", qps), ("prompt_tokens", prompt_tokens), ("out_tokens", out_tokens),
                                   ("num_prompts", num_prompts)) if v is None]
@@ -656,40 +441,6 @@ def loadtest(model: ModelSpec | str, *, handoff: str | None = None, qps: float |
     return sim.result(**meta)
 
 
-def _check_slos(ttft_s: float | None, tpot_s: float | None) -> dict[str, float | None]:
-    """The latency targets, each positive (seconds) or ``None``."""
-    for name, value in (("slo_ttft_s", ttft_s), ("slo_tpot_s", tpot_s)):
-        if value is not None:
-            positive_number(name, value, upper=1e6)
-    return {"ttft_s": ttft_s, "tpot_s": tpot_s}
-
-
-def meets_slos(requests: pd.DataFrame, ttft_s: float | None, tpot_s: float | None) -> tuple[np.ndarray, np.ndarray]:
-    """Per request, whether its TTFT and whether its TPOT meet the targets (``None``: no target, every
-    request meets it; a one-token answer has no TPOT and meets any)."""
-    ttft = requests.ttft_s.to_numpy()
-    tpot = requests.tpot_s.to_numpy()
-    ttft_ok = np.ones(len(ttft), dtype=bool) if ttft_s is None else ttft <= ttft_s
-    tpot_ok = np.ones(len(tpot), dtype=bool) if tpot_s is None else np.isnan(tpot) | (tpot <= tpot_s)
-    return ttft_ok, tpot_ok
-
-
-def _latency_summary(df: pd.DataFrame, *, itl: np.ndarray, slo: dict, end: float, gpus: int) -> dict[str, Any]:
-    """Percentiles of TTFT, TPOT, ITL and end-to-end latency, and goodput under the SLOs."""
-    out: dict[str, Any] = {}
-    for name, values in (("ttft", df.ttft_s.to_numpy()), ("tpot", df.tpot_s.dropna().to_numpy()), ("itl", itl),
-                         ("e2e", df.e2e_s.to_numpy())):
-        for q in (50, 90, 99):
-            out[f"{name}_p{q}_s"] = float(np.percentile(values, q)) if len(values) else math.nan
-        out[f"{name}_mean_s"] = float(values.mean()) if len(values) else math.nan
-    ttft_ok, tpot_ok = meets_slos(df, slo["ttft_s"], slo["tpot_s"])
-    n_good = int((ttft_ok & tpot_ok).sum())
-    out.update(slo_ttft_s=slo["ttft_s"], slo_tpot_s=slo["tpot_s"], slo_attainment=n_good / len(df) if len(df) else 0.0,
-               goodput_rps=n_good / end if end > 0 else math.nan, gpus=gpus)
-    out["goodput_per_gpu"] = out["goodput_rps"] / gpus if gpus else math.nan
-    return out
-
-
 def _colocated(model: ModelSpec, cost: CostModel, params: LoadModel, deploy, engine, table: pd.DataFrame,
                meta: dict) -> LoadResult:
     """A load test of a colocated deployment (:mod:`depgraph.serving.engine`)."""
@@ -721,7 +472,7 @@ def _colocated(model: ModelSpec, cost: CostModel, params: LoadModel, deploy, eng
         "prefill_mfu": cost.mfu, "hbm_efficiency": cost.decode_hbm_efficiency,
         "step_overhead_s": params.decode_step_overhead_s, "collectives": params.collectives,
         "expert_routing": str(cost.expert_routing),
-        **_latency_summary(df, itl=run.itl_s, slo=meta["slo"], end=end, gpus=run.servers * tp),
+        **latency_summary(df, itl=run.itl_s, slo=meta["slo"], end=end, gpus=run.servers * tp),
         "preemptions": run.preemptions, "preempted_requests": int((df.preemptions > 0).sum()),
         "bytes_moved": 0.0,  # no handoff: prefill and decode share the GPUs
         "throughput_rps": n / end if end > 0 else math.nan,
@@ -1312,8 +1063,8 @@ class _Simulation:
         return None
 
     def kv_used(self, free_bytes: np.ndarray) -> np.ndarray:
-        """:func:`_kv_used` of this run's pools."""
-        return _kv_used(free_bytes, [pool.pool_bytes for pool in self.pools])
+        """`kv_used` of this run's pools."""
+        return kv_used(free_bytes, [pool.pool_bytes for pool in self.pools])
 
     def _occupancy(self, end: float) -> dict[str, Any]:
         """Per server, the share of the run it was busy (a decode server's loop, a prefill server's
@@ -1399,10 +1150,10 @@ class _Simulation:
                          "e2e_s": r.last_token - r.arrival, "decode_server": r.decode_server,
                          "scheduled_s": r.nominal, "preemptions": r.preemptions})
         df = pd.DataFrame(rows)
-        timeline = _step_series(self.held_log, "slots_held").merge(
-            _step_series(self.waiting_log, "waiting"), on="time_s", how="outer").sort_values("time_s").ffill()
+        timeline = step_series(self.held_log, "slots_held").merge(
+            step_series(self.waiting_log, "waiting"), on="time_s", how="outer").sort_values("time_s").ffill()
         end = float(df.finish_s.max())
-        held_mean = _time_average(self.held_log, end)
+        held_mean = time_average(self.held_log, end)
         cols = self._columns()  # summed in order (np.cumsum: the same on every Python version)
         if any(len(c["end_s"]) for c in cols):
             loop_time = float(np.cumsum(np.concatenate([c["end_s"] - c["start_s"] for c in cols]))[-1])
@@ -1414,7 +1165,7 @@ class _Simulation:
         # there against the rate requests take slots there times their mean time in a slot
         t0, t1 = float(df.arrival_s.min()), float(df.arrival_s.max())
         inside = df[(df.slot_start_s >= t0) & (df.slot_start_s < t1)]
-        window = {"slots_held_mean_window": _time_average(self.held_log, t1, start=t0) if t1 > t0 else math.nan,
+        window = {"slots_held_mean_window": time_average(self.held_log, t1, start=t0) if t1 > t0 else math.nan,
                   "slot_rate_window_rps": len(inside) / (t1 - t0) if t1 > t0 else math.nan,
                   "time_in_slot_mean_window_s": float(inside.time_in_slot_s.mean()) if len(inside) else math.nan}
         summary = {
@@ -1429,7 +1180,7 @@ class _Simulation:
             **{f"tpot_p{q}_s": float(np.percentile(tpot, q)) if len(tpot) else math.nan for q in (50, 90, 99)},
             "slots_held_mean": held_mean,
             "waiting_peak": int(max(n for _, n in self.waiting_log)),
-            "waiting_mean": _time_average(self.waiting_log, end),
+            "waiting_mean": time_average(self.waiting_log, end),
             "loop_posting_share": posting / loop_time if loop_time else 0.0,
             "throughput_rps": len(df) / end if end > 0 else math.nan,  # over [0, end], as slots_held_mean
             "time_in_slot_mean_s": float(df.time_in_slot_s.mean()),
@@ -1449,7 +1200,7 @@ class _Simulation:
         itl = np.concatenate(parts) if parts else np.zeros(0)
         P, D = self.p.prefill_servers, self.p.decode_servers
         gpus = self.p.dtp * self.p.decode_pp * D + self.p.ptp * self.p.prefill_pp * P
-        latency = _latency_summary(df, itl=itl, slo=meta.get("slo") or _check_slos(None, None), end=end, gpus=gpus)
+        latency = latency_summary(df, itl=itl, slo=meta.get("slo") or check_slos(None, None), end=end, gpus=gpus)
         summary.update({k: v for k, v in latency.items() if k not in summary})
         summary.update(deployment=f"{P}P{D}D" if P else f"{D} decode server{'s' if D > 1 else ''}, an unbounded "
                                                         "prefill pool",
@@ -1471,243 +1222,3 @@ class _Simulation:
 _EVENT_ORDER = {"release": 0, "ready": 1, "posted": 2, "prefilled": 3, "relayed": 4, "arrive": 5, "loop": 6,
                 "prefill_step": 7, "prefill_wake": 8}
 _LOOP_ORDER = _EVENT_ORDER["loop"]
-
-
-def _kv_used(free_bytes: np.ndarray, pool_bytes: list[int]) -> np.ndarray:
-    """Per row of free bytes (one column per pipeline stage), the share of a decode server's KV and
-    state memory in use, on its fullest stage."""
-    if not len(free_bytes):
-        return np.zeros(0)
-    return (1.0 - free_bytes / np.array(pool_bytes, dtype=np.float64)).max(axis=1)
-
-
-def _step_series(log: list[tuple[float, int]], name: str) -> pd.DataFrame:
-    df = pd.DataFrame(log, columns=["time_s", name])
-    return df.groupby("time_s", as_index=False).last()
-
-
-#: The steady-state test's margin: a run has no steady state when its queue grows by more than this share of
-#: the arrival rate and its TTFT rises by more than this many seconds per second of arrivals (both at once).
-STEADY_STATE_MARGIN = 0.1
-#: Fewer requests than this are not tested (``steady_state`` is ``None``): thirds of a handful say nothing.
-STEADY_STATE_MIN_REQUESTS = 20
-
-
-def steady_state(arrival_s: np.ndarray, ttft_s: np.ndarray, finish_s: np.ndarray,
-                 queue: tuple[np.ndarray, np.ndarray, np.ndarray], *, max_concurrency: int | None = None
-                 ) -> dict[str, Any]:
-    """Whether a load test reached a steady state, from arrays of the finished run (O(n), no loop).
-
-    ``queue`` is ``(start_s, end_s, count)``: spans during which ``count``
-    requests wait (for a decode slot, for a prefill server, or in a
-    colocated engine's queue). Over the arrival window ``[t0, t1]`` (first
-    to last arrival, ``T = t1 - t0``):
-
-    - ``queue_growth_per_s``: the time-averaged queue over the window's last
-      third minus that over its first third, divided by ``2 T / 3`` (the
-      distance between the thirds' centres);
-    - ``ttft_trend_s``: the least-squares slope of TTFT against arrival time
-      times ``T``, the rise of TTFT across the window; ``ttft_trend_noise_s``
-      its standard error, as if requests were independent;
-    - ``completion_rate_window_rps``: requests finished in the window per
-      second, beside ``arrival_rate_rps`` (shown, not part of the rule: it lags
-      the arrivals by the requests' latency).
-
-    **Rule**: no steady state (``False``) when both the queue grows by more
-    than :data:`STEADY_STATE_MARGIN` (10%) of the arrival rate
-    (``queue_growth_per_s > 0.1 x arrival_rate_rps``) and TTFT rises by more
-    than 0.1 s per second of the window and by more than twice its noise
-    (``ttft_trend_s > max(0.1 x T, 2 x ttft_trend_noise_s)``); ``True``
-    otherwise. Both measure how far arrivals outpace service: a queue served
-    at ``mu`` and fed at ``lambda > mu`` grows at ``lambda - mu`` requests per
-    second, and its wait at ``lambda / mu - 1`` seconds per second, so the
-    margin flags runs offered about 10% more than they serve; a stable queue
-    at 84% load (Poisson bursts) moves both by under 5% in runs of 25 to 400
-    requests. ``None`` (not tested) with fewer than
-    :data:`STEADY_STATE_MIN_REQUESTS` requests, or when they all arrive at
-    once or within the shortest TTFT (a burst: every request is in before
-    any is served; it only drains, and its mean TTFT grows with its size).
-    Under ``max_concurrency`` (a closed loop) the rule is the same, on
-    the servers' queue and the TTFT from each send: the client's backlog of
-    requests held back is not counted, so a closed loop over capacity reads
-    as steady when its servers are. ``steady_state_reason`` says it in words.
-    """
-    a = np.asarray(arrival_s, dtype=np.float64)
-    y = np.asarray(ttft_s, dtype=np.float64)
-    n = len(a)
-    t0, t1 = (float(a.min()), float(a.max())) if n else (0.0, 0.0)
-    span = t1 - t0
-    nan = math.nan
-    out: dict[str, Any] = {"steady_state": None, "steady_state_reason": "", "arrival_window_s": span,
-                           "queue_first_third_requests": nan, "queue_last_third_requests": nan,
-                           "queue_growth_per_s": nan, "ttft_trend_s": nan, "ttft_trend_noise_s": nan,
-                           "arrival_rate_rps": (n - 1) / span if span > 0 else nan,
-                           "completion_rate_window_rps": nan}
-    closed = (f"; a closed loop (at most {max_concurrency} in flight): the servers' queue and TTFT from each send, "
-              "not the client's backlog" if max_concurrency is not None else "")
-    if n < STEADY_STATE_MIN_REQUESTS:
-        out["steady_state_reason"] = (f"steady state not tested: {n} requests (the test needs at least "
-                                      f"{STEADY_STATE_MIN_REQUESTS})")
-        return out
-    if not (np.isfinite(a).all() and np.isfinite(y).all()):
-        out["steady_state_reason"] = "steady state not tested: an arrival time or TTFT is not a finite number"
-        return out
-    if span <= float(y.min()):  # a burst: every request is in before the first is served
-        when = "at once" if span == 0 else f"within {span:.3g} s, before any has its first token"
-        out["steady_state_reason"] = (f"steady state not tested: all {n} requests arrive {when} (a burst only "
-                                      "drains; its mean TTFT grows with its size)")
-        return out
-    third = span / 3
-    start, end, count = (np.asarray(c, dtype=np.float64) for c in queue)
-
-    def mean_over(lo: float, hi: float) -> float:
-        return float((count * np.clip(np.minimum(end, hi) - np.maximum(start, lo), 0.0, None)).sum() / (hi - lo))
-
-    first, last = mean_over(t0, t0 + third), mean_over(t1 - third, t1)
-    growth = (last - first) / (2 * third)
-    x = a - a.mean()
-    sxx = float((x * x).sum())  # not x @ x: BLAS's 1-D matmul is far slower here
-    dy = y - y.mean()
-    slope = float((x * dy).sum()) / sxx
-    resid = dy - slope * x
-    noise = math.sqrt(float((resid * resid).sum()) / (n - 2) / sxx) * span
-    rate = out["arrival_rate_rps"]
-    done = np.asarray(finish_s, dtype=np.float64)
-    grows = growth > STEADY_STATE_MARGIN * rate
-    rises = slope * span > max(STEADY_STATE_MARGIN * span, 2 * noise)
-    steady = not (grows and rises)
-    numbers = (f"{first:.1f} waiting in the first third of the arrivals, {last:.1f} in the last: "
-               f"{round(growth, 2) + 0.0:+.2f} req/s, {round(100 * growth / rate) + 0:+d}% of the arrival rate; TTFT "
-               f"{round(slope * span, 2) + 0.0:+.2f} s across the {span:.1f} s of arrivals")
-    if steady:
-        reason = f"steady state: the queue does not grow through the run ({numbers}){closed}"
-    else:
-        reason = (f"no steady state: the queue grows through the run ({numbers}); the mean TTFT, {float(y.mean()):.2f} "
-                  f"s here, depends on the run length{closed}")
-    out.update(steady_state=steady, steady_state_reason=reason, queue_first_third_requests=first,
-               queue_last_third_requests=last, queue_growth_per_s=growth, ttft_trend_s=slope * span,
-               ttft_trend_noise_s=noise, completion_rate_window_rps=float(((done >= t0) & (done <= t1)).sum()) / span)
-    return out
-
-
-def _time_average(log: list[tuple[float, int]], end: float, *, start: float | None = None) -> float:
-    """Time average of a step function given as (time, value) changes, over [start, end]."""
-    df = _step_series(log, "n")
-    times, values = df.time_s.to_numpy(), df.n.to_numpy()
-    lo = times[0] if start is None else start
-    edges = np.clip(np.append(times, end), lo, end)
-    span = end - lo
-    return float((values * np.diff(edges)).sum() / span) if span > 0 else 0.0
-
-
-# --------------------------------------------------------------- the graph
-
-
-def run_graph(result: LoadResult) -> nx.DiGraph:
-    """The realised run as an event graph in the core's form.
-
-    Nodes: each request's ``arrival`` (a wait of its arrival time), prefill,
-    router relay and transfer (``hop``/``send``), slot hand-over barrier,
-    posting work (on the loop, or on the posting thread), its ``ready``
-    barrier and ``token``; the loop's iterations as a chain of ``decode``
-    step nodes (``request=None``, ``device="decode-loop"``). Edges carry the
-    realised order: the loop chain, the prefill server and posting thread
-    order, slot hand-overs (a freed slot's last step to its next holder).
-    Scheduling it gives every simulated time back; tests prove it.
-    """
-    tr = result._trace
-    reqs, iterations, p, handoff = tr["reqs"], tr["iterations"], tr["params"], tr["handoff"]
-    G = nx.DiGraph(workload="loadtest", handoff=handoff, model=result.config.get("model"))
-    many = p.decode_servers > 1
-
-    def loop(k: int) -> str:  # a decode server's loop: its prefix and device
-        return f"d{k}:loop" if many else "loop"
-
-    def dev(name: str, k: int) -> str:
-        return f"{name}-{k}" if many else name
-
-    step_node = {}
-    prev: dict[int, str] = {}
-    for it in iterations:
-        k, n = it["server"], it["iteration"]
-        start = add_event(G, f"{loop(k)}:{n}:start", kind="barrier", device=dev("decode-loop", k), operator="iteration")
-        if k in prev:
-            add_dep(G, prev[k], start, "program")
-        last = start
-        for i in it["posted"]:
-            node = add_event(G, f"r{i}:posting", kind="hop", request=i, device=dev("decode-loop", k),
-                             operator="posting", duration_s=p.posting_s(reqs[i].prompt))
-            add_dep(G, last, node, "program")
-            last = node
-        step = add_event(G, f"{loop(k)}:{n}:step", kind="decode", device=dev("decode-loop", k), operator="step",
-                         duration_s=it["step_s"], running=it["running"])
-        add_dep(G, last, step, "program")
-        step_node[(k, n)] = step
-        prev[k] = step
-    batching = bool(tr.get("prefill"))
-    for k, ps in enumerate(tr.get("prefill") or ()):  # each batching prefill server's steps, in a chain
-        for j, (_start, dur, _woke) in enumerate(ps.steps):
-            add_event(G, f"prefill-{k}:step{j}", kind="prefill", device=f"prefill-{k}", operator="step",
-                      duration_s=dur)
-            if j:
-                add_dep(G, f"prefill-{k}:step{j - 1}", f"prefill-{k}:step{j}", "program")
-    reserved = p.slot_scope == "reserved"
-    wake_post, wake_join, sent = {}, {}, {}
-    for r in reqs:
-        i, k = r.i, r.decode_server
-        arr = add_event(G, f"r{i}:arrival", kind="wait", request=i, operator="arrival", duration_s=r.nominal)
-        if r.sent_after >= 0:  # held at the client (max_concurrency) until an earlier request's last token
-            f = reqs[r.sent_after]
-            send_node = add_event(G, f"r{i}:send", kind="barrier", request=i, operator="send")
-            add_dep(G, arr, send_node, "data")
-            add_dep(G, step_node[(f.decode_server, f.last_iter)], send_node, "data")
-            arr = send_node
-        sent[i] = arr
-        if batching:  # its prompt is done at the end of the step that computed its last token
-            pre = add_event(G, f"r{i}:prefill", kind="barrier", request=i, device=f"prefill-{r.prefill_server}",
-                            operator="prefilled")
-            add_dep(G, f"prefill-{r.prefill_server}:step{r.prefill_step}", pre, "data")
-        else:
-            pre = add_event(G, f"r{i}:prefill", kind="prefill", request=i,
-                            device=f"prefill-{max(r.prefill_server, 0)}", duration_s=tr["prefill_s"](r.prompt))
-        slot = add_event(G, f"r{i}:slot", kind="barrier", request=i, device=dev("decode", k), operator="slot")
-        ready = add_event(G, f"r{i}:ready", kind="barrier", request=i, device=dev("decode", k), operator="ready")
-        send = add_event(G, f"r{i}:transfer", kind="send", request=i, device="link", duration_s=tr["transfer_s"](r.prompt))
-        token = add_event(G, f"r{i}:token", kind="token", request=i, device=dev("decode", k))
-        if r.slot_from >= 0:
-            add_dep(G, step_node[(k, reqs[r.slot_from].last_iter)], slot, "resource")
-        if r.slot_iter >= 0:  # memory: let in at the end of a loop step (blocks freed, or a slot)
-            add_dep(G, step_node[(k, r.slot_iter)], slot, "resource")
-        if not batching and r.prefill_server >= 0 and r.prefill_after >= 0:
-            add_dep(G, f"r{r.prefill_after}:prefill", pre, "resource")
-        if handoff == "push":
-            path = [arr, slot, pre, send, ready] if reserved else [arr, pre, send, ready, slot]
-        else:
-            relay = add_event(G, f"r{i}:relay", kind="hop", request=i, device="router", operator="relay",
-                              duration_s=p.relay_s)
-            if handoff == "pull":
-                post = f"r{i}:posting"  # on the loop chain
-            else:
-                post = add_event(G, f"r{i}:posting", kind="hop", request=i, device=dev("posting-thread", k),
-                                 operator="posting", duration_s=p.posting_s(r.prompt))
-                if r.thread_after >= 0:
-                    add_dep(G, f"r{r.thread_after}:posting", post, "resource")
-            path = [arr, pre, relay, slot, post, send, ready] if reserved else [arr, pre, relay, post, send, ready, slot]
-            wake_post[i] = path[path.index(post) - 1]
-        for u, v in zip(path, path[1:]):
-            add_dep(G, u, v, "data")
-        wake_join[i] = ready if reserved else slot
-        add_dep(G, wake_join[i], step_node[(k, r.first_iter)], "data")
-        add_dep(G, step_node[(k, r.first_iter)], token, "data")
-    for k, ps in enumerate(tr.get("prefill") or ()):
-        for j, (_start, _dur, woke) in enumerate(ps.steps):
-            if woke >= 0:  # what the request waits for before its prompt reaches the server
-                w = reqs[woke]
-                before = f"r{woke}:slot" if handoff == "push" and reserved else sent[woke]
-                add_dep(G, before, f"prefill-{k}:step{j}", "data")
-    # an idle loop wakes on the event that restarts it
-    for it in iterations:
-        k, n = it["server"], it["iteration"]
-        for w in [wake_post[i] for i in it["posted"]] + [wake_join[i] for i in it["joined"]]:
-            add_dep(G, w, f"{loop(k)}:{n}:start", "data")
-    return G

@@ -13,8 +13,7 @@ from typing import Any
 from .._files import read_text_limited
 from ..errors import ConfigError
 
-__all__ = ["FREE", "read_calibration", "check_fits", "check_fits_grid", "calibrated_fields", "SETUP_KEYS",
-           "MAX_CALIBRATION_BYTES"]
+__all__ = ["FREE", "read_calibration", "check_fits", "check_fits_grid", "SETUP_KEYS", "MAX_CALIBRATION_BYTES"]
 
 #: The parameters a calibration may fit, each with the bounds it stays in (seconds, or a fraction).
 FREE: dict[str, tuple[float, float]] = {
@@ -26,59 +25,6 @@ FREE: dict[str, tuple[float, float]] = {
 #: What of a calibration's setup decides how its values apply: the model, GPU and sides it was fitted on, and
 #: whether its fit held the all-reduces (``collectives`` false: they are in its MFU and step overhead).
 SETUP_KEYS = ("model", "gpu", "tp", "prefill_tp", "decode_tp", "collectives")
-
-
-def calibrated_fields(cal: dict[str, Any], *, target: str, model: Any = None) -> dict[str, Any]:
-    """The one place a calibration is applied: the fields its fitted values set, in the terms of the model
-    it is applied to (every command and every sweep point comes here).
-
-    ``target="load"``: fields of the load model (:class:`~depgraph.serving.simulator.LoadModel`), the
-    values as fitted (the fit replayed runs through that model: ``prefill_mfu``, ``hbm_efficiency``,
-    ``decode_step_overhead_s``, ``posting_base_s``).
-
-    ``target="cost"``: fields of the event graphs' :class:`~depgraph.specs.cost.CostModel`: the fitted
-    GPU and sides' TP (``prefill_tp``, ``decode_tp``), ``mfu`` = the fitted prefill MFU,
-    ``hbm_efficiency``, and the fitted per-step overhead spread over the calibrated model's layers
-    (``decode_layer_overhead_s``: a step of the cost model sums its layers). A fit without
-    ``collectives`` holds the tensor-parallel all-reduces in its MFU and step overhead, while the
-    cost model's graphs add their own at TP > 1, so the cost model's all-reduces are taken out of the
-    fitted values (the prefill's at a 4,096-token prompt: both grow about linearly with the prompt).
-
-    ``cal`` is :func:`read_calibration`'s ``{"setup", "values"}`` (a setup may hold only
-    :data:`SETUP_KEYS`); ``model``, the model it is applied to, stands in for a setup that names none
-    (:func:`check_fits` refuses another model than the fitted one)."""
-    setup, values = cal.get("setup") or {}, cal["values"]
-    if target == "load":
-        return dict(values)
-    if target != "cost":
-        raise ValueError(f"target: expected 'load' or 'cost', got {target!r}")
-    from .cost import DEFAULT_GPU, DEFAULT_MFU, CostModel
-    from .models import load_model
-
-    gpu = setup.get("gpu")
-    kw: dict[str, Any] = {"gpu": gpu} if gpu else {}
-    ptp = int(setup.get("prefill_tp") or setup.get("tp") or 1)  # the sides it was fitted at
-    dtp = int(setup.get("decode_tp") or setup.get("tp") or 1)
-    kw.update(prefill_tp=ptp, decode_tp=dtp)
-    mfu = values.get("prefill_mfu")
-    overhead = values.get("decode_step_overhead_s")
-    model = load_model(setup["model"]) if setup.get("model") else model
-    if model is not None and not setup.get("collectives") and (ptp > 1 or dtp > 1):
-        probe = CostModel(gpu=gpu or DEFAULT_GPU, mfu=mfu or DEFAULT_MFU, prefill_tp=ptp, decode_tp=dtp)
-        if mfu is not None and ptp > 1:
-            compute = probe.prefill_s(model, 4096) / ptp
-            held = sum(probe.layer_collectives_s(model, layer, 4096, ptp) for layer in model.layers)
-            mfu = min(1.0, mfu * compute / (compute - held)) if held < compute else 1.0
-        if overhead is not None and dtp > 1:
-            held = sum(probe.layer_collectives_s(model, layer, 1, dtp) for layer in model.layers)
-            overhead = max(0.0, overhead - held)
-    if mfu is not None:
-        kw["mfu"] = mfu
-    if "hbm_efficiency" in values:
-        kw["hbm_efficiency"] = values["hbm_efficiency"]
-    if overhead is not None and model is not None:
-        kw["decode_layer_overhead_s"] = overhead / model.num_layers
-    return kw
 
 
 def check_fits(cal: dict[str, Any], *, model: Any = None, gpu: Any = None, collectives: bool | None = None) -> None:

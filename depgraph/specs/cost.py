@@ -105,7 +105,7 @@ from .modelspec import rank_bytes
 from .routing import ExpertRouting, parse_routing
 from .parallel import check_pp, check_tp_pair, transfers
 
-__all__ = ["CostModel", "StepCost", "DEFAULT_GPU", "STUDY_GPU", "DEFAULT_MFU", "DEFAULT_HBM_EFFICIENCY"]
+__all__ = ["CostModel", "StepCost", "calibrated_fields", "DEFAULT_GPU", "STUDY_GPU", "DEFAULT_MFU", "DEFAULT_HBM_EFFICIENCY"]
 
 #: The GPU every API and command assumes unless told otherwise: a real one.
 DEFAULT_GPU = "h100-sxm"
@@ -386,7 +386,7 @@ class CostModel:
         step overhead; this cost model's graphs add their own at TP > 1, so
         they are taken out of the fitted values (the prefill's at a 4,096-token
         prompt). ``cost.calibration`` names the file."""
-        from .calibration import calibrated_fields, read_calibration
+        from .calibration import read_calibration
 
         cal = read_calibration(path)
         gpu = cal["setup"].get("gpu")
@@ -519,6 +519,58 @@ class StepCost:
             step += self._blocks * self.cost.allreduce_s(float(tokens) * self.model.hidden_size
                                                          * self.model.dtype_bytes, self.tp)
         return step
+
+
+def calibrated_fields(cal: dict[str, Any], *, target: str, model: Any = None) -> dict[str, Any]:
+    """The one place a calibration is applied: the fields its fitted values set, in the terms of the model
+    it is applied to (every command and every sweep point comes here).
+
+    ``target="load"``: fields of the load model (:class:`~depgraph.serving.simulator.LoadModel`), the
+    values as fitted (the fit replayed runs through that model: ``prefill_mfu``, ``hbm_efficiency``,
+    ``decode_step_overhead_s``, ``posting_base_s``).
+
+    ``target="cost"``: fields of the event graphs' :class:`~depgraph.specs.cost.CostModel`: the fitted
+    GPU and sides' TP (``prefill_tp``, ``decode_tp``), ``mfu`` = the fitted prefill MFU,
+    ``hbm_efficiency``, and the fitted per-step overhead spread over the calibrated model's layers
+    (``decode_layer_overhead_s``: a step of the cost model sums its layers). A fit without
+    ``collectives`` holds the tensor-parallel all-reduces in its MFU and step overhead, while the
+    cost model's graphs add their own at TP > 1, so the cost model's all-reduces are taken out of the
+    fitted values (the prefill's at a 4,096-token prompt: both grow about linearly with the prompt).
+
+    ``cal`` is :func:`~depgraph.specs.calibration.read_calibration`'s ``{"setup", "values"}`` (a setup may hold only
+    :data:`~depgraph.specs.calibration.SETUP_KEYS`); ``model``, the model it is applied to, stands in for a setup that names none
+    (:func:`~depgraph.specs.calibration.check_fits` refuses another model than the fitted one)."""
+    setup, values = cal.get("setup") or {}, cal["values"]
+    if target == "load":
+        return dict(values)
+    if target != "cost":
+        raise ValueError(f"target: expected 'load' or 'cost', got {target!r}")
+    from .models import load_model
+
+    gpu = setup.get("gpu")
+    kw: dict[str, Any] = {"gpu": gpu} if gpu else {}
+    ptp = int(setup.get("prefill_tp") or setup.get("tp") or 1)  # the sides it was fitted at
+    dtp = int(setup.get("decode_tp") or setup.get("tp") or 1)
+    kw.update(prefill_tp=ptp, decode_tp=dtp)
+    mfu = values.get("prefill_mfu")
+    overhead = values.get("decode_step_overhead_s")
+    model = load_model(setup["model"]) if setup.get("model") else model
+    if model is not None and not setup.get("collectives") and (ptp > 1 or dtp > 1):
+        probe = CostModel(gpu=gpu or DEFAULT_GPU, mfu=mfu or DEFAULT_MFU, prefill_tp=ptp, decode_tp=dtp)
+        if mfu is not None and ptp > 1:
+            compute = probe.prefill_s(model, 4096) / ptp
+            held = sum(probe.layer_collectives_s(model, layer, 4096, ptp) for layer in model.layers)
+            mfu = min(1.0, mfu * compute / (compute - held)) if held < compute else 1.0
+        if overhead is not None and dtp > 1:
+            held = sum(probe.layer_collectives_s(model, layer, 1, dtp) for layer in model.layers)
+            overhead = max(0.0, overhead - held)
+    if mfu is not None:
+        kw["mfu"] = mfu
+    if "hbm_efficiency" in values:
+        kw["hbm_efficiency"] = values["hbm_efficiency"]
+    if overhead is not None and model is not None:
+        kw["decode_layer_overhead_s"] = overhead / model.num_layers
+    return kw
 
 
 def _window_keys(c: int, p: int, w: int) -> float:

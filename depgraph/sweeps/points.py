@@ -39,8 +39,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..specs.calibration import calibrated_fields
-from ..specs.cost import CostModel
+from ..specs.cost import CostModel, calibrated_fields
 from ..specs.models import load_model
 from ..core.policies import POLICY_NAMES, get_policy
 from ..errors import ConfigError

@@ -1,0 +1,167 @@
+"""A realised load test as an event graph in the core's form.
+
+:func:`run_graph` (a disaggregated run: the decode loops, prefill servers,
+slots and handoffs) and :func:`colocated_graph` (a colocated run: each
+server's steps) turn what the engine recorded into a networkx DAG whose
+schedule gives every simulated time back; tests prove it.
+"""
+
+from __future__ import annotations
+
+import networkx as nx
+import numpy as np
+
+from typing import Any
+
+from ..core.graph import add_dep, add_event
+
+__all__ = ["run_graph", "colocated_graph"]
+
+
+def run_graph(result: Any) -> nx.DiGraph:
+    """The realised run as an event graph in the core's form.
+
+    Nodes: each request's ``arrival`` (a wait of its arrival time), prefill,
+    router relay and transfer (``hop``/``send``), slot hand-over barrier,
+    posting work (on the loop, or on the posting thread), its ``ready``
+    barrier and ``token``; the loop's iterations as a chain of ``decode``
+    step nodes (``request=None``, ``device="decode-loop"``). Edges carry the
+    realised order: the loop chain, the prefill server and posting thread
+    order, slot hand-overs (a freed slot's last step to its next holder).
+    Scheduling it gives every simulated time back; tests prove it.
+    """
+    tr = result._trace
+    reqs, iterations, p, handoff = tr["reqs"], tr["iterations"], tr["params"], tr["handoff"]
+    G = nx.DiGraph(workload="loadtest", handoff=handoff, model=result.config.get("model"))
+    many = p.decode_servers > 1
+
+    def loop(k: int) -> str:  # a decode server's loop: its prefix and device
+        return f"d{k}:loop" if many else "loop"
+
+    def dev(name: str, k: int) -> str:
+        return f"{name}-{k}" if many else name
+
+    step_node = {}
+    prev: dict[int, str] = {}
+    for it in iterations:
+        k, n = it["server"], it["iteration"]
+        start = add_event(G, f"{loop(k)}:{n}:start", kind="barrier", device=dev("decode-loop", k), operator="iteration")
+        if k in prev:
+            add_dep(G, prev[k], start, "program")
+        last = start
+        for i in it["posted"]:
+            node = add_event(G, f"r{i}:posting", kind="hop", request=i, device=dev("decode-loop", k),
+                             operator="posting", duration_s=p.posting_s(reqs[i].prompt))
+            add_dep(G, last, node, "program")
+            last = node
+        step = add_event(G, f"{loop(k)}:{n}:step", kind="decode", device=dev("decode-loop", k), operator="step",
+                         duration_s=it["step_s"], running=it["running"])
+        add_dep(G, last, step, "program")
+        step_node[(k, n)] = step
+        prev[k] = step
+    batching = bool(tr.get("prefill"))
+    for k, ps in enumerate(tr.get("prefill") or ()):  # each batching prefill server's steps, in a chain
+        for j, (_start, dur, _woke) in enumerate(ps.steps):
+            add_event(G, f"prefill-{k}:step{j}", kind="prefill", device=f"prefill-{k}", operator="step",
+                      duration_s=dur)
+            if j:
+                add_dep(G, f"prefill-{k}:step{j - 1}", f"prefill-{k}:step{j}", "program")
+    reserved = p.slot_scope == "reserved"
+    wake_post, wake_join, sent = {}, {}, {}
+    for r in reqs:
+        i, k = r.i, r.decode_server
+        arr = add_event(G, f"r{i}:arrival", kind="wait", request=i, operator="arrival", duration_s=r.nominal)
+        if r.sent_after >= 0:  # held at the client (max_concurrency) until an earlier request's last token
+            f = reqs[r.sent_after]
+            send_node = add_event(G, f"r{i}:send", kind="barrier", request=i, operator="send")
+            add_dep(G, arr, send_node, "data")
+            add_dep(G, step_node[(f.decode_server, f.last_iter)], send_node, "data")
+            arr = send_node
+        sent[i] = arr
+        if batching:  # its prompt is done at the end of the step that computed its last token
+            pre = add_event(G, f"r{i}:prefill", kind="barrier", request=i, device=f"prefill-{r.prefill_server}",
+                            operator="prefilled")
+            add_dep(G, f"prefill-{r.prefill_server}:step{r.prefill_step}", pre, "data")
+        else:
+            pre = add_event(G, f"r{i}:prefill", kind="prefill", request=i,
+                            device=f"prefill-{max(r.prefill_server, 0)}", duration_s=tr["prefill_s"](r.prompt))
+        slot = add_event(G, f"r{i}:slot", kind="barrier", request=i, device=dev("decode", k), operator="slot")
+        ready = add_event(G, f"r{i}:ready", kind="barrier", request=i, device=dev("decode", k), operator="ready")
+        send = add_event(G, f"r{i}:transfer", kind="send", request=i, device="link", duration_s=tr["transfer_s"](r.prompt))
+        token = add_event(G, f"r{i}:token", kind="token", request=i, device=dev("decode", k))
+        if r.slot_from >= 0:
+            add_dep(G, step_node[(k, reqs[r.slot_from].last_iter)], slot, "resource")
+        if r.slot_iter >= 0:  # memory: let in at the end of a loop step (blocks freed, or a slot)
+            add_dep(G, step_node[(k, r.slot_iter)], slot, "resource")
+        if not batching and r.prefill_server >= 0 and r.prefill_after >= 0:
+            add_dep(G, f"r{r.prefill_after}:prefill", pre, "resource")
+        if handoff == "push":
+            path = [arr, slot, pre, send, ready] if reserved else [arr, pre, send, ready, slot]
+        else:
+            relay = add_event(G, f"r{i}:relay", kind="hop", request=i, device="router", operator="relay",
+                              duration_s=p.relay_s)
+            if handoff == "pull":
+                post = f"r{i}:posting"  # on the loop chain
+            else:
+                post = add_event(G, f"r{i}:posting", kind="hop", request=i, device=dev("posting-thread", k),
+                                 operator="posting", duration_s=p.posting_s(r.prompt))
+                if r.thread_after >= 0:
+                    add_dep(G, f"r{r.thread_after}:posting", post, "resource")
+            path = [arr, pre, relay, slot, post, send, ready] if reserved else [arr, pre, relay, post, send, ready, slot]
+            wake_post[i] = path[path.index(post) - 1]
+        for u, v in zip(path, path[1:]):
+            add_dep(G, u, v, "data")
+        wake_join[i] = ready if reserved else slot
+        add_dep(G, wake_join[i], step_node[(k, r.first_iter)], "data")
+        add_dep(G, step_node[(k, r.first_iter)], token, "data")
+    for k, ps in enumerate(tr.get("prefill") or ()):
+        for j, (_start, _dur, woke) in enumerate(ps.steps):
+            if woke >= 0:  # what the request waits for before its prompt reaches the server
+                w = reqs[woke]
+                before = f"r{woke}:slot" if handoff == "push" and reserved else sent[woke]
+                add_dep(G, before, f"prefill-{k}:step{j}", "data")
+    # an idle loop wakes on the event that restarts it
+    for it in iterations:
+        k, n = it["server"], it["iteration"]
+        for w in [wake_post[i] for i in it["posted"]] + [wake_join[i] for i in it["joined"]]:
+            add_dep(G, w, f"{loop(k)}:{n}:start", "data")
+    return G
+
+
+def colocated_graph(run: Any) -> nx.DiGraph:
+    """The realised colocated run as an event graph: each request's scheduled
+    send (``r{i}:arrive``, lasting its nominal arrival time from 0) and its
+    send (``r{i}:send``, after the request whose finish freed its client
+    slot, under ``max_concurrency``); each server's steps in a program chain
+    (``s{k}:step{j}``), a step that woke an idle server after the send that
+    woke it; a request's first token (``r{i}:token``) at the end of the step
+    that sampled it. Scheduling it reproduces every first-token time exactly."""
+    reqs, srv = run._trace["reqs"], run._trace["servers"]
+    G = nx.DiGraph(workload="loadtest", deployment="colocated")
+    last_step_of = {}
+    for r in reqs:
+        add_event(G, f"r{r.i}:arrive", kind="wait", request=r.i, device="client", duration_s=r.nominal)
+        add_event(G, f"r{r.i}:send", kind="barrier", request=r.i, device="client")
+        add_dep(G, f"r{r.i}:arrive", f"r{r.i}:send", "data")
+    for s in srv:
+        prev = None
+        for j, (_start, _end, dur, *_rest, woke_by) in enumerate(s.steps):
+            node = f"s{s.k}:step{j}"
+            add_event(G, node, kind="decode", device=f"server-{s.k}", operator="step", duration_s=dur, step=j)
+            if prev is not None:
+                add_dep(G, prev, node, "program")
+            if woke_by >= 0:
+                add_dep(G, f"r{woke_by}:send", node, "data")
+            prev = node
+        last_step_of[s.k] = prev
+    ends = {s.k: np.array([row[1] for row in s.steps]) for s in srv}  # each server's step ends, in order
+    for r in reqs:
+        k, j = r.first_step
+        add_event(G, f"r{r.i}:token", kind="token", request=r.i, device=f"server-{k}")
+        add_dep(G, f"s{k}:step{j}", f"r{r.i}:token", "program")
+        if r.sent_after >= 0:  # sent when an earlier request finished: after that request's last step
+            f = reqs[r.sent_after]
+            end_step = int(np.searchsorted(ends[f.server], f.last_token))  # the step that ended at its finish
+            add_dep(G, f"s{f.server}:step{end_step}", f"r{r.i}:send", "data")
+    G.graph["target_request"] = len(reqs) - 1
+    return G
