@@ -1,0 +1,171 @@
+"""The commands that look something up: the catalogs (``models``, ``gpus``,
+``links``), one request's handoff bytes (``bytes``) and the schedule of an
+event graph read from a file (``schedule``)."""
+
+from __future__ import annotations
+
+from .args import _number
+from .output import _dumps
+
+
+def add_catalog_commands(sub) -> None:
+    """Add ``depgraph models``, ``depgraph gpus`` and ``depgraph links`` (each ``[--json]``)."""
+    p = sub.add_parser("models", help="list the model catalog")
+    p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("gpus", help="list the GPU catalog (datasheet figures and their sources)")
+    p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("links", help="list the link catalog (bandwidth, per-message latency, sources)")
+    p.add_argument("--json", action="store_true")
+
+
+def add_bytes_command(sub) -> None:
+    """Add ``depgraph bytes MODEL --prompt-tokens N [--kv-dtype D] [--ssm-dtype D] [--tp T] [--spec-tokens K] [--json]``."""
+    p = sub.add_parser("bytes", help="handoff bytes of one request")
+    p.add_argument("model")
+    p.add_argument("--prompt-tokens", type=_number(int, "--prompt-tokens"), required=True, metavar="N")
+    p.add_argument("--kv-dtype", default=None, help="store KV in this dtype, e.g. fp8 (vLLM --kv-cache-dtype)")
+    p.add_argument("--ssm-dtype", default=None, help="store the recurrent state in this dtype, e.g. float32 (vLLM --mamba-ssm-cache-dtype)")
+    p.add_argument("--tp", type=_number(int, "--tp"), default=1, metavar="T",
+                   help="tensor-parallel size of the decode side: bytes over all its ranks, and one rank's (default 1)")
+    p.add_argument("--spec-tokens", type=_number(int, "--spec-tokens"), default=0, metavar="K",
+                   help="speculative tokens per step: K more rows in every conv tail, as vLLM sizes it (default 0)")
+    p.add_argument("--json", action="store_true")
+
+
+def add_schedule_command(sub) -> None:
+    """Add ``depgraph schedule GRAPH [--policy P] [--json]``."""
+    p = sub.add_parser("schedule", help="schedule an event graph read from GraphML or node-link JSON")
+    p.add_argument("graph", help="a .graphml or node-link .json file")
+    p.add_argument("--policy", default=None, help="apply a readiness policy first (default: none)")
+    p.add_argument("--json", action="store_true")
+
+
+def _cmd_models(args) -> int:
+    from ..specs.models import SUPPORTED_FAMILIES, catalog, handoff_bytes, load_model
+
+    rows = []
+    for name in catalog():
+        m = load_model(name)
+        b = handoff_bytes(m, prompt_tokens=1)
+        windowed = [layer.kv_window_tokens for layer in m.layers if layer.kv_window_tokens]
+        rows.append({"name": name, "family": m.family, "layers": m.num_layers, "kinds": m.count_kinds(),
+                     "kv_bytes_per_token": b["kv"], "ssm_bytes": b["ssm"], "conv_bytes": b["conv"],
+                     "sliding_window_layers": len(windowed), "kv_window_tokens": max(windowed, default=None),
+                     "max_context_tokens": m.max_position_embeddings,
+                     "active_params": m.active_params, "total_params": m.total_params})
+    if args.json:
+        print(_dumps(rows, indent=2))
+        return 0
+    print(f"{'model':<24} {'family':<11} {'layers':>6} {'context':>8}  {'KV B/token':>10} {'ssm MB':>7} {'conv MB':>7}"
+          "  layer kinds")
+    for r in rows:
+        kinds = ", ".join(f"{v} {k}" for k, v in r["kinds"].items())
+        if r["sliding_window_layers"]:
+            kinds += f" ({r['sliding_window_layers']} with a {r['kv_window_tokens']:,}-token sliding window)"
+        context = f"{r['max_context_tokens']:,}" if r["max_context_tokens"] else "-"
+        print(f"{r['name']:<24} {r['family']:<11} {r['layers']:>6} {context:>8}  {r['kv_bytes_per_token']:>10,} "
+              f"{r['ssm_bytes'] / 1e6:>7.2f} {r['conv_bytes'] / 1e6:>7.3f}  {kinds}")
+    print("KV B/token: every layer's KV for one token of context (a sliding-window layer stops at window - 1 tokens);"
+          " ssm and conv: per request.")
+    print("Any config.json of these families:")
+    for family in SUPPORTED_FAMILIES:
+        print(f"  {family}")
+    return 0
+
+
+def _cmd_gpus(args) -> int:
+    from ..specs.hardware import gpus
+
+    rows = [{"name": g.name, "peak_bf16_flops": g.peak_bf16_flops, "peak_fp8_flops": g.peak_fp8_flops,
+             "hbm_bytes_per_s": g.hbm_bytes_per_s, "hbm_bytes": g.hbm_bytes, "interconnect": g.interconnect,
+             "interconnect_bytes_per_s": g.interconnect_bytes_per_s, "hbm_efficiency": g.hbm_efficiency,
+             "description": g.description, "source": g.source} for g in gpus()]
+    if args.json:
+        print(_dumps(rows, indent=2))
+        return 0
+    print(f"{'gpu':<16} {'bf16 TFLOP/s':>12} {'fp8 TFLOP/s':>11} {'HBM TB/s':>8} {'HBM GB':>6}  {'interconnect':<26}")
+    for r in rows:
+        fp8 = f"{r['peak_fp8_flops'] / 1e12:,.0f}" if r["peak_fp8_flops"] else "-"
+        link = f"{r['interconnect']} {r['interconnect_bytes_per_s'] / 1e9:,.0f} GB/s" \
+            if r["interconnect_bytes_per_s"] else (r["interconnect"] or "-")
+        print(f"{r['name']:<16} {r['peak_bf16_flops'] / 1e12:>12,.0f} {fp8:>11} {r['hbm_bytes_per_s'] / 1e12:>8.2f} "
+              f"{r['hbm_bytes'] / 1e9:>6,.0f}  {link:<26}")
+    print("dense peaks (no sparsity); interconnect per GPU, per direction; sources: depgraph gpus --json")
+    return 0
+
+
+def _cmd_links(args) -> int:
+    from ..specs.hardware import links
+
+    rows = [{"name": k.name, "bandwidth_gbps": k.bandwidth_gbps, "bytes_per_s": k.bytes_per_s,
+             "latency_s": k.latency_s, "description": k.description, "source": k.source} for k in links()]
+    if args.json:
+        print(_dumps(rows, indent=2))
+        return 0
+    print(f"{'link':<12} {'Gbit/s':>7} {'GB/s':>7} {'latency':>9}  description")
+    for r in rows:
+        print(f"{r['name']:<12} {r['bandwidth_gbps']:>7,.0f} {r['bytes_per_s'] / 1e9:>7.2f} "
+              f"{r['latency_s'] * 1e6:>7.1f} us  {r['description']}")
+    print("a transfer of B bytes takes latency + B / bandwidth; any '<n>gbps' or '<n>GBps' is a link too; "
+          "sources: depgraph links --json")
+    return 0
+
+
+def _cmd_bytes(args) -> int:
+    from ..specs.models import handoff_bytes, handoff_bytes_per_rank, load_model
+
+    m = load_model(args.model, kv_dtype=args.kv_dtype, ssm_dtype=args.ssm_dtype)
+    kw = {"prompt_tokens": args.prompt_tokens, "tp": args.tp, "spec_tokens": args.spec_tokens}
+    b = handoff_bytes(m, **kw)
+    out = {"model": m.name, "prompt_tokens": args.prompt_tokens, "kv_bytes": b["kv"], "ssm_bytes": b["ssm"],
+           "conv_bytes": b["conv"], "total_bytes": sum(b.values())}
+    if args.spec_tokens:
+        out["spec_tokens"] = args.spec_tokens
+    rank = handoff_bytes_per_rank(m, **kw) if args.tp != 1 else None
+    if rank is not None:
+        out.update(tp=args.tp, per_rank={f"{c}_bytes": v for c, v in rank.items()} | {"total_bytes": sum(rank.values())})
+    if args.json:
+        print(_dumps(out))
+        return 0
+    total = out["total_bytes"]
+    ranks = f" over {args.tp} decode ranks" if rank is not None else ""
+    spec = f", {args.spec_tokens} speculative tokens" if args.spec_tokens else ""
+    print(f"{m.name}, {args.prompt_tokens:,} prompt tokens{spec}: {total / 1e6:.2f} MB in all{ranks}")
+    for c in ("kv", "ssm", "conv"):
+        line = f"  {c:<5}{b[c]:>16,} B  {b[c] / 1e6:>9.2f} MB  {100 * b[c] / total if total else 0:5.1f}%"
+        print(line + (f"   {rank[c]:>14,} B per rank" if rank is not None else ""))
+    windows = sorted({layer.kv_window_tokens for layer in m.layers if layer.kv_window_tokens})
+    if windows:
+        n = sum(1 for layer in m.layers if layer.kv_window_tokens)
+        print(f"  ({n} sliding-window layers, window {', '.join(f'{w:,}' for w in windows)}: each holds the last "
+              "window - 1 tokens of KV)")
+    return 0
+
+
+def _cmd_schedule(args) -> int:
+    from ..io.graphfile import read_graph
+    from ..core.scheduler import schedule
+
+    S = schedule(read_graph(args.graph), policy=args.policy)
+    path = S.critical_path()
+    attrs = S.graph_attrs  # what the graph says it was built for (None where a hand-made graph does not say)
+    out = {"gpu": attrs.get("gpu"), "link": attrs.get("link"),
+           **{k: attrs[k] for k in ("prefill_tp", "decode_tp", "prefill_pp", "decode_pp", "nic") if k in attrs},
+           "nodes": S.compiled.num_nodes, "edges": S.compiled.num_edges, "makespan_s": S.makespan_s,
+           "ttft_by_request_s": {str(r): v for r, v in S.ttft_by_request.items()},
+           "critical_path": [str(n) for n in path], "breakdown_s": S.breakdown(),
+           # one definition with ttft's and the sweeps': decode operators ready at once; and every kind apart
+           "frontier_max": int(S.frontier(kinds=("decode",))["width"].max()),
+           "frontier_max_all_kinds": int(S.frontier()["width"].max())}
+    if args.json:
+        print(_dumps(out))
+        return 0
+    print(f"{args.graph}: {out['nodes']:,} nodes, {out['edges']:,} edges, makespan {S.makespan_s * 1e3:.3f} ms")
+    for r, v in out["ttft_by_request_s"].items():
+        print(f"  first token of request {r}: {v * 1e3:.3f} ms")
+    print(f"  critical path: {len(path)} nodes" + (f", {path[0]} ... {path[-1]}" if path else " (an empty graph)"))
+    print(f"  frontier max: {out['frontier_max']} decode operators ready at once "
+          f"({out['frontier_max_all_kinds']} nodes of any kind)")
+    return 0

@@ -1,0 +1,49 @@
+"""JSON output: ``_dumps`` names the field a non-finite number sits in, instead of
+printing ``Infinity`` or ``NaN``; ``_json_safe`` writes those as null."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+
+def _dumps(value: Any, **kwargs) -> str:
+    """``json.dumps`` that refuses a number JSON cannot hold (inf, nan) by the
+    field's name, instead of printing ``Infinity`` or ``NaN`` (not JSON)."""
+    try:
+        return json.dumps(value, allow_nan=False, **kwargs)
+    except ValueError:
+        where = _non_finite(value)
+        if where is None:
+            raise
+        raise ValueError(f"JSON output: {where[0]} is {where[1]!r}, which JSON cannot hold "
+                         "(no Infinity or NaN)") from None
+
+
+def _non_finite(value: Any, where: str = "") -> tuple[str, float] | None:
+    """The path and value of the first non-finite float in ``value``, else None."""
+    if isinstance(value, float):
+        return None if math.isfinite(value) else (where or "the value", value)
+    if isinstance(value, dict):
+        items = value.items()
+    elif isinstance(value, (list, tuple)):
+        items = enumerate(value)
+    else:
+        return None
+    for key, item in items:
+        inner = f"{where}[{key}]" if isinstance(value, (list, tuple)) else f"{where}.{key}" if where else str(key)
+        found = _non_finite(item, inner)
+        if found is not None:
+            return found
+    return None
+
+
+def _json_safe(value):
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    return value

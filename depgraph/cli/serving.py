@@ -1,0 +1,531 @@
+"""The load commands: ``loadtest`` (a simulated run against decode servers or a
+deployment), ``capacity`` (Little's law and the handoff bytes), ``plan``
+(deployments ranked by goodput per GPU) and ``calibrate`` (the cost model
+fitted to measured runs)."""
+
+from __future__ import annotations
+
+import argparse
+import math
+from pathlib import Path
+
+from ..errors import DepgraphError
+from .args import (LINK_HELP, _add_routing_arg, _add_side_flags, _gb_bytes, _int_list, _number,
+                   _workers_arg)
+from .output import _dumps, _json_safe
+
+
+# ------------------------------------------------------------------ loadtest
+
+def add_loadtest_command(sub) -> None:
+    """Add ``depgraph loadtest MODEL (--handoff H | --deployment D) (--qps Q ... | --trace CSV) [--json] ...``."""
+    p = sub.add_parser("loadtest", help="simulate a push/pull load test against a decode server")
+    p.add_argument("model")
+    p.add_argument("--handoff", default=None, help="push, pull or pull-thread (one decode server fed by a prefill pool; "
+                                                   "not with --deployment)")
+    p.add_argument("--deployment", default=None,
+                   help="colocated or colocated:N (prefill and decode on the same GPUs, vLLM's step rules), or "
+                        "<P>P<D>D (P prefill and D decode servers, e.g. 2P1D; with --handoff); default: one decode "
+                        "server fed by an unbounded prefill pool, as the push vs pull study")
+    p.add_argument("--max-num-batched-tokens", type=_number(int, "--max-num-batched-tokens"), default=None,
+                   metavar="N", help="token budget of a step: a colocated server's (default vLLM's for the GPU), or "
+                                     "a <P>P<D>D deployment's prefill servers', which then batch and chunk prompts")
+    p.add_argument("--no-chunked-prefill", action="store_true",
+                   help="whole prompts only: one that does not fit what is left of a step's budget waits")
+    p.add_argument("--router", default="round-robin", help="round-robin or least-outstanding (colocated:N)")
+    p.add_argument("--max-concurrency", type=_number(int, "--max-concurrency"), default=None, metavar="C",
+                   help="requests in flight at most; the client sends the next when one finishes (default: no cap)")
+    p.add_argument("--no-memory", action="store_true",
+                   help="a --deployment's servers hold unlimited KV (slots only, no preemption); default: KV blocks "
+                        "and recurrent state in what HBM leaves beside the weights, preempting when they run out")
+    p.add_argument("--calibration", default=None, metavar="FILE",
+                   help="a file depgraph calibrate -o wrote: its fitted values replace the load model's defaults")
+    p.add_argument("--kv-pool-gb", type=_number(float, "--kv-pool-gb"), default=None, metavar="G",
+                   help="a --deployment's KV and state memory per GPU, in GB, instead of what HBM leaves beside "
+                        "the weights (a what-if)")
+    p.add_argument("--burstiness", type=_number(float, "--burstiness"), default=None, metavar="B",
+                   help="gamma arrivals as vllm bench serve draws them (1: Poisson; smaller: burstier)")
+    p.add_argument("--range-ratio", type=_number(float, "--range-ratio"), default=0.0, metavar="R",
+                   help="draw lengths uniformly in [L (1 - R), L (1 + R)] (vllm bench serve --random-range-ratio)")
+    p.add_argument("--slo-ttft-ms", type=_number(float, "--slo-ttft-ms"), default=None, metavar="A",
+                   help="time-to-first-token target: goodput counts the requests meeting it (and --slo-tpot-ms)")
+    p.add_argument("--slo-tpot-ms", type=_number(float, "--slo-tpot-ms"), default=None, metavar="B",
+                   help="time-per-output-token target")
+    p.add_argument("--qps", type=_number(float, "--qps"), default=None, help="request rate (requests per second)")
+    p.add_argument("--prompt-tokens", type=_number(int, "--prompt-tokens"), default=None, metavar="N")
+    p.add_argument("--out-tokens", type=_number(int, "--out-tokens"), default=None, metavar="M")
+    p.add_argument("--num-prompts", type=_number(int, "--num-prompts"), default=None, metavar="R")
+    p.add_argument("--max-num-seqs", type=_number(int, "--max-num-seqs"), default=8, metavar="S")
+    p.add_argument("--tp", type=_number(int, "--tp"), default=8, metavar="P")
+    _add_side_flags(p, pp_default=None)
+    p.add_argument("--collectives", action="store_true", default=None,
+                   help="add the cost model's per-layer all-reduces to every prefill and decode step (for an MFU "
+                        "and step overhead measured without them; the defaults are fitted with them inside)")
+    p.add_argument("--link", default=None, help=f"{LINK_HELP} (default ib-ndr: 400 Gbit/s, the study's bandwidth)")
+    p.add_argument("--gpu", default=None, help="GPU of the prefill and decode servers (default h200, the study's)")
+    _add_routing_arg(p)
+    p.add_argument("--seed", type=_number(int, "--seed"), default=0)
+    p.add_argument("--arrival", default="poisson", help="poisson or constant")
+    p.add_argument("--trace", default=None, help="CSV of arrival_s,prompt_tokens,output_tokens (replaces --qps ...)")
+    p.add_argument("--prefill-servers", type=_number(int, "--prefill-servers"), default=None,
+                   help="prefill servers (0: the prefill pool never queues)")
+    p.add_argument("--slot-scope", default="running", help="running or reserved")
+    p.add_argument("--plot", default=None, help="write TTFT and slots held over time to this PNG/SVG")
+    p.add_argument("--perfetto", default=None, help="write the realised run as a Perfetto trace (.json)")
+    p.add_argument("--requests-csv", default=None, help="write the per-request table to this CSV")
+    p.add_argument("--json", action="store_true")
+
+
+def _goodput_text(s: dict) -> str:
+    """A load test's goodput, per GPU, and the share of requests meeting the SLOs it was given."""
+    slo = " and ".join(f"{name} <= {s[key] * 1e3:g} ms" for name, key in (("TTFT", "slo_ttft_s"), ("TPOT", "slo_tpot_s"))
+                       if s[key] is not None)
+    return (f"goodput {s['goodput_rps']:.3f} req/s, {s['goodput_per_gpu']:.4f} per GPU"
+            + (f" ({100 * s['slo_attainment']:.1f}% meet {slo})" if slo else " (no SLO given)"))
+
+
+def _pp_text(stages: int) -> str:
+    return f" PP {stages}" if stages > 1 else ""
+
+
+def _cmd_loadtest(args) -> int:
+    from ..serving.simulator import loadtest
+    from ..io.atomic import atomic_write_text, save_figure
+
+    for flag, value, suffixes in (("--plot", args.plot, (".png", ".svg", ".pdf")), ("--perfetto", args.perfetto, (".json",)),
+                                  ("--requests-csv", args.requests_csv, (".csv",))):
+        if value is not None and Path(value).suffix.lower() not in suffixes:
+            raise DepgraphError(f"{flag}: expected a file ending in {' or '.join(suffixes)}; got {value!r}")
+    if (args.deployment is None or "colocated" not in args.deployment.lower()) and args.handoff is None:
+        raise DepgraphError("--handoff: required (push, pull or pull-thread) unless --deployment is colocated")
+    slo = {k: v / 1e3 for k, v in (("slo_ttft_s", args.slo_ttft_ms), ("slo_tpot_s", args.slo_tpot_ms)) if v is not None}
+    engine = {} if args.deployment is None else {
+        "deployment": args.deployment, "max_num_batched_tokens": args.max_num_batched_tokens,
+        "chunked_prefill": not args.no_chunked_prefill, "router": args.router,
+        "memory": False if args.no_memory else None,
+        "kv_pool_bytes": None if args.kv_pool_gb is None else _gb_bytes("--kv-pool-gb", args.kv_pool_gb)}
+    if args.deployment is None:  # flags of a deployment (checked by loadtest() when one is given)
+        for flag, given in (("--max-num-batched-tokens", args.max_num_batched_tokens is not None),
+                            ("--no-chunked-prefill", args.no_chunked_prefill),
+                            ("--router", args.router != "round-robin"), ("--no-memory", args.no_memory),
+                            ("--kv-pool-gb", args.kv_pool_gb is not None)):
+            if given:
+                raise DepgraphError(f"{flag}: applies to a --deployment (colocated, or <P>P<D>D for "
+                                    "--max-num-batched-tokens); the default load model has one decode server")
+    result = loadtest(args.model, handoff=args.handoff, qps=args.qps, prompt_tokens=args.prompt_tokens,
+                      out_tokens=args.out_tokens, num_prompts=args.num_prompts, max_num_seqs=args.max_num_seqs,
+                      seed=args.seed, arrival=args.arrival, trace=args.trace, tp=args.tp,
+                      burstiness=args.burstiness, range_ratio=args.range_ratio, **slo, **engine,
+                      max_concurrency=args.max_concurrency, calibration=args.calibration,
+                      slot_scope=args.slot_scope,
+                      **{k: v for k, v in (("link", args.link), ("gpu", args.gpu), ("prefill_tp", args.prefill_tp),
+                                           ("decode_tp", args.decode_tp), ("prefill_pp", args.prefill_pp),
+                                           ("decode_pp", args.decode_pp), ("collectives", args.collectives),
+                                           ("prefill_servers", args.prefill_servers),
+                                           ("expert_routing", args.expert_routing))
+                         if v is not None})
+    s = result.summary
+    if args.plot:
+        from ..serving.plots import plot_loadtest
+
+        save_figure(plot_loadtest(result), Path(args.plot))
+    if args.perfetto:
+        from ..io.perfetto import to_perfetto
+        from ..core.scheduler import schedule
+
+        to_perfetto(schedule(result.graph()), args.perfetto)
+    if args.requests_csv:
+        atomic_write_text(Path(args.requests_csv), result.requests.to_csv(index=False, float_format="%.9g"))
+    if args.json:  # a statistic with no value (TPOT of one-token answers, a rate of one request) is null
+        print(_dumps({k: None if isinstance(v, float) and math.isnan(v) else v for k, v in s.items()}))
+        return 0
+    if "servers" in s:
+        return _print_colocated(result, args)
+    print(f"{result.config['model']}, {s['handoff']} handoff, {s['requests']} requests, max_num_seqs {s['max_num_seqs']}; "
+          f"{s['gpu']}, prefill TP {s['prefill_tp']}{_pp_text(s['prefill_pp'])}, decode TP {s['decode_tp']}"
+          f"{_pp_text(s['decode_pp'])}{', all-reduces added' if s['collectives'] else ''} (prefill MFU {s['prefill_mfu']:g}, "
+          f"decode HBM efficiency {s['hbm_efficiency']:g}), "
+          f"{s['link']} per GPU" + (f"; at most {s['max_concurrency']} requests in flight"
+                                     if s["max_concurrency"] is not None else ""))
+    if s.get("calibration"):
+        print(f"  calibration: {s['calibration']} (fitted values)")
+    if s.get("expert_routing", "uniform") != "uniform":
+        print(f"  expert routing: {s['expert_routing']}")
+    print(f"  TTFT   p50 {s['ttft_p50_s'] * 1e3:9.1f} ms   p90 {s['ttft_p90_s'] * 1e3:9.1f} ms   p99 {s['ttft_p99_s'] * 1e3:9.1f} ms")
+    print(f"  TPOT   p50 {s['tpot_p50_s'] * 1e3:9.2f} ms   p90 {s['tpot_p90_s'] * 1e3:9.2f} ms   p99 {s['tpot_p99_s'] * 1e3:9.2f} ms")
+    print(f"  {s['steady_state_reason']}")  # "no steady state: the queue grows through the run (...)" when false
+    servers, seqs = s.get("decode_servers", 1), s["max_num_seqs"]
+    each = f" ({servers} servers x {seqs})" if servers > 1 else ""
+    print(f"  slots held (mean) {s['slots_held_mean']:.2f} of {servers * seqs}{each}; waiting for a slot: "
+          f"peak {s['waiting_peak']}, mean {s['waiting_mean']:.2f}")
+    print(f"  decode loop time spent posting handoffs: {100 * s['loop_posting_share']:.1f}%")
+    print(f"  {s['deployment']}, {s['gpus']} GPUs: throughput {s['throughput_rps']:.3f} req/s; {_goodput_text(s)}")
+    busy = [f"{100 * u:.0f}%" for u in s["utilization_by_decode_server"]]
+    pre = [f"{100 * u:.0f}%" for u in s["utilization_by_prefill_server"]]
+    print(f"  busy: decode {' '.join(busy)}" + (f"; prefill {' '.join(pre)}" if pre else "")
+          + f"; handoffs moved {s['bytes_moved'] / 1e9:,.1f} GB")
+    if s["memory"]:
+        print(f"  decode KV and state memory ({s['kv_pool_bytes'] / 1e9:.1f} GB per GPU): used peak "
+              f"{100 * s['kv_used_peak']:.1f}%, mean {100 * s['kv_used_mean']:.1f}%; preemptions {s['preemptions']} "
+              f"({s['preempted_requests']} requests)")
+    if not s["memory_fits"] and not s["memory"]:  # with memory modelled the run itself shows it
+        print(f"  warning: max_num_seqs {s['max_num_seqs']} does not fit in decode memory: {s['gpu']} x TP {s['decode_tp']} "
+              f"holds {s['memory_max_num_seqs']} requests of the run's longest context beside the weights")
+    parts = result.requests[["prefill_queue_s", "prefill_s", "handoff_s", "slot_wait_s", "decode_s"]].mean()
+    print("  mean TTFT parts: " + ", ".join(f"{k[:-2]} {v * 1e3:.1f} ms" for k, v in parts.items()))
+    for flag, value in (("plot", args.plot), ("trace", args.perfetto), ("requests", args.requests_csv)):
+        if value:
+            print(f"  wrote {flag}: {value}")
+    return 0
+
+
+def _print_colocated(result, args) -> int:
+    s = result.summary
+    print(f"{result.config['model']}, {s['deployment']} ({s['servers']} x TP {s['tp']} = {s['gpus']} GPUs), "
+          f"{s['requests']} requests; max_num_seqs {s['max_num_seqs']}, max_num_batched_tokens "
+          f"{s['max_num_batched_tokens']:,}, chunked prefill {'on' if s['chunked_prefill'] else 'off'}; {s['gpu']} "
+          f"(prefill MFU {s['prefill_mfu']:g}, decode HBM efficiency {s['hbm_efficiency']:g}, step overhead "
+          f"{s['step_overhead_s'] * 1e3:g} ms{', all-reduces added' if s['collectives'] else ''})")
+    if s.get("calibration"):
+        print(f"  calibration: {s['calibration']} (fitted values)")
+    if s.get("expert_routing", "uniform") != "uniform":
+        print(f"  expert routing: {s['expert_routing']}")
+    for name, label, digits in (("ttft", "TTFT", 1), ("tpot", "TPOT", 2), ("itl", "ITL", 2), ("e2e", "E2E", 1)):
+        print(f"  {label:<6} p50 {s[f'{name}_p50_s'] * 1e3:9.{digits}f} ms   p90 {s[f'{name}_p90_s'] * 1e3:9.{digits}f} ms"
+              f"   p99 {s[f'{name}_p99_s'] * 1e3:9.{digits}f} ms")
+    print(f"  {s['steady_state_reason']}")
+    print(f"  throughput {s['throughput_rps']:.3f} req/s ({s['output_tokens_per_s']:,.0f} output tokens/s); "
+          f"{_goodput_text(s)}")
+    print(f"  utilisation {100 * s['utilization_mean']:.1f}% of the time stepping; running {s['running_mean']:.1f} on "
+          f"average, waiting peak {s['waiting_peak']}; KV used peak {100 * s['kv_used_peak']:.1f}%, mean "
+          f"{100 * s['kv_used_mean']:.1f}%; preemptions {s['preemptions']} ({s['preempted_requests']} requests)")
+    for flag, value in (("plot", args.plot), ("trace", args.perfetto), ("requests", args.requests_csv)):
+        if value:
+            print(f"  wrote {flag}: {value}")
+    return 0
+
+
+# ------------------------------------------------------------------ capacity
+
+
+def add_capacity_command(subparsers) -> argparse.ArgumentParser:
+    """Add ``depgraph capacity MODEL --qps Q --prompt-tokens N --out-tokens M
+    --tpot-ms T --max-num-seqs S [--link L] [--tp P] [--headroom H] ...``."""
+    from ..specs.hardware import DEFAULT_LINK
+
+    p = subparsers.add_parser("capacity", help="decode slots held (Little's law), handoff bytes and transfer time, "
+                                               "with a verdict against --max-num-seqs")
+    p.add_argument("model", help="catalog name (see 'depgraph models') or path to a config.json")
+    p.add_argument("--qps", type=_number(float, "--qps"), required=True, metavar="Q",
+                   help="arrival rate at peak, requests per second")
+    p.add_argument("--prompt-tokens", type=_number(int, "--prompt-tokens"), required=True, metavar="N")
+    p.add_argument("--out-tokens", type=_number(int, "--out-tokens"), required=True, metavar="M",
+                   help="output tokens per request (your real length: agents write long answers)")
+    p.add_argument("--tpot-ms", type=_number(float, "--tpot-ms"), default=None, metavar="T",
+                   help="time per output token at peak, in ms (measured in production, not a quiet benchmark); "
+                        "required unless --calibration predicts it")
+    p.add_argument("--calibration", default=None, metavar="FILE",
+                   help="a file depgraph calibrate -o wrote: without --tpot-ms, the TPOT is the calibrated load "
+                        "model's mean at this rate (a 400-request push load test of one decode server)")
+    p.add_argument("--max-num-seqs", type=_number(int, "--max-num-seqs"), required=True, metavar="S",
+                   help="slots of one decode server (vLLM --max-num-seqs)")
+    p.add_argument("--link", default=DEFAULT_LINK,
+                   help=f"{LINK_HELP} (default {DEFAULT_LINK}: 400 Gbit/s, the push vs pull study's bandwidth)")
+    p.add_argument("--tp", type=_number(int, "--tp"), default=1, metavar="P",
+                   help="tensor-parallel degree; each GPU sends its own slice over its own link (default 1)")
+    _add_side_flags(p, pp_default=1)
+    p.add_argument("--headroom", type=_number(float, "--headroom"), default=0.8, metavar="H",
+                   help="share of --max-num-seqs to stay under, in (0, 1] (default 0.8)")
+    p.add_argument("--kv-dtype", default=None, help="store KV in this dtype, e.g. fp8")
+    p.add_argument("--ssm-dtype", default=None, help="store the recurrent state in this dtype, e.g. float32 (vLLM --mamba-ssm-cache-dtype)")
+    p.add_argument("--gpu", default=None, help="decode GPU for the memory check (default h200, the study's)")
+    p.add_argument("--gpu-memory-utilization", type=_number(float, "--gpu-memory-utilization"), default=0.9,
+                   metavar="U", help="share of HBM for weights and KV, in (0, 1] (default 0.9, as vLLM)")
+    p.add_argument("--json", action="store_true", help="print the plan as one JSON object")
+    return p
+
+
+def run_capacity_command(args: argparse.Namespace) -> int:
+    """Run ``depgraph capacity``: a short table and the verdict, or ``--json``."""
+    from .._validate import positive_int, positive_number
+    from ..serving.capacity import MAX_NUM_SEQS, MAX_QPS, MAX_TOKENS, MAX_TP, MAX_TPOT_S, plan
+    from ..specs.parallel import handoff_nics
+
+    # Checked here under the flags' own names; --tpot-ms is in ms where plan() takes seconds.
+    positive_number("--qps", args.qps, upper=MAX_QPS)
+    positive_int("--prompt-tokens", args.prompt_tokens, upper=MAX_TOKENS)
+    positive_int("--out-tokens", args.out_tokens, upper=MAX_TOKENS)
+    predicted = None
+    if args.calibration is not None:
+        if args.tpot_ms is not None:
+            raise DepgraphError("--tpot-ms: the calibration predicts the TPOT; give one or the other")
+        from ..serving.simulator import loadtest
+
+        positive_int("--max-num-seqs", args.max_num_seqs, upper=MAX_NUM_SEQS)
+        run = loadtest(args.model, handoff="push", qps=args.qps, prompt_tokens=args.prompt_tokens,
+                       out_tokens=args.out_tokens, num_prompts=400, max_num_seqs=args.max_num_seqs, seed=0,
+                       calibration=args.calibration, link=args.link, tp=args.tp,
+                       **({"gpu": args.gpu} if args.gpu else {}),
+                       **{k: v for k, v in (("prefill_tp", args.prefill_tp), ("decode_tp", args.decode_tp),
+                                            ("prefill_pp", args.prefill_pp), ("decode_pp", args.decode_pp))
+                          if v is not None})
+        predicted = run.summary["tpot_mean_s"]
+        if not math.isfinite(predicted):
+            raise DepgraphError("--calibration: the load test has no TPOT (one-token answers); give --tpot-ms")
+        args.tpot_ms = predicted * 1e3
+    elif args.tpot_ms is None:
+        raise DepgraphError("--tpot-ms: required (or --calibration, to predict it)")
+    positive_number("--tpot-ms", args.tpot_ms, upper=MAX_TPOT_S * 1e3)
+    positive_int("--max-num-seqs", args.max_num_seqs, upper=MAX_NUM_SEQS)
+    positive_int("--tp", args.tp, upper=MAX_TP)
+    positive_number("--headroom", args.headroom, upper=1.0)
+    positive_number("--gpu-memory-utilization", args.gpu_memory_utilization, upper=1.0)
+    p = plan(args.model, qps=args.qps, prompt_tokens=args.prompt_tokens, out_tokens=args.out_tokens,
+             tpot_s=args.tpot_ms / 1e3, max_num_seqs=args.max_num_seqs, link=args.link, tp=args.tp,
+             headroom=args.headroom, kv_dtype=args.kv_dtype, ssm_dtype=args.ssm_dtype, gpu=args.gpu,
+             gpu_memory_utilization=args.gpu_memory_utilization, prefill_tp=args.prefill_tp,
+             decode_tp=args.decode_tp, prefill_pp=args.prefill_pp, decode_pp=args.decode_pp)
+    if args.json:
+        out = p.to_dict()
+        if predicted is not None:
+            out.update(calibration=args.calibration, tpot_predicted_s=predicted)
+        print(_dumps(out))
+        return 0
+    if predicted is not None:
+        print(f"TPOT {predicted * 1e3:.2f} ms: predicted by the load model with the calibration {args.calibration} "
+              f"(mean of a 400-request push load test at {args.qps:g} req/s)")
+    gb = 1e9
+    state = "" if not (p.ssm_bytes or p.conv_bytes) else \
+        f"  (KV {p.kv_bytes / gb:.2f} GB, ssm {p.ssm_bytes / gb:.3f} GB, conv {p.conv_bytes / gb:.4f} GB)"
+    print(f"{p.model}: {p.qps:g} req/s, {p.prompt_tokens:,} prompt + {p.out_tokens:,} output tokens, "
+          f"{p.tpot_s * 1e3:g} ms/token, {p.gpu}, prefill TP {p.prefill_tp}{_pp_text(p.prefill_pp)}, decode TP "
+          f"{p.decode_tp}{_pp_text(p.decode_pp)}, {p.link} "
+          f"({p.link_bytes_per_s / gb:g} GB/s) per GPU")
+    print(f"  handoff bytes    {p.total_bytes / gb:10.2f} GB{state}")
+    nics = handoff_nics(p.prefill_tp, p.decode_tp, p.prefill_pp, p.decode_pp)
+    slice_text = ("one NIC at a time" if nics == 1
+                  else f"{nics} NICs at once, {p.total_bytes / nics / gb:.2f} GB each")
+    print(f"  transfer         {p.transfer_s * 1e3:10.2f} ms  ({slice_text})")
+    print(f"  slots held       {p.slots_held:10.2f}     (Little's law: {p.qps:g} x {p.out_tokens:,} x "
+          f"{p.tpot_s * 1e3:g} ms)")
+    print(f"  max-num-seqs     {p.max_num_seqs:10d}     utilisation {100 * p.utilization:.0f}%, "
+          f"headroom target {100 * p.headroom:g}% = {p.headroom_slots:g} slots")
+    print(f"  per-slot memory  {p.memory_per_slot_bytes / gb:10.2f} GB  per GPU (KV and state at "
+          f"{p.context_tokens:,} tokens)")
+    print(f"verdict: {p.verdict}")
+    print(f"advice: {p.advice}")
+    return 0
+
+
+# ------------------------------------------------------------------ plan
+def add_plan_command(subparsers) -> argparse.ArgumentParser:
+    """Add ``depgraph plan MODEL --gpu G --gpus N --qps Q --prompt-tokens P --out-tokens O --slo-ttft-ms A
+    --slo-tpot-ms B [--json] [--plot FILE]``."""
+    p = subparsers.add_parser("plan", help="rank deployments (colocated, xPyD) by goodput per GPU under SLOs")
+    p.add_argument("model")
+    p.add_argument("--gpu", required=True, help="GPU type (depgraph gpus)")
+    p.add_argument("--gpus", type=_number(int, "--gpus"), required=True, metavar="N", help="GPU budget")
+    p.add_argument("--qps", type=_number(float, "--qps"), required=True, help="offered request rate")
+    p.add_argument("--prompt-tokens", type=_number(int, "--prompt-tokens"), required=True, metavar="P")
+    p.add_argument("--out-tokens", type=_number(int, "--out-tokens"), required=True, metavar="O")
+    p.add_argument("--slo-ttft-ms", type=_number(float, "--slo-ttft-ms"), required=True, metavar="A")
+    p.add_argument("--slo-tpot-ms", type=_number(float, "--slo-tpot-ms"), required=True, metavar="B")
+    p.add_argument("--attainment", type=_number(float, "--attainment"), default=0.9,
+                   help="share of requests that must meet both targets (default 0.9, as DistServe)")
+    p.add_argument("--num-prompts", type=_number(int, "--num-prompts"), default=200, metavar="R",
+                   help="requests in each candidate's load test (default 200)")
+    p.add_argument("--tps", type=_int_list("--tps"), default=(1, 2, 4, 8), metavar="T,T",
+                   help="tensor-parallel sizes to try (default 1,2,4,8)")
+    p.add_argument("--max-num-seqs", type=_int_list("--max-num-seqs"), default=(64, 256), metavar="S,S",
+                   help="max_num_seqs values to try (default 64,256)")
+    p.add_argument("--handoffs", default="push", help="handoffs for disaggregated candidates (default push)")
+    p.add_argument("--only", default=None, help="colocated or disaggregated: try only those")
+    p.add_argument("--max-candidates", type=_number(int, "--max-candidates"), default=100, metavar="K")
+    p.add_argument("--seed", type=_number(int, "--seed"), default=0)
+    p.add_argument("--workers", type=_workers_arg, default=None, metavar="N",
+                   help="worker processes (default: one per CPU; 1 runs in this process)")
+    p.add_argument("--top", type=_number(int, "--top"), default=15, help="rows printed (default 15)")
+    p.add_argument("--plot", default=None, metavar="FILE", help="the Pareto front: goodput against GPUs (.png/.svg/.pdf)")
+    p.add_argument("--json", action="store_true", help="every candidate as a JSON list, best first")
+    p.add_argument("--calibration", default=None, metavar="FILE",
+                   help="a file depgraph calibrate -o wrote: every candidate runs with its fitted values")
+    _add_routing_arg(p, "uniform")
+    return p
+
+
+def run_plan_command(args) -> int:
+    from .._validate import one_of
+    from ..io.atomic import save_figure
+    from ..sweeps.plan import plan
+
+    if args.plot is not None and Path(args.plot).suffix.lower() not in (".png", ".svg", ".pdf"):
+        raise DepgraphError(f"--plot: expected a file ending in .png, .svg or .pdf; got {args.plot!r}")
+    only = None if args.only is None else one_of("--only", args.only, ("colocated", "disaggregated"))
+    if args.top < 1:
+        raise DepgraphError(f"--top: expected an integer >= 1, got {args.top}")
+    positive = lambda flag, v: v if v > 0 else (_ for _ in ()).throw(  # noqa: E731
+        DepgraphError(f"{flag}: expected a number > 0, got {v:g}"))
+    rows = plan(args.model, gpu=args.gpu, gpus=args.gpus, qps=args.qps, prompt_tokens=args.prompt_tokens,
+                out_tokens=args.out_tokens, slo_ttft_s=positive("--slo-ttft-ms", args.slo_ttft_ms) / 1e3,
+                slo_tpot_s=positive("--slo-tpot-ms", args.slo_tpot_ms) / 1e3, attainment=args.attainment,
+                num_prompts=args.num_prompts, seed=args.seed, tps=args.tps, max_num_seqs=args.max_num_seqs,
+                handoffs=tuple(h.strip() for h in args.handoffs.split(",")), colocated=only != "disaggregated",
+                disaggregated=only != "colocated", max_candidates=args.max_candidates, workers=args.workers,
+                calibration=args.calibration, expert_routing=args.expert_routing)
+    if args.plot:
+        from ..serving.plots import plot_plan
+
+        save_figure(plot_plan(rows, title=f"{args.model} on up to {args.gpus} x {args.gpu}: {args.qps:g} req/s, "
+                                          f"TTFT <= {args.slo_ttft_ms:g} ms, TPOT <= {args.slo_tpot_ms:g} ms"),
+                    Path(args.plot))
+    if args.json:
+        print(_dumps([{k: None if isinstance(v, float) and math.isnan(v) else v for k, v in r.items()}
+                      for r in rows]))
+        return 0
+    from ..sweeps.plan import candidates
+
+    every = len(candidates(args.model, gpu=args.gpu, gpus=args.gpus, tps=args.tps, max_num_seqs=args.max_num_seqs,
+                           handoffs=tuple(h.strip() for h in args.handoffs.split(",")),
+                           colocated=only != "disaggregated", disaggregated=only != "colocated",
+                           max_candidates=None))
+    if every > len(rows):
+        print(f"note: {every - len(rows)} of {every} candidates left out (the smallest of each kind kept; "
+              "raise --max-candidates)")
+    print(f"{args.model}: {len(rows)} deployments on up to {args.gpus} x {args.gpu} for {args.qps:g} req/s of "
+          f"{args.prompt_tokens:,} + {args.out_tokens:,} tokens, TTFT <= {args.slo_ttft_ms:g} ms and TPOT <= "
+          f"{args.slo_tpot_ms:g} ms for {100 * args.attainment:g}% of requests (goodput: DistServe's, capped at "
+          "the offered rate)" + (f"; calibration {args.calibration} (fitted values)" if args.calibration else
+                                 "; the load model's default calibration")
+          + (f"; expert routing {args.expert_routing}" if args.expert_routing != "uniform" else ""))
+    print(f"  {'rank':>4}  {'deployment':<14} {'TP':>5} {'handoff':<11} {'seqs':>5} {'GPUs':>5} {'goodput':>9} "
+          f"{'per GPU':>8}  bound   (TP P/D: prefill and decode sides apart)")
+    for k, r in enumerate(rows[:args.top], 1):
+        tp = r["tp"] if r["tp"] is not None else f"{r['prefill_tp']}/{r['decode_tp']}"
+        print(f"  {k:>4}  {r['deployment']:<14} {tp:>5} {r['handoff'] or '-':<11} {r['max_num_seqs']:>5} "
+              f"{r['gpus']:>5} {r['goodput_rps']:>9.3f} {r['goodput_per_gpu']:>8.4f}  {r['bound']}: {r['reason']}")
+    if len(rows) > args.top:
+        print(f"  ... {len(rows) - args.top} more (--top, --json)")
+    if args.plot:
+        print(f"  wrote plot: {args.plot}")
+    return 0
+
+
+# ------------------------------------------------------------------ calibrate
+
+
+def add_calibrate_command(subparsers) -> argparse.ArgumentParser:
+    """Add ``depgraph calibrate MODEL FILE... --gpu G [--tp T] [--deployment D] [--handoff H]
+    [--max-num-seqs S] [--max-num-batched-tokens N] [--no-chunked-prefill] [-o calib.toml] [--json]``."""
+    p = subparsers.add_parser("calibrate", help="fit the cost model to measured vllm bench serve runs")
+    p.add_argument("model")
+    p.add_argument("files", nargs="+", metavar="FILE",
+                   help="vllm bench serve --save-result JSON files (--save-detailed for per-request fits), or one "
+                        "per-operation CSV (op,prompt_tokens,batch,context_tokens,seconds) for a profiled server")
+    p.add_argument("--gpu", required=True, help="GPU type the runs were measured on (depgraph gpus)")
+    p.add_argument("--tp", type=_number(int, "--tp"), default=8, metavar="T", help="tensor-parallel size (default 8)")
+    p.add_argument("--prefill-tp", type=_number(int, "--prefill-tp"), default=None, metavar="P",
+                   help="a disaggregated deployment's prefill side (default --tp)")
+    p.add_argument("--decode-tp", type=_number(int, "--decode-tp"), default=None, metavar="D",
+                   help="a disaggregated deployment's decode side (default --tp)")
+    p.add_argument("--deployment", default="colocated",
+                   help="colocated, colocated:N or <P>P<D>D, as the runs were served (default colocated)")
+    p.add_argument("--handoff", default=None, help="push, pull or pull-thread (a <P>P<D>D deployment)")
+    p.add_argument("--max-num-seqs", type=_number(int, "--max-num-seqs"), default=256, metavar="S",
+                   help="the server's max_num_seqs (default 256, vLLM's)")
+    p.add_argument("--max-num-batched-tokens", type=_number(int, "--max-num-batched-tokens"), default=None,
+                   metavar="N", help="the server's token budget (default vLLM's for the GPU)")
+    p.add_argument("--no-chunked-prefill", action="store_true", help="the server ran without chunked prefill")
+    p.add_argument("--link", default=None, help=f"{LINK_HELP} (default ib-ndr, the load model's)")
+    p.add_argument("--router", default=None, help="round-robin or least-outstanding (several servers)")
+    p.add_argument("--prefill-pp", type=_number(int, "--prefill-pp"), default=None, metavar="P",
+                   help="pipeline stages of the prefill side (default 1)")
+    p.add_argument("--decode-pp", type=_number(int, "--decode-pp"), default=None, metavar="P",
+                   help="pipeline stages of the decode side (default 1)")
+    p.add_argument("--collectives", action="store_true", default=None,
+                   help="add the cost model's all-reduces to every step (for an overhead without them)")
+    p.add_argument("--no-memory", action="store_true", help="the servers' KV memory is not modelled (slots only)")
+    p.add_argument("--kv-pool-gb", type=_number(float, "--kv-pool-gb"), default=None, metavar="G",
+                   help="the KV and state memory per GPU, in GB (default: what HBM leaves beside the weights)")
+    p.add_argument("--bootstrap", type=_number(int, "--bootstrap"), default=200, metavar="B",
+                   help="bootstrap resamples for the intervals (default 200)")
+    p.add_argument("--no-leave-one-out", action="store_true", help="skip the leave-one-file-out errors")
+    p.add_argument("-o", "--output", default=None, metavar="FILE", help="save the calibration (.toml)")
+    p.add_argument("--plot", default=None, metavar="FILE",
+                   help="measured against predicted CDFs of TTFT and TPOT per file (.png/.svg/.pdf)")
+    p.add_argument("--json", action="store_true", help="the fit as JSON")
+    return p
+
+
+def run_calibrate_command(args) -> int:
+    from .._validate import positive_int
+    from ..io.atomic import save_figure
+    from ..serving.calibrate import calibrate, write_calibration
+    from ..specs.calibration import FREE
+
+    if args.output is not None and Path(args.output).suffix.lower() != ".toml":
+        raise DepgraphError(f"-o: expected a file ending in .toml; got {args.output!r}")
+    if args.plot is not None and Path(args.plot).suffix.lower() not in (".png", ".svg", ".pdf"):
+        raise DepgraphError(f"--plot: expected a file ending in .png, .svg or .pdf; got {args.plot!r}")
+    positive_int("--bootstrap", args.bootstrap, upper=100_000, allow_zero=True)
+    csvs = [f for f in args.files if Path(f).suffix.lower() == ".csv"]
+    if csvs:
+        from ..serving.calibrate import calibrate_operations
+
+        if len(args.files) != 1:
+            raise DepgraphError("FILE: one per-operation CSV at a time, and not with benchmark result files")
+        cal = calibrate_operations(args.model, csvs[0], gpu=args.gpu, tp=args.tp, bootstrap=args.bootstrap)
+    else:
+        cal = calibrate(args.model, args.files, gpu=args.gpu, deployment=args.deployment, handoff=args.handoff,
+                        tp=args.tp, prefill_tp=args.prefill_tp, decode_tp=args.decode_tp,
+                        max_num_seqs=args.max_num_seqs, max_num_batched_tokens=args.max_num_batched_tokens,
+                        chunked_prefill=not args.no_chunked_prefill, bootstrap=args.bootstrap,
+                        leave_one_out=not args.no_leave_one_out, link=args.link, router=args.router,
+                        prefill_pp=args.prefill_pp, decode_pp=args.decode_pp, collectives=args.collectives,
+                        memory=False if args.no_memory else None,
+                        kv_pool_bytes=None if args.kv_pool_gb is None else _gb_bytes("--kv-pool-gb", args.kv_pool_gb))
+    if args.output:
+        write_calibration(cal, args.output)
+    if args.plot:
+        from ..serving.plots import plot_calibration
+
+        save_figure(plot_calibration(cal), Path(args.plot))
+    if args.json:
+        print(_dumps(_json_safe(cal.as_dict())))
+        return 0
+    where = "profiled operations" if csvs else args.deployment
+    print(f"{args.model} on {args.gpu}, {where} (TP {args.tp}), fitted to {len(cal.files)} file(s); "
+          f"residual RMS {100 * cal.residual_rms:.1f}% (log ratio of predicted to measured "
+          f"{'seconds' if csvs else 'percentiles'})")
+    for name, value in cal.values.items():
+        if name in cal.fitted:
+            lo, hi = cal.intervals.get(name, (math.nan, math.nan))
+            span = (f"90% interval {lo:.4g} to {hi:.4g}" if name in cal.intervals else
+                    "no interval: --bootstrap 0" if not args.bootstrap or csvs else
+                    "no interval: no per-request data to resample (--save-detailed)")
+            lo_b, hi_b = FREE[name]
+            if value <= lo_b * (1 + 1e-9) or value >= hi_b * (1 - 1e-9):
+                span += f"; AT ITS BOUND ({lo_b:g} to {hi_b:g}): the files pull it further, trust it less"
+            print(f"  {name:<24} {value:.6g}  fitted ({span}; prior {cal.prior[name]:.4g})")
+        else:
+            print(f"  {name:<24} {value:.6g}  prior: {cal.not_fitted.get(name, 'not asked for')}")
+    print("  per file, measured / predicted (ms):")
+    for row in cal.per_file.to_dict(orient="records"):
+        if "median_abs_error" in row:  # profiled operations
+            print(f"    {row['file']}: {row['requests']} rows; error median {100 * row['median_abs_error']:.1f}%, "
+                  f"max {100 * row['max_abs_error']:.1f}%")
+            continue
+        ms = lambda v: "n/a" if not math.isfinite(v) else f"{1e3 * v:.1f}"  # noqa: E731 (a statistic the file lacks)
+        parts = [f"{m.upper()} {q} {ms(row[f'{m}_{q}_measured_s'])}/{ms(row[f'{m}_{q}_predicted_s'])}"
+                 for m in ("ttft", "tpot") for q in ("mean", "p50", "p90", "p99")]
+        print(f"    {row['file']}: {row['requests']} requests ({row['failed_skipped']} failed, skipped); "
+              + ", ".join(parts))
+    if len(cal.leave_one_out):
+        print("  leave one file out (fit on the others, predict it), error of predicted against measured:")
+        for row in cal.leave_one_out.to_dict(orient="records"):
+            pct = lambda v: "n/a" if not math.isfinite(v) else f"{100 * v:+.1f}%"  # noqa: E731
+            print(f"    {row['file']}: " + ", ".join(f"{m.upper()} p{q} {pct(row[f'{m}_p{q}_error'])}"
+                                                     for m in ("ttft", "tpot") for q in (50, 90, 99)))
+    for flag, value in (("calibration", args.output), ("plot", args.plot)):
+        if value:
+            print(f"  wrote {flag}: {value}")
+    return 0
