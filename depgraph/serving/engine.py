@@ -26,9 +26,15 @@ on each GPU holds the KV in blocks of ``block_tokens`` tokens and each
 admitted request's recurrent state.
 
 Requests are sent by a client as ``vllm bench serve`` sends them (arrival
-times from :func:`~depgraph.serving.simulator.arrivals`, at most
+times from :func:`~depgraph.serving.arrivals.arrivals`, at most
 ``max_concurrency`` in flight) and routed to a server round robin or to the
-one with the fewest outstanding requests.
+one with the fewest outstanding requests (:mod:`~depgraph.serving.client`).
+
+:class:`EngineServer` is that engine, one role for both deployments: a
+colocated server (:func:`simulate_colocated`, on the event kernel of
+:mod:`~depgraph.serving.kernel`) and, with ``prefill_only``, a batching
+prefill server of a disaggregated deployment, which hands each request off
+at the end of the step that computes its last prompt token.
 
 >>> import depgraph as dg
 >>> r = dg.loadtest("qwen3-32b", deployment="colocated", qps=2, prompt_tokens=2048, out_tokens=64,
@@ -39,7 +45,6 @@ one with the fewest outstanding requests.
 
 from __future__ import annotations
 
-import heapq
 import math
 from array import array
 from collections import deque
@@ -49,142 +54,146 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .._validate import one_of, positive_int, positive_number
 from ..errors import ConfigError, MemoryFitError
-from ..specs.cost import CostModel
-from ..specs.hardware import GPU
+from ..specs.cost import CostModel, StepCost
 from ..specs.models import ModelSpec
 from ..specs.predictor import ServingPredictor
-from .graphs import colocated_graph  # noqa: F401  (its old home)
-from .memory import GPU_MEMORY_UTILIZATION, weights_per_gpu_bytes
+from .client import ROUTERS, Client, Router
+from .config import Deployment, EngineConfig, default_max_num_batched_tokens, parse_deployment
+from .graphs import colocated_graph
+from .kernel import EventKernel
+from .kvpool import KVPool
+from .memory import decode_pools, weights_per_gpu_bytes
+from .request import Request
 
 __all__ = ["Deployment", "parse_deployment", "EngineConfig", "ROUTERS", "default_max_num_batched_tokens",
-           "simulate_colocated", "colocated_graph"]
-
-#: How the router picks a server: in turn, or the one with the fewest requests sent and not finished.
-ROUTERS = ("round-robin", "least-outstanding")
-GIB = 1024 ** 3
+           "simulate_colocated", "colocated_graph", "EngineServer", "ColocatedRun"]
 
 
-def default_max_num_batched_tokens(gpu: GPU) -> int:
-    """vLLM's default token budget of an OpenAI-compatible server: 8,192 on a GPU
-    of at least 70 GiB that is not an A100, else 2,048 (``EngineArgs.get_batch_defaults``
-    in ``vllm/engine/arg_utils.py``)."""
-    return 8192 if gpu.hbm_bytes >= 70 * GIB and not gpu.name.startswith("a100") else 2048
+class EngineServer:
+    """One vLLM engine's scheduler and its requests (the module docstring gives the step rule).
 
+    ``pool``: the server's :class:`~depgraph.serving.kvpool.KVPool` (``None``: memory never runs out, as
+    a prefill-only server's); ``max_num_seqs`` ``None``: no cap on running requests. ``steps`` records
+    each step as ``(start_s, end_s, duration_s, tokens, running, waiting, free bytes, woke_by)``
+    (``woke_by``: the request whose arrival woke the idle server, else -1)."""
 
-@dataclass(frozen=True, slots=True)
-class Deployment:
-    """Where requests run: ``colocated`` servers (prefill and decode on the
-    same GPUs), or ``prefill`` and ``decode`` servers apart (``<P>P<D>D``)."""
+    __slots__ = ("k", "waiting", "running", "pool", "busy", "current", "steps", "busy_s", "woke_by", "budget",
+                 "max_seqs", "chunked", "step_cost", "prefill_only", "preemptions")
 
-    kind: str
-    servers: int = 1
-    prefill: int = 0
-    decode: int = 0
-
-    @property
-    def name(self) -> str:
-        if self.kind == "colocated":
-            return "colocated" if self.servers == 1 else f"colocated:{self.servers}"
-        return f"{self.prefill}P{self.decode}D"
-
-
-def parse_deployment(text: Any, *, field_name: str = "deployment") -> Deployment:
-    """``"colocated"``, ``"colocated:N"`` (N servers) or ``"<P>P<D>D"``.
-
-    >>> parse_deployment("2P1D"), parse_deployment("colocated:4").name
-    (Deployment(kind='disaggregated', servers=1, prefill=2, decode=1), 'colocated:4')
-    """
-    words = "expected colocated, colocated:N (N servers, 1 to 4,096) or <P>P<D>D such as 2P1D"
-    if not isinstance(text, str):
-        raise ConfigError(f"{field_name}: {words}; got {text!r}")
-    t = text.strip().lower()
-    if t == "colocated":
-        return Deployment("colocated")
-    if t.startswith("colocated:") and t[10:].isdigit() and 1 <= int(t[10:]) <= 4096:
-        return Deployment("colocated", servers=int(t[10:]))
-    if t.endswith("d") and "p" in t:
-        p, _, d = t[:-1].partition("p")
-        if p.isdigit() and d.isdigit() and 1 <= int(p) <= 4096 and 1 <= int(d) <= 4096:
-            return Deployment("disaggregated", prefill=int(p), decode=int(d))
-    raise ConfigError(f"{field_name}: {words}; got {text!r}")
-
-
-@dataclass(frozen=True, slots=True)
-class EngineConfig:
-    """The engine's settings (vLLM's flags): ``max_num_seqs``,
-    ``max_num_batched_tokens`` (``None``: vLLM's default for the GPU),
-    ``chunked_prefill`` (on, as vLLM's V1 engine), ``block_tokens``,
-    ``gpu_memory_utilization``, ``memory`` (``False``: unlimited KV, for
-    tests and bounds), ``kv_pool_bytes`` (the KV and state memory per GPU,
-    instead of what HBM leaves beside the weights: a what-if), the
-    ``router`` across servers and the client's ``max_concurrency``
-    (``None``: open loop)."""
-
-    max_num_seqs: int = 256
-    max_num_batched_tokens: int | None = None
-    chunked_prefill: bool = True
-    block_tokens: int = 16
-    gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION
-    memory: bool = True
-    router: str = "round-robin"
-    max_concurrency: int | None = None
-    kv_pool_bytes: int | None = None
-
-    def __post_init__(self) -> None:
-        positive_int("max_num_seqs", self.max_num_seqs, upper=1_000_000)
-        if self.max_num_batched_tokens is not None:
-            positive_int("max_num_batched_tokens", self.max_num_batched_tokens, upper=10_000_000)
-        for name in ("chunked_prefill", "memory"):
-            if not isinstance(getattr(self, name), bool):
-                raise ConfigError(f"{name}: expected true or false, got {getattr(self, name)!r}")
-        positive_int("block_tokens", self.block_tokens, upper=1_000_000)
-        positive_number("gpu_memory_utilization", self.gpu_memory_utilization, upper=1.0)
-        one_of("router", self.router, ROUTERS)
-        if self.max_concurrency is not None:
-            positive_int("max_concurrency", self.max_concurrency, upper=10_000_000)
-        if self.kv_pool_bytes is not None:
-            positive_int("kv_pool_bytes", self.kv_pool_bytes, upper=10**15)
-
-
-class _R:
-    """One request's state in the engine."""
-
-    __slots__ = ("i", "nominal", "sent", "prompt", "out", "server", "target", "computed", "generated", "kv_alloc",
-                 "has_state", "held", "first_token", "last_token", "preemptions", "first_step", "sent_after")
-
-    def __init__(self, i: int, nominal: float, prompt: int, out: int) -> None:
-        self.i, self.nominal, self.prompt, self.out = i, nominal, prompt, out
-        self.sent = math.nan
-        self.server = -1
-        self.target = prompt  # tokens to have computed before the next token is sampled
-        self.computed = 0
-        self.generated = 0
-        self.kv_alloc = 0  # tokens of KV blocks held
-        self.has_state = False
-        self.held = 0  # bytes held
-        self.first_token = math.nan
-        self.last_token = math.nan
-        self.preemptions = 0
-        self.first_step = (-1, -1)  # (server, step) whose end is the first token
-        self.sent_after = -1  # the request whose finish freed the client slot this one was sent in (-1: none)
-
-
-class _Server:
-    __slots__ = ("k", "waiting", "running", "free", "busy", "current", "steps", "outstanding", "busy_s", "woke_by")
-
-    def __init__(self, k: int, free: int) -> None:
+    def __init__(self, k: int, *, step_cost: StepCost, budget: int, max_num_seqs: int | None = None,
+                 chunked: bool = True, pool: KVPool | None = None, prefill_only: bool = False) -> None:
         self.k = k
-        self.waiting: deque[_R] = deque()
-        self.running: list[_R] = []
-        self.free = free
+        self.waiting: deque[Request] = deque()
+        self.running: list[Request] = []
+        self.pool = pool
         self.busy = False
-        self.current: list[tuple[_R, int]] = []
-        self.steps: list[tuple] = []  # (start, end, duration, tokens, running, waiting, free bytes, woke_by or -1)
-        self.outstanding = 0
+        self.current: list[tuple[Request, int]] = []
+        self.steps: list[tuple] = []
         self.busy_s = 0.0
         self.woke_by = -1
+        self.budget, self.max_seqs, self.chunked = budget, max_num_seqs, chunked
+        self.step_cost, self.prefill_only = step_cost, prefill_only
+        self.preemptions = 0
+
+    def submit(self, r: Request) -> bool:
+        """``r`` joins the waiting queue; whether it woke the server (it was idle: the caller schedules
+        its wake-up, which sees every request that arrived at that instant)."""
+        self.waiting.append(r)
+        if not self.busy:
+            self.busy = True  # until the wake-up schedules (or finds nothing to run)
+            self.woke_by = r.i
+            return True
+        return False
+
+    def _allocate(self, r: Request, n: int) -> bool:
+        pool = self.pool
+        return pool is None or pool.grow(r, pool.blocks(r.computed + n))
+
+    def _preempt(self, r: Request) -> None:
+        """Recompute preemption: ``r`` frees its blocks and goes back to the head of the queue, to prefill
+        its prompt and the tokens it had generated when it runs again."""
+        self.pool.release(r)
+        r.computed = 0
+        r.target = r.prompt + r.generated
+        r.preemptions += 1
+        self.preemptions += 1
+        self.waiting.appendleft(r)
+
+    def schedule(self, t: float) -> list[tuple[Request, int]]:
+        """The requests of the next step and the tokens each computes in it."""
+        left = self.budget
+        out: list[tuple[Request, int]] = []
+        preempted = False
+        running = self.running
+        idx = 0
+        while idx < len(running) and left > 0:
+            r = running[idx]
+            n = min(r.target - r.computed, left)
+            fits = self._allocate(r, n)
+            while not fits:
+                victim = running.pop()
+                self._preempt(victim)
+                preempted = True
+                if victim is r:
+                    break
+                fits = self._allocate(r, n)
+            if not fits:
+                break
+            out.append((r, n))
+            left -= n
+            idx += 1
+        if not preempted:
+            waiting, max_seqs, chunked = self.waiting, self.max_seqs, self.chunked
+            while waiting and left > 0 and (max_seqs is None or len(running) < max_seqs):
+                r = waiting[0]
+                need = r.target - r.computed
+                if not chunked and need > left:
+                    break
+                n = min(need, left)
+                if not self._allocate(r, n):
+                    break
+                waiting.popleft()
+                if self.prefill_only:
+                    r.prefill_start = t
+                running.append(r)
+                out.append((r, n))
+                left -= n
+        return out
+
+    def start_step(self, t: float) -> float | None:
+        """Schedule and start the next step at ``t``: when it ends, or ``None`` (nothing to run: idle)."""
+        sched = self.schedule(t)
+        if not sched:
+            self.busy = False
+            return None
+        self.busy = True
+        dur = self.step_cost.step_s([(n, r.computed) for r, n in sched])
+        end = t + dur
+        self.current = sched
+        free = self.pool.free[0] if self.pool is not None else 0
+        self.steps.append((t, end, dur, sum(n for _, n in sched), len(self.running), len(self.waiting), free,
+                           self.woke_by))
+        self.woke_by = -1
+        self.busy_s += dur
+        return end
+
+    def end_step(self) -> list[Request]:
+        """The step ended: each request's tokens are computed; the requests that reached their target
+        (a prompt all computed, or a decode token), in the order the step scheduled them."""
+        reached = []
+        for r, n in self.current:
+            r.computed += n
+            if r.computed >= r.target:
+                reached.append(r)
+        self.current = []
+        return reached
+
+    def finish(self, r: Request) -> None:
+        """``r`` leaves the server (its last token, or its prompt handed off): its memory is free."""
+        self.running.remove(r)
+        if self.pool is not None:
+            self.pool.release(r)
 
 
 @dataclass
@@ -201,10 +210,31 @@ class ColocatedRun:
     _trace: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
+def colocated_pool_bytes(model: ModelSpec, cost: CostModel, *, tp: int, config: EngineConfig,
+                         longest: int) -> int:
+    """The KV and state memory per GPU of a colocated server (``kv_pool_bytes``, else what
+    ``gpu_memory_utilization`` of HBM leaves beside the weights), refused when it cannot hold the weights
+    or one request of ``longest`` tokens (vLLM refuses a ``max_model_len`` it cannot hold)."""
+    [stage] = decode_pools(model, tp=tp, gpu=cost.gpu, gpu_memory_utilization=config.gpu_memory_utilization)
+    pool = config.kv_pool_bytes if config.kv_pool_bytes is not None else stage.pool_bytes
+    if pool <= 0:
+        raise MemoryFitError(f"tp: the weights of {model.name} ({weights_per_gpu_bytes(model, tp=tp) / 1e9:.1f} GB "
+                             f"per GPU at TP {tp}) do not fit in {config.gpu_memory_utilization:g} of "
+                             f"{cost.gpu.name}'s {cost.gpu.hbm_bytes / 1e9:.0f} GB; raise tp")
+    B = config.block_tokens
+    need = stage.request_bytes(-(-longest // B) * B)
+    if need > pool:
+        raise MemoryFitError(f"prompt_tokens: one request of {longest:,} tokens needs {need / 1e9:.2f} GB of KV "
+                             f"and state per GPU, more than the {pool / 1e9:.2f} GB left beside the weights on "
+                             f"{cost.gpu.name} at TP {tp} (vLLM refuses a max_model_len it cannot hold); raise tp")
+    return pool
+
+
 def simulate_colocated(model: ModelSpec, cost: CostModel, table: pd.DataFrame, *, tp: int, servers: int,
                        config: EngineConfig, overhead_s: float, collectives: bool) -> ColocatedRun:
     """Run ``table`` (``arrival_s``, ``prompt_tokens``, ``output_tokens``) on ``servers`` colocated
-    servers of ``tp`` GPUs each. Deterministic: ties break by time, event kind, then request order."""
+    servers of ``tp`` GPUs each: the client, the router and :class:`EngineServer` on the event kernel.
+    Deterministic: ties break by time, then the colocated tie order, then the order events were made."""
     budget = config.max_num_batched_tokens or default_max_num_batched_tokens(cost.gpu)
     longest = int((table.prompt_tokens + table.output_tokens).max())
     if not config.chunked_prefill and longest - 1 > budget:
@@ -213,159 +243,50 @@ def simulate_colocated(model: ModelSpec, cost: CostModel, table: pd.DataFrame, *
                           "preempted request's recompute, must fit one step (vLLM requires max_num_batched_tokens "
                           ">= max_model_len then)")
     step_cost = ServingPredictor(model, cost, step_overhead_s=overhead_s, collectives=collectives).engine_step(tp)
-    kv_bytes, state_bytes = step_cost.kv_bytes, step_cost.state_bytes  # per GPU, at this TP
-    B = config.block_tokens
-    if config.memory:
-        pool = config.kv_pool_bytes if config.kv_pool_bytes is not None else math.floor(
-            config.gpu_memory_utilization * cost.gpu.hbm_bytes - weights_per_gpu_bytes(model, tp=tp))
-        if pool <= 0:
-            raise MemoryFitError(f"tp: the weights of {model.name} ({weights_per_gpu_bytes(model, tp=tp) / 1e9:.1f} GB "
-                              f"per GPU at TP {tp}) do not fit in {config.gpu_memory_utilization:g} of "
-                              f"{cost.gpu.name}'s {cost.gpu.hbm_bytes / 1e9:.0f} GB; raise tp")
-        need = kv_bytes(-(-longest // B) * B) + state_bytes
-        if need > pool:
-            raise MemoryFitError(f"prompt_tokens: one request of {longest:,} tokens needs {need / 1e9:.2f} GB of KV "
-                              f"and state per GPU, more than the {pool / 1e9:.2f} GB left beside the weights on "
-                              f"{cost.gpu.name} at TP {tp} (vLLM refuses a max_model_len it cannot hold); raise tp")
-    else:
-        pool = 1 << 62
-    reqs = [_R(i, float(a), int(p), int(o)) for i, (a, p, o) in
+    [stage] = decode_pools(model, tp=tp, gpu=cost.gpu, gpu_memory_utilization=config.gpu_memory_utilization)
+    pool = colocated_pool_bytes(model, cost, tp=tp, config=config, longest=longest) if config.memory else 1 << 62
+    stage = type(stage)(pool_bytes=pool, full_kv_bytes_per_token=stage.full_kv_bytes_per_token,
+                        windows=stage.windows, state_bytes=stage.state_bytes)
+    reqs = [Request(i, float(a), int(p), int(o)) for i, (a, p, o) in
             enumerate(zip(table.arrival_s.to_numpy(), table.prompt_tokens.to_numpy(), table.output_tokens.to_numpy()))]
-    srv = [_Server(k, pool) for k in range(servers)]
-    events: list[tuple[float, int, int, int]] = []  # (time, kind order, sequence, payload)
-    seq = 0
-    # at one instant: steps end (freeing memory and slots; a busy server schedules its next step right
-    # there, before the instant's arrivals), then requests arrive, then the idle servers they woke
-    # schedule (seeing every request that arrived at that instant)
-    STEP, ARRIVE, WAKE = 0, 1, 2
-
-    def push(t: float, kind: int, payload: int) -> None:
-        nonlocal seq
-        heapq.heappush(events, (t, kind, seq, payload))
-        seq += 1
-
     for r in reqs:
-        push(r.nominal, ARRIVE, r.i)
-    concurrency = config.max_concurrency
-    in_flight = 0
-    client_queue: deque[_R] = deque()
-    rr = 0
+        r.arrival, r.server = math.nan, -1
+    srv = [EngineServer(k, step_cost=step_cost, budget=budget, max_num_seqs=config.max_num_seqs,
+                        chunked=config.chunked_prefill, pool=KVPool([stage], block_tokens=config.block_tokens))
+           for k in range(servers)]
+    kernel = EventKernel("colocated")
+    client = Client(config.max_concurrency)
+    router = Router(config.router, servers)
     itl = array("d")
-    preemptions = 0
-    chunked = config.chunked_prefill
-    max_seqs = config.max_num_seqs
+    for r in reqs:
+        kernel.push(r.nominal, "arrive", r.i)
 
-    def allocate(s: _Server, r: _R, n: int) -> bool:
-        tokens = -(-(r.computed + n) // B) * B
-        if tokens <= r.kv_alloc and r.has_state:
-            return True
-        need = kv_bytes(tokens) - kv_bytes(r.kv_alloc) + (0 if r.has_state else state_bytes)
-        if need > s.free:
-            return False
-        s.free -= need
-        r.held += need
-        r.kv_alloc, r.has_state = tokens, True
-        return True
-
-    def preempt(s: _Server, r: _R) -> None:
-        nonlocal preemptions
-        s.free += r.held
-        r.held, r.kv_alloc, r.has_state = 0, 0, False
-        r.computed = 0
-        r.target = r.prompt + r.generated
-        r.preemptions += 1
-        preemptions += 1
-        s.waiting.appendleft(r)
-
-    def schedule(s: _Server) -> list[tuple[_R, int]]:
-        left = budget
-        out: list[tuple[_R, int]] = []
-        preempted = False
-        running = s.running
-        idx = 0
-        while idx < len(running) and left > 0:
-            r = running[idx]
-            n = min(r.target - r.computed, left)
-            fits = allocate(s, r, n)
-            while not fits:
-                victim = running.pop()
-                preempt(s, victim)
-                preempted = True
-                if victim is r:
-                    break
-                fits = allocate(s, r, n)
-            if not fits:
-                break
-            out.append((r, n))
-            left -= n
-            idx += 1
-        if not preempted:
-            waiting = s.waiting
-            while waiting and left > 0 and len(running) < max_seqs:
-                r = waiting[0]
-                need = r.target - r.computed
-                if not chunked and need > left:
-                    break
-                n = min(need, left)
-                if not allocate(s, r, n):
-                    break
-                waiting.popleft()
-                running.append(r)
-                out.append((r, n))
-                left -= n
-        return out
-
-    def start_step(s: _Server, t: float) -> None:
-        sched = schedule(s)
-        if not sched:
-            s.busy = False
-            return
-        s.busy = True
-        dur = step_cost.step_s([(n, r.computed) for r, n in sched])
-        end = t + dur
-        s.current = sched
-        s.steps.append((t, end, dur, sum(n for _, n in sched), len(s.running), len(s.waiting), s.free, s.woke_by))
-        s.woke_by = -1
-        s.busy_s += dur
-        push(end, STEP, s.k)
-
-    def send(r: _R, t: float) -> None:
-        nonlocal rr, in_flight
-        in_flight += 1
-        r.sent = t
-        if config.router == "round-robin":
-            k = rr % servers
-            rr += 1
-        else:
-            k = min(range(servers), key=lambda j: (srv[j].outstanding, j))
-        s = srv[k]
+    def send(r: Request, t: float) -> None:
+        client.sent()
+        r.arrival = t
+        k = router.pick()
         r.server = k
-        s.outstanding += 1
-        s.waiting.append(r)
-        if not s.busy:
-            s.busy = True  # until the wake-up schedules (or finds nothing to run)
-            s.woke_by = r.i
-            push(t, WAKE, k)
+        if srv[k].submit(r):
+            kernel.push(t, "wake", k)
 
-    while events:
-        t, kind, _, payload = heapq.heappop(events)
-        if kind == ARRIVE:
-            r = reqs[payload]
-            if concurrency is not None and in_flight >= concurrency:
-                client_queue.append(r)
-            else:
-                send(r, t)
+    def step(s: EngineServer, t: float) -> None:
+        end = s.start_step(t)
+        if end is not None:
+            kernel.push(end, "step", s.k)
+
+    while kernel:
+        t, _, _, kind, payload = kernel.pop()
+        if kind == "arrive":
+            if client.arrive(payload):
+                send(reqs[payload], t)
             continue
-        if kind == WAKE:
-            start_step(srv[payload], t)
+        if kind == "wake":
+            step(srv[payload], t)
             continue
         s = srv[payload]
         step_index = len(s.steps) - 1
-        done: list[_R] = []
-        for r, n in s.current:
-            r.computed += n
-            if r.computed < r.target:
-                continue  # a prompt chunk: no token yet
+        done: list[Request] = []
+        for r in s.end_step():
             r.generated += 1
             if r.generated == 1:
                 r.first_token = t
@@ -377,35 +298,31 @@ def simulate_colocated(model: ModelSpec, cost: CostModel, table: pd.DataFrame, *
                 done.append(r)
             else:
                 r.target = r.computed + 1
-        s.current = []
         for r in done:
-            s.running.remove(r)
-            s.free += r.held
-            r.held = 0
-            s.outstanding -= 1
-            in_flight -= 1
+            s.finish(r)
+            router.done(s.k)
         for r in done:
-            if client_queue:
-                nxt = client_queue.popleft()
-                nxt.sent_after = r.i
-                send(nxt, t)
-        start_step(s, t)
+            nxt = client.finished()
+            if nxt is not None:
+                reqs[nxt].sent_after = r.i
+                send(reqs[nxt], t)
+        step(s, t)
 
     unfinished = [r.i for r in reqs if r.generated < r.out]
     if unfinished:  # the rules above always make progress; say so loudly if they ever do not
         raise RuntimeError(f"colocated engine: {len(unfinished)} requests never finished (first: {unfinished[0]})")
     rows = {
         "request": [r.i for r in reqs], "server": [r.server for r in reqs],
-        "arrival_s": [r.sent for r in reqs], "scheduled_s": [r.nominal for r in reqs],
+        "arrival_s": [r.arrival for r in reqs], "scheduled_s": [r.nominal for r in reqs],
         "prompt_tokens": [r.prompt for r in reqs], "output_tokens": [r.out for r in reqs],
-        "ttft_s": [r.first_token - r.sent for r in reqs],
+        "ttft_s": [r.first_token - r.arrival for r in reqs],
         "tpot_s": [(r.last_token - r.first_token) / (r.out - 1) if r.out > 1 else math.nan for r in reqs],
-        "e2e_s": [r.last_token - r.sent for r in reqs], "finish_s": [r.last_token for r in reqs],
+        "e2e_s": [r.last_token - r.arrival for r in reqs], "finish_s": [r.last_token for r in reqs],
         "preemptions": [r.preemptions for r in reqs],
     }
     steps = [(s.k, j, *row) for s in srv for j, row in enumerate(s.steps)]
     step_df = pd.DataFrame(steps, columns=["server", "step", "start_s", "end_s", "duration_s", "tokens", "running",
                                            "waiting", "free_bytes", "woke_by"])
     return ColocatedRun(requests=pd.DataFrame(rows), steps=step_df, itl_s=np.frombuffer(itl, dtype=np.float64),
-                        preemptions=preemptions, pool_bytes=pool, servers=servers, max_num_batched_tokens=budget,
-                        _trace={"reqs": reqs, "servers": srv})
+                        preemptions=sum(s.preemptions for s in srv), pool_bytes=pool, servers=servers,
+                        max_num_batched_tokens=budget, _trace={"reqs": reqs, "servers": srv})

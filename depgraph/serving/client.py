@@ -1,0 +1,78 @@
+"""The client and the router: who sends a request when, and to which server.
+
+:class:`Client` sends each request at its time, as ``vllm bench serve`` does,
+holding it back while ``max_concurrency`` requests are in flight (the next
+held one goes when one finishes). :class:`Router` is the proxy's rule for
+picking a server: in turn (``round-robin``) or the one with the fewest
+requests routed and not finished (``least-outstanding``, the lowest index on
+a tie). The colocated engine and the disaggregated decode side use both.
+
+>>> r = Router("least-outstanding", 2)
+>>> r.pick(), r.pick(), r.done(0), r.pick()
+(0, 1, None, 0)
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+__all__ = ["Client", "Router", "ROUTERS"]
+
+#: How the router picks a server: in turn, or the one with the fewest requests sent and not finished.
+ROUTERS = ("round-robin", "least-outstanding")
+
+
+class Client:
+    """``vllm bench serve``'s client: at most ``max_concurrency`` requests in flight (``None``: open loop)."""
+
+    __slots__ = ("limit", "in_flight", "held")
+
+    def __init__(self, max_concurrency: int | None) -> None:
+        self.limit = max_concurrency
+        self.in_flight = 0
+        self.held: deque[int] = deque()
+
+    def arrive(self, i: int) -> bool:
+        """Request ``i`` is due: whether it goes now (else it is held until one in flight finishes)."""
+        if self.limit is not None and self.in_flight >= self.limit:
+            self.held.append(i)
+            return False
+        return True
+
+    def sent(self) -> None:
+        """A request went out."""
+        self.in_flight += 1
+
+    def finished(self) -> int | None:
+        """A request in flight finished: the held request that goes in its place, if any."""
+        self.in_flight -= 1
+        return self.held.popleft() if self.held else None
+
+
+class Router:
+    """The proxy's rule over ``servers`` servers (:data:`ROUTERS`), and each server's outstanding count."""
+
+    __slots__ = ("rule", "outstanding", "turn")
+
+    def __init__(self, rule: str, servers: int) -> None:
+        self.rule = rule
+        self.outstanding = [0] * servers
+        self.turn = 0
+
+    def pick(self) -> int:
+        """The server the next request goes to (counted outstanding until :meth:`done`)."""
+        n = len(self.outstanding)
+        if n == 1:
+            k = 0
+        elif self.rule == "round-robin":
+            k = self.turn % n
+            self.turn += 1
+        else:
+            out = self.outstanding
+            k = min(range(n), key=lambda j: (out[j], j))
+        self.outstanding[k] += 1
+        return k
+
+    def done(self, k: int) -> None:
+        """A request routed to server ``k`` finished."""
+        self.outstanding[k] -= 1

@@ -1,0 +1,61 @@
+"""The event kernel every serving engine runs on: one heap, ties broken by one table.
+
+An event is ``(time, order, sequence, kind, payload)``: the earliest time
+first; at one instant, the kind's place in the deployment's tie-order table
+(:data:`TIE_ORDERS`); then the order the events were pushed in. Every run is
+deterministic by construction (SimPy's ``(time, priority, id)``).
+
+>>> k = EventKernel("colocated")
+>>> k.push(1.0, "wake", 0); k.push(1.0, "step", 1); k.push(0.5, "arrive", 2)
+>>> [k.pop()[3] for _ in range(3)]
+['arrive', 'step', 'wake']
+"""
+
+from __future__ import annotations
+
+import heapq
+from typing import Any
+
+__all__ = ["EventKernel", "TIE_ORDERS"]
+
+#: At one instant, events go in this order, per kind of deployment (written once, here).
+TIE_ORDERS: dict[str, dict[str, int]] = {
+    # the study's load model and <P>P<D>D: a request's handoff events before new arrivals, then the decode
+    # loops' steps (a loop sees every request that became ready at that instant), then the batching prefill
+    # servers' step ends and wake-ups
+    "disaggregated": {"release": 0, "ready": 1, "posted": 2, "prefilled": 3, "relayed": 4, "arrive": 5, "loop": 6,
+                      "prefill_step": 7, "prefill_wake": 8},
+    # colocated: steps end (freeing memory and slots; a busy server schedules its next step right there,
+    # before the instant's arrivals), then requests arrive, then the idle servers they woke schedule
+    # (seeing every request that arrived at that instant)
+    "colocated": {"step": 0, "arrive": 1, "wake": 2},
+}
+
+
+class EventKernel:
+    """A heap of events and the tie-order table of one kind of deployment (:data:`TIE_ORDERS`)."""
+
+    __slots__ = ("heap", "seq", "order")
+
+    def __init__(self, kind: str) -> None:
+        self.heap: list[tuple[float, int, int, str, Any]] = []
+        self.seq = 0
+        self.order = TIE_ORDERS[kind]
+
+    def push(self, t: float, kind: str, payload: Any) -> None:
+        """Schedule event ``kind`` at ``t`` with ``payload`` (a request's or a server's index)."""
+        heapq.heappush(self.heap, (t, self.order[kind], self.seq, kind, payload))
+        self.seq += 1
+
+    def pop(self) -> tuple[float, int, int, str, Any]:
+        """The next event: ``(time, order, sequence, kind, payload)``."""
+        return heapq.heappop(self.heap)
+
+    def goes_first(self, t: float, kind: str) -> bool:
+        """Whether an event already queued goes before an event ``kind`` at ``t`` would (the same kind at
+        the same instant included: it was pushed first)."""
+        heap = self.heap
+        return bool(heap) and (heap[0][0] < t or (heap[0][0] == t and heap[0][1] <= self.order[kind]))
+
+    def __bool__(self) -> bool:
+        return bool(self.heap)
