@@ -218,3 +218,11 @@ def test_the_command_line_reaches_the_workers_module_without_the_sweep_machinery
             "print(sorted(m for m in sys.modules if m == 'pandas' or m.startswith('depgraph.sweeps.')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "['depgraph.sweeps.workers']"
+
+
+def test_every_module_of_the_cli_reads_in_one_sitting():
+    """The command line stays thin: each of its modules is at most 400 lines
+    (parse, call, print; the printers sit beside the results they print)."""
+    cli = {m: p for m, p in MODULES.items() if m == "depgraph.cli" or m.startswith("depgraph.cli.")}
+    long = {m: n for m, p in cli.items() if (n := len(p.read_text(encoding="utf-8").splitlines())) > 400}
+    assert len(cli) > 1 and not long, long

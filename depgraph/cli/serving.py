@@ -76,20 +76,9 @@ def add_loadtest_command(sub) -> None:
     p.add_argument("--json", action="store_true")
 
 
-def _goodput_text(s: dict) -> str:
-    """A load test's goodput, per GPU, and the share of requests meeting the SLOs it was given."""
-    slo = " and ".join(f"{name} <= {s[key] * 1e3:g} ms" for name, key in (("TTFT", "slo_ttft_s"), ("TPOT", "slo_tpot_s"))
-                       if s[key] is not None)
-    return (f"goodput {s['goodput_rps']:.3f} req/s, {s['goodput_per_gpu']:.4f} per GPU"
-            + (f" ({100 * s['slo_attainment']:.1f}% meet {slo})" if slo else " (no SLO given)"))
-
-
-def _pp_text(stages: int) -> str:
-    return f" PP {stages}" if stages > 1 else ""
-
-
 def _cmd_loadtest(args) -> int:
     from ..serving.simulator import loadtest
+    from ..serving.text import loadtest_text
     from ..io.atomic import atomic_write_text, save_figure
 
     for flag, value, suffixes in (("--plot", args.plot, (".png", ".svg", ".pdf")), ("--perfetto", args.perfetto, (".json",)),
@@ -139,74 +128,11 @@ def _cmd_loadtest(args) -> int:
     if args.json:  # a statistic with no value (TPOT of one-token answers, a rate of one request) is null
         print(_dumps({k: None if isinstance(v, float) and math.isnan(v) else v for k, v in s.items()}))
         return 0
-    if "servers" in s:
-        return _print_colocated(result, args)
-    print(f"{result.config['model']}, {s['handoff']} handoff, {s['requests']} requests, max_num_seqs {s['max_num_seqs']}; "
-          f"{s['gpu']}, prefill TP {s['prefill_tp']}{_pp_text(s['prefill_pp'])}, decode TP {s['decode_tp']}"
-          f"{_pp_text(s['decode_pp'])}{', all-reduces added' if s['collectives'] else ''} (prefill MFU {s['prefill_mfu']:g}, "
-          f"decode HBM efficiency {s['hbm_efficiency']:g}), "
-          f"{s['link']} per GPU" + (f"; at most {s['max_concurrency']} requests in flight"
-                                     if s["max_concurrency"] is not None else ""))
-    if s.get("calibration"):
-        print(f"  calibration: {s['calibration']} (fitted values)")
-    if s.get("expert_routing", "uniform") != "uniform":
-        print(f"  expert routing: {s['expert_routing']}")
-    print(f"  TTFT   p50 {s['ttft_p50_s'] * 1e3:9.1f} ms   p90 {s['ttft_p90_s'] * 1e3:9.1f} ms   p99 {s['ttft_p99_s'] * 1e3:9.1f} ms")
-    print(f"  TPOT   p50 {s['tpot_p50_s'] * 1e3:9.2f} ms   p90 {s['tpot_p90_s'] * 1e3:9.2f} ms   p99 {s['tpot_p99_s'] * 1e3:9.2f} ms")
-    print(f"  {s['steady_state_reason']}")  # "no steady state: the queue grows through the run (...)" when false
-    servers, seqs = s.get("decode_servers", 1), s["max_num_seqs"]
-    each = f" ({servers} servers x {seqs})" if servers > 1 else ""
-    print(f"  slots held (mean) {s['slots_held_mean']:.2f} of {servers * seqs}{each}; waiting for a slot: "
-          f"peak {s['waiting_peak']}, mean {s['waiting_mean']:.2f}")
-    print(f"  decode loop time spent posting handoffs: {100 * s['loop_posting_share']:.1f}%")
-    print(f"  {s['deployment']}, {s['gpus']} GPUs: throughput {s['throughput_rps']:.3f} req/s; {_goodput_text(s)}")
-    busy = [f"{100 * u:.0f}%" for u in s["utilization_by_decode_server"]]
-    pre = [f"{100 * u:.0f}%" for u in s["utilization_by_prefill_server"]]
-    print(f"  busy: decode {' '.join(busy)}" + (f"; prefill {' '.join(pre)}" if pre else "")
-          + f"; handoffs moved {s['bytes_moved'] / 1e9:,.1f} GB")
-    if s["memory"]:
-        print(f"  decode KV and state memory ({s['kv_pool_bytes'] / 1e9:.1f} GB per GPU): used peak "
-              f"{100 * s['kv_used_peak']:.1f}%, mean {100 * s['kv_used_mean']:.1f}%; preemptions {s['preemptions']} "
-              f"({s['preempted_requests']} requests)")
-    if not s["memory_fits"] and not s["memory"]:  # with memory modelled the run itself shows it
-        print(f"  warning: max_num_seqs {s['max_num_seqs']} does not fit in decode memory: {s['gpu']} x TP {s['decode_tp']} "
-              f"holds {s['memory_max_num_seqs']} requests of the run's longest context beside the weights")
-    parts = result.requests[["prefill_queue_s", "prefill_s", "handoff_s", "slot_wait_s", "decode_s"]].mean()
-    print("  mean TTFT parts: " + ", ".join(f"{k[:-2]} {v * 1e3:.1f} ms" for k, v in parts.items()))
-    for flag, value in (("plot", args.plot), ("trace", args.perfetto), ("requests", args.requests_csv)):
-        if value:
-            print(f"  wrote {flag}: {value}")
-    return 0
-
-
-def _print_colocated(result, args) -> int:
-    s = result.summary
-    print(f"{result.config['model']}, {s['deployment']} ({s['servers']} x TP {s['tp']} = {s['gpus']} GPUs), "
-          f"{s['requests']} requests; max_num_seqs {s['max_num_seqs']}, max_num_batched_tokens "
-          f"{s['max_num_batched_tokens']:,}, chunked prefill {'on' if s['chunked_prefill'] else 'off'}; {s['gpu']} "
-          f"(prefill MFU {s['prefill_mfu']:g}, decode HBM efficiency {s['hbm_efficiency']:g}, step overhead "
-          f"{s['step_overhead_s'] * 1e3:g} ms{', all-reduces added' if s['collectives'] else ''})")
-    if s.get("calibration"):
-        print(f"  calibration: {s['calibration']} (fitted values)")
-    if s.get("expert_routing", "uniform") != "uniform":
-        print(f"  expert routing: {s['expert_routing']}")
-    for name, label, digits in (("ttft", "TTFT", 1), ("tpot", "TPOT", 2), ("itl", "ITL", 2), ("e2e", "E2E", 1)):
-        print(f"  {label:<6} p50 {s[f'{name}_p50_s'] * 1e3:9.{digits}f} ms   p90 {s[f'{name}_p90_s'] * 1e3:9.{digits}f} ms"
-              f"   p99 {s[f'{name}_p99_s'] * 1e3:9.{digits}f} ms")
-    print(f"  {s['steady_state_reason']}")
-    print(f"  throughput {s['throughput_rps']:.3f} req/s ({s['output_tokens_per_s']:,.0f} output tokens/s); "
-          f"{_goodput_text(s)}")
-    print(f"  utilisation {100 * s['utilization_mean']:.1f}% of the time stepping; running {s['running_mean']:.1f} on "
-          f"average, waiting peak {s['waiting_peak']}; KV used peak {100 * s['kv_used_peak']:.1f}%, mean "
-          f"{100 * s['kv_used_mean']:.1f}%; preemptions {s['preemptions']} ({s['preempted_requests']} requests)")
-    for flag, value in (("plot", args.plot), ("trace", args.perfetto), ("requests", args.requests_csv)):
-        if value:
-            print(f"  wrote {flag}: {value}")
+    print(loadtest_text(result, wrote=(("plot", args.plot), ("trace", args.perfetto), ("requests", args.requests_csv))))
     return 0
 
 
 # ------------------------------------------------------------------ capacity
-
 
 def add_capacity_command(subparsers) -> argparse.ArgumentParser:
     """Add ``depgraph capacity MODEL --qps Q --prompt-tokens N --out-tokens M
@@ -249,7 +175,7 @@ def run_capacity_command(args: argparse.Namespace) -> int:
     """Run ``depgraph capacity``: a short table and the verdict, or ``--json``."""
     from .._validate import positive_int, positive_number
     from ..serving.capacity import MAX_NUM_SEQS, MAX_QPS, MAX_TOKENS, MAX_TP, MAX_TPOT_S, plan
-    from ..specs.parallel import handoff_nics
+    from ..serving.text import capacity_text
 
     # Checked here under the flags' own names; --tpot-ms is in ms where plan() takes seconds.
     positive_number("--qps", args.qps, upper=MAX_QPS)
@@ -291,33 +217,12 @@ def run_capacity_command(args: argparse.Namespace) -> int:
             out.update(calibration=args.calibration, tpot_predicted_s=predicted)
         print(_dumps(out))
         return 0
-    if predicted is not None:
-        print(f"TPOT {predicted * 1e3:.2f} ms: predicted by the load model with the calibration {args.calibration} "
-              f"(mean of a 400-request push load test at {args.qps:g} req/s)")
-    gb = 1e9
-    state = "" if not (p.ssm_bytes or p.conv_bytes) else \
-        f"  (KV {p.kv_bytes / gb:.2f} GB, ssm {p.ssm_bytes / gb:.3f} GB, conv {p.conv_bytes / gb:.4f} GB)"
-    print(f"{p.model}: {p.qps:g} req/s, {p.prompt_tokens:,} prompt + {p.out_tokens:,} output tokens, "
-          f"{p.tpot_s * 1e3:g} ms/token, {p.gpu}, prefill TP {p.prefill_tp}{_pp_text(p.prefill_pp)}, decode TP "
-          f"{p.decode_tp}{_pp_text(p.decode_pp)}, {p.link} "
-          f"({p.link_bytes_per_s / gb:g} GB/s) per GPU")
-    print(f"  handoff bytes    {p.total_bytes / gb:10.2f} GB{state}")
-    nics = handoff_nics(p.prefill_tp, p.decode_tp, p.prefill_pp, p.decode_pp)
-    slice_text = ("one NIC at a time" if nics == 1
-                  else f"{nics} NICs at once, {p.total_bytes / nics / gb:.2f} GB each")
-    print(f"  transfer         {p.transfer_s * 1e3:10.2f} ms  ({slice_text})")
-    print(f"  slots held       {p.slots_held:10.2f}     (Little's law: {p.qps:g} x {p.out_tokens:,} x "
-          f"{p.tpot_s * 1e3:g} ms)")
-    print(f"  max-num-seqs     {p.max_num_seqs:10d}     utilisation {100 * p.utilization:.0f}%, "
-          f"headroom target {100 * p.headroom:g}% = {p.headroom_slots:g} slots")
-    print(f"  per-slot memory  {p.memory_per_slot_bytes / gb:10.2f} GB  per GPU (KV and state at "
-          f"{p.context_tokens:,} tokens)")
-    print(f"verdict: {p.verdict}")
-    print(f"advice: {p.advice}")
+    print(capacity_text(p, predicted_tpot_s=predicted, calibration=args.calibration))
     return 0
 
 
 # ------------------------------------------------------------------ plan
+
 def add_plan_command(subparsers) -> argparse.ArgumentParser:
     """Add ``depgraph plan MODEL --gpu G --gpus N --qps Q --prompt-tokens P --out-tokens O --slo-ttft-ms A
     --slo-tpot-ms B [--json] [--plot FILE]``."""
@@ -383,35 +288,20 @@ def run_plan_command(args) -> int:
                       for r in rows]))
         return 0
     from ..sweeps.plan import candidates
+    from ..sweeps.text import plan_text
 
     every = len(candidates(args.model, gpu=args.gpu, gpus=args.gpus, tps=args.tps, max_num_seqs=args.max_num_seqs,
                            handoffs=tuple(h.strip() for h in args.handoffs.split(",")),
                            colocated=only != "disaggregated", disaggregated=only != "colocated",
                            max_candidates=None))
-    if every > len(rows):
-        print(f"note: {every - len(rows)} of {every} candidates left out (the smallest of each kind kept; "
-              "raise --max-candidates)")
-    print(f"{args.model}: {len(rows)} deployments on up to {args.gpus} x {args.gpu} for {args.qps:g} req/s of "
-          f"{args.prompt_tokens:,} + {args.out_tokens:,} tokens, TTFT <= {args.slo_ttft_ms:g} ms and TPOT <= "
-          f"{args.slo_tpot_ms:g} ms for {100 * args.attainment:g}% of requests (goodput: DistServe's, capped at "
-          "the offered rate)" + (f"; calibration {args.calibration} (fitted values)" if args.calibration else
-                                 "; the load model's default calibration")
-          + (f"; expert routing {args.expert_routing}" if args.expert_routing != "uniform" else ""))
-    print(f"  {'rank':>4}  {'deployment':<14} {'TP':>5} {'handoff':<11} {'seqs':>5} {'GPUs':>5} {'goodput':>9} "
-          f"{'per GPU':>8}  bound   (TP P/D: prefill and decode sides apart)")
-    for k, r in enumerate(rows[:args.top], 1):
-        tp = r["tp"] if r["tp"] is not None else f"{r['prefill_tp']}/{r['decode_tp']}"
-        print(f"  {k:>4}  {r['deployment']:<14} {tp:>5} {r['handoff'] or '-':<11} {r['max_num_seqs']:>5} "
-              f"{r['gpus']:>5} {r['goodput_rps']:>9.3f} {r['goodput_per_gpu']:>8.4f}  {r['bound']}: {r['reason']}")
-    if len(rows) > args.top:
-        print(f"  ... {len(rows) - args.top} more (--top, --json)")
-    if args.plot:
-        print(f"  wrote plot: {args.plot}")
+    print(plan_text(rows, model=args.model, gpu=args.gpu, gpus=args.gpus, qps=args.qps, prompt_tokens=args.prompt_tokens,
+                    out_tokens=args.out_tokens, slo_ttft_ms=args.slo_ttft_ms, slo_tpot_ms=args.slo_tpot_ms,
+                    attainment=args.attainment, calibration=args.calibration, expert_routing=args.expert_routing,
+                    every=every, top=args.top, wrote=(("plot", args.plot),)))
     return 0
 
 
 # ------------------------------------------------------------------ calibrate
-
 
 def add_calibrate_command(subparsers) -> argparse.ArgumentParser:
     """Add ``depgraph calibrate MODEL FILE... --gpu G [--tp T] [--deployment D] [--handoff H]
@@ -460,7 +350,7 @@ def run_calibrate_command(args) -> int:
     from .._validate import positive_int
     from ..io.atomic import save_figure
     from ..serving.calibrate import calibrate, write_calibration
-    from ..specs.calibration import FREE
+    from ..serving.text import calibration_text
 
     if args.output is not None and Path(args.output).suffix.lower() != ".toml":
         raise DepgraphError(f"-o: expected a file ending in .toml; got {args.output!r}")
@@ -492,40 +382,7 @@ def run_calibrate_command(args) -> int:
     if args.json:
         print(_dumps(_json_safe(cal.as_dict())))
         return 0
-    where = "profiled operations" if csvs else args.deployment
-    print(f"{args.model} on {args.gpu}, {where} (TP {args.tp}), fitted to {len(cal.files)} file(s); "
-          f"residual RMS {100 * cal.residual_rms:.1f}% (log ratio of predicted to measured "
-          f"{'seconds' if csvs else 'percentiles'})")
-    for name, value in cal.values.items():
-        if name in cal.fitted:
-            lo, hi = cal.intervals.get(name, (math.nan, math.nan))
-            span = (f"90% interval {lo:.4g} to {hi:.4g}" if name in cal.intervals else
-                    "no interval: --bootstrap 0" if not args.bootstrap or csvs else
-                    "no interval: no per-request data to resample (--save-detailed)")
-            lo_b, hi_b = FREE[name]
-            if value <= lo_b * (1 + 1e-9) or value >= hi_b * (1 - 1e-9):
-                span += f"; AT ITS BOUND ({lo_b:g} to {hi_b:g}): the files pull it further, trust it less"
-            print(f"  {name:<24} {value:.6g}  fitted ({span}; prior {cal.prior[name]:.4g})")
-        else:
-            print(f"  {name:<24} {value:.6g}  prior: {cal.not_fitted.get(name, 'not asked for')}")
-    print("  per file, measured / predicted (ms):")
-    for row in cal.per_file.to_dict(orient="records"):
-        if "median_abs_error" in row:  # profiled operations
-            print(f"    {row['file']}: {row['requests']} rows; error median {100 * row['median_abs_error']:.1f}%, "
-                  f"max {100 * row['max_abs_error']:.1f}%")
-            continue
-        ms = lambda v: "n/a" if not math.isfinite(v) else f"{1e3 * v:.1f}"  # noqa: E731 (a statistic the file lacks)
-        parts = [f"{m.upper()} {q} {ms(row[f'{m}_{q}_measured_s'])}/{ms(row[f'{m}_{q}_predicted_s'])}"
-                 for m in ("ttft", "tpot") for q in ("mean", "p50", "p90", "p99")]
-        print(f"    {row['file']}: {row['requests']} requests ({row['failed_skipped']} failed, skipped); "
-              + ", ".join(parts))
-    if len(cal.leave_one_out):
-        print("  leave one file out (fit on the others, predict it), error of predicted against measured:")
-        for row in cal.leave_one_out.to_dict(orient="records"):
-            pct = lambda v: "n/a" if not math.isfinite(v) else f"{100 * v:+.1f}%"  # noqa: E731
-            print(f"    {row['file']}: " + ", ".join(f"{m.upper()} p{q} {pct(row[f'{m}_p{q}_error'])}"
-                                                     for m in ("ttft", "tpot") for q in (50, 90, 99)))
-    for flag, value in (("calibration", args.output), ("plot", args.plot)):
-        if value:
-            print(f"  wrote {flag}: {value}")
+    print(calibration_text(cal, model=args.model, gpu=args.gpu, where="profiled operations" if csvs else args.deployment,
+                           tp=args.tp, profiled=bool(csvs), bootstrap=args.bootstrap,
+                           wrote=(("calibration", args.output), ("plot", args.plot))))
     return 0

@@ -154,7 +154,6 @@ def _cmd_reproduce(args) -> int:
 
 # ------------------------------------------------------------------ anomalies
 
-
 def add_anomalies_command(subparsers) -> argparse.ArgumentParser:
     """Add ``depgraph anomalies FAMILY [--kind K] [--max-examples N] [--seed S] [-o DIR]``."""
     from ..anomalies import FAMILIES
