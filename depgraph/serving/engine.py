@@ -107,8 +107,13 @@ class EngineServer:
         return False
 
     def _allocate(self, r: Request, n: int) -> bool:
+        """Whether ``r``'s blocks hold ``n`` more tokens, growing them if they fit."""
         pool = self.pool
-        return pool is None or pool.grow(r, pool.blocks(r.computed + n))
+        if pool is None:
+            return True
+        b = pool.block_tokens
+        tokens = -(-(r.computed + n) // b) * b
+        return tokens <= r.kv_alloc or pool.grow(r, tokens)  # within its blocks: the common case, inline
 
     def _preempt(self, r: Request) -> None:
         """Recompute preemption: ``r`` frees its blocks and goes back to the head of the queue, to prefill

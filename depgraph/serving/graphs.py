@@ -61,7 +61,7 @@ def run_graph(result: Any) -> nx.DiGraph:
         prev[k] = step
     batching = bool(tr.get("prefill"))
     for k, ps in enumerate(tr.get("prefill") or ()):  # each batching prefill server's steps, in a chain
-        for j, (_start, dur, _woke) in enumerate(ps.steps):
+        for j, (_start, _end, dur, *_rest) in enumerate(ps.steps):
             add_event(G, f"prefill-{k}:step{j}", kind="prefill", device=f"prefill-{k}", operator="step",
                       duration_s=dur)
             if j:
@@ -69,13 +69,13 @@ def run_graph(result: Any) -> nx.DiGraph:
     reserved = p.slot_scope == "reserved"
     wake_post, wake_join, sent = {}, {}, {}
     for r in reqs:
-        i, k = r.i, r.decode_server
+        i, k = r.i, r.server
         arr = add_event(G, f"r{i}:arrival", kind="wait", request=i, operator="arrival", duration_s=r.nominal)
         if r.sent_after >= 0:  # held at the client (max_concurrency) until an earlier request's last token
             f = reqs[r.sent_after]
             send_node = add_event(G, f"r{i}:send", kind="barrier", request=i, operator="send")
             add_dep(G, arr, send_node, "data")
-            add_dep(G, step_node[(f.decode_server, f.last_iter)], send_node, "data")
+            add_dep(G, step_node[(f.server, f.last_iter)], send_node, "data")
             arr = send_node
         sent[i] = arr
         if batching:  # its prompt is done at the end of the step that computed its last token
@@ -115,7 +115,7 @@ def run_graph(result: Any) -> nx.DiGraph:
         add_dep(G, wake_join[i], step_node[(k, r.first_iter)], "data")
         add_dep(G, step_node[(k, r.first_iter)], token, "data")
     for k, ps in enumerate(tr.get("prefill") or ()):
-        for j, (_start, _dur, woke) in enumerate(ps.steps):
+        for j, (*_rest, woke) in enumerate(ps.steps):
             if woke >= 0:  # what the request waits for before its prompt reaches the server
                 w = reqs[woke]
                 before = f"r{woke}:slot" if handoff == "push" and reserved else sent[woke]

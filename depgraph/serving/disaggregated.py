@@ -1,0 +1,204 @@
+"""A disaggregated deployment on the event kernel: prefill servers, the handoff, decode servers.
+
+The study's load model and every ``<P>P<D>D`` deployment are configurations
+of :class:`DisaggregatedSimulation`: a client sends each request; the proxy
+routes it to a decode server (:class:`~depgraph.serving.client.Router`); a
+prefill pool prefills it (:class:`~depgraph.serving.prefill.PrefillPool`,
+or batching engines that only prefill); the handoff moves its state; a
+:class:`~depgraph.serving.decode.DecodeServer` decodes it. Handoffs:
+
+``pull``
+    after prefill, serial steps: the router relays where the blocks are
+    (``relay_s``), decode allocates a slot (waiting if none is free) and posts
+    the transfer on its loop (``posting_s``, pausing every running request),
+    then reads the blocks (the TP-sliced transfer). The request joins the
+    next iteration.
+``pull-thread``
+    the same, with the posting work on a background thread (one thread,
+    first come first served): it delays this request, not the others.
+``push``
+    decode registers free blocks when the request arrives, so a slot is held
+    from arrival (waiting if none is free, before prefill starts); prefill
+    writes into them from a background thread; nothing runs on the loop.
+
+Every duration comes from the step predictor
+(:class:`~depgraph.specs.predictor.ServingPredictor`); all state lives on
+the instance; ties break by time, the disaggregated tie order
+(:data:`~depgraph.serving.kernel.TIE_ORDERS`), then the order events were
+made, so runs are deterministic.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import pandas as pd
+
+from ..specs.predictor import ServingPredictor
+from .client import Client, Router
+from .decode import DecodeServer
+from .engine import EngineServer
+from .kernel import EventKernel
+from .kvpool import KVPool
+from .memory import decode_pools
+from .prefill import PrefillPool, pick_batching_server
+from .request import Request
+
+__all__ = ["DisaggregatedSimulation"]
+
+
+class DisaggregatedSimulation:
+    """One run of ``table`` under the load model's ``params`` (a :class:`~depgraph.serving.simulator.LoadModel`)
+    with ``handoff``, ``max_num_seqs`` slots per decode server, decode ``memory`` (KV blocks and state in
+    what HBM leaves beside the weights, or ``kv_pool_bytes`` per GPU) and the client's ``max_concurrency``."""
+
+    def __init__(self, model, cost, link, params, handoff, max_num_seqs, table: pd.DataFrame, *,
+                 memory: bool = False, max_concurrency: int | None = None, kv_pool_bytes: int | None = None) -> None:
+        self.model, self.cost, self.link, self.p = model, cost, link, params
+        #: every duration this simulation charges (prefill, decode step, transfer, recompute, posting)
+        self.predict = ServingPredictor(model, cost, step_overhead_s=params.decode_step_overhead_s,
+                                        collectives=params.collectives, posting_base_s=params.posting_base_s,
+                                        posting_per_block_s=params.posting_per_block_s,
+                                        block_tokens=params.block_tokens)
+        self.handoff, self.slots = handoff, max_num_seqs
+        self.reqs = [Request(i, float(r.arrival_s), int(r.prompt_tokens), int(r.output_tokens))
+                     for i, r in enumerate(table.itertuples(index=False))]
+        self.kernel = EventKernel("disaggregated")
+        self.client = Client(max_concurrency)
+        self.router = Router(params.router, params.decode_servers)
+        # decode memory (memory=True): every stage's KV and state pool on each decode server
+        self.memory = memory
+        self.pools = decode_pools(model, tp=params.dtp, pp=params.decode_pp, gpu=cost.gpu) if memory else []
+        if kv_pool_bytes is not None:
+            self.pools = [replace(pool, pool_bytes=kv_pool_bytes) for pool in self.pools]
+        self.dec = [DecodeServer(self, k, max_num_seqs,
+                                 KVPool(self.pools, block_tokens=params.block_tokens) if memory else None)
+                    for k in range(params.decode_servers)]
+        self.preemptions = 0
+        self.joins = 0
+        self.rejoin_gaps: list[float] = []  # a preempted request's gap between its tokens either side
+        self.batching = params.prefill_max_num_batched_tokens is not None
+        self.prefill_pool = PrefillPool(0 if self.batching else params.prefill_servers, self.predict.prefill_s)
+        self.pre = [EngineServer(k, step_cost=self.predict.engine_step(params.ptp),
+                                 budget=params.prefill_max_num_batched_tokens, prefill_only=True)
+                    for k in range(params.prefill_servers)] if self.batching else []
+        self.waiting = 0  # requests waiting for a slot, over the decode servers
+        self.waiting_log: list[tuple[float, int]] = [(0.0, 0)]
+        self.held_log: list[tuple[float, int]] = [(0.0, 0)]
+        self.held = 0
+        self.windowed = model.has_sliding_window  # a step reads each request's own context
+        self.reserved = params.slot_scope == "reserved"
+        self._cols = None
+
+    @property
+    def concurrency(self) -> int | None:
+        return self.client.limit
+
+    # -- the books every decode server keeps
+    def log_waiting(self, t: float) -> None:
+        self.waiting_log.append((t, self.waiting))
+
+    def log_held(self, t: float, delta: int) -> None:
+        self.held += delta
+        self.held_log.append((t, self.held))
+
+    # -- the client and the proxy
+    def send(self, t: float, i: int) -> None:
+        """The client sends request ``i``: the proxy routes it, and it goes to prefill (or, for push with
+        reserved slots, first to its decode server for a slot)."""
+        self.client.sent()
+        r = self.reqs[i]
+        r.arrival = t
+        r.server = self.router.pick()
+        if self.handoff == "push" and self.reserved:
+            self.dec[r.server].want_slot(t, i)
+        else:
+            self.start_prefill(t, i)
+
+    def finished(self, t: float, i: int) -> None:
+        """Request ``i`` made its last token: the client sends the next one it held, if any."""
+        nxt = self.client.finished()
+        if nxt is not None:
+            self.reqs[nxt].sent_after = i
+            self.send(t, nxt)
+
+    # -- prefill
+    def start_prefill(self, t: float, i: int) -> None:
+        r = self.reqs[i]
+        if self.batching:  # to the batching prefill server with the fewest prompts not yet done
+            k = pick_batching_server(self.pre)
+            r.prefill_server = k
+            if self.pre[k].submit(r):
+                self.kernel.push(t, "prefill_wake", k)
+            return
+        self.kernel.push(self.prefill_pool.start(t, r), "prefilled", i)
+
+    def prefill_step(self, t: float, k: int) -> None:
+        end = self.pre[k].start_step(t)
+        if end is not None:
+            self.kernel.push(end, "prefill_step", k)
+
+    def prefill_step_end(self, t: float, k: int) -> None:
+        """A batching prefill server's step ended: a request whose prompt it finished is handed off."""
+        ps = self.pre[k]
+        step = len(ps.steps) - 1
+        for r in ps.end_step():
+            ps.finish(r)
+            r.prefill_end, r.prefill_step = t, step
+            self.kernel.push(t, "prefilled", r.i)
+        self.prefill_step(t, k)
+
+    # -- the event loop
+    def run(self) -> None:
+        kernel = self.kernel
+        for r in self.reqs:
+            kernel.push(r.arrival, "arrive", r.i)
+        reqs, dec, reserved, predict = self.reqs, self.dec, self.reserved, self.predict
+        while kernel:
+            t, _, _, kind, i = kernel.pop()
+            if kind == "loop":  # i is the decode server
+                d = dec[i]
+                end = d.loop(t)
+                # while the loop's next step end comes before every other event, run it here, not via the heap
+                while end is not None:
+                    if kernel.goes_first(end, "loop"):
+                        kernel.push(end, "loop", i)
+                        break
+                    end = d.loop(end)
+            elif kind == "arrive":
+                if self.client.arrive(i):
+                    self.send(t, i)
+            elif kind == "prefill_wake":  # i is the prefill server
+                self.prefill_step(t, i)
+            elif kind == "prefill_step":
+                self.prefill_step_end(t, i)
+            elif kind == "prefilled":  # the handoff starts
+                if self.handoff == "push":
+                    kernel.push(t + predict.transfer_s(reqs[i].prompt), "ready", i)
+                else:
+                    kernel.push(t + self.p.relay_s, "relayed", i)
+            elif kind == "relayed":
+                if reserved:
+                    dec[reqs[i].server].want_slot(t, i)
+                else:
+                    dec[reqs[i].server].post(t, i)
+            elif kind == "posted":
+                kernel.push(t + predict.transfer_s(reqs[i].prompt), "ready", i)
+            elif kind == "ready":
+                reqs[i].ready = t
+                if reserved:
+                    dec[reqs[i].server].join(t, i)
+                else:
+                    dec[reqs[i].server].want_slot(t, i)
+
+    @property
+    def iterations(self) -> list[dict]:
+        """Every decode loop iteration, server by server."""
+        return [it for d in self.dec for it in d.iterations]
+
+    def result(self, **meta) -> Any:
+        """The run's :class:`~depgraph.serving.results.LoadResult` (:mod:`depgraph.serving.summary`)."""
+        from .summary import disaggregated_result
+
+        return disaggregated_result(self, **meta)

@@ -1,0 +1,248 @@
+"""The summary of a load test, one function per kind of deployment, both into one :class:`LoadResult`.
+
+:func:`disaggregated_result` reads a finished
+:class:`~depgraph.serving.disaggregated.DisaggregatedSimulation`;
+:func:`colocated_result` runs the colocated engine
+(:func:`~depgraph.serving.engine.simulate_colocated`) and reads it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .._memory import check_memory
+from ..errors import ConfigError
+from ..specs.cost import CostModel
+from ..specs.models import ModelSpec
+from .config import EngineConfig, default_max_num_batched_tokens
+from .engine import simulate_colocated
+from .memory import max_slots_in_memory
+from .results import LoadResult, check_slos, kv_used, latency_summary, steady_state, step_series, time_average
+
+__all__ = ["disaggregated_result", "colocated_result"]
+
+#: Peak memory of a load test per request (its record, its table rows) and per loop iteration (its
+#: record and timeline changes): measured 1.5 to 1.9 kB per request and 540 B per iteration over 200
+#: to 20,000 requests and 17,000 to 500,000 iterations (tests/test_memory.py keeps the estimate
+#: within 2x of the peak).
+BYTES_PER_REQUEST = 2_000
+BYTES_PER_ITERATION = 550
+
+
+def _kv_used_of(sim: Any, free_bytes: np.ndarray) -> np.ndarray:
+    """:func:`~depgraph.serving.results.kv_used` of ``sim``'s pools."""
+    return kv_used(free_bytes, [pool.pool_bytes for pool in sim.pools])
+
+
+def _memory(sim: Any, df: pd.DataFrame) -> dict[str, Any]:
+    """The most slots of the run's longest context a decode server's HBM holds (weights at this TP
+    first; :mod:`depgraph.serving.memory`), and whether ``max_num_seqs`` fits in it."""
+    longest = int((df.prompt_tokens + df.output_tokens).max())
+    fit = max_slots_in_memory(sim.model, context_tokens=longest, tp=sim.p.dtp, gpu=sim.cost.gpu,
+                              pp=sim.p.decode_pp)
+    return {"memory_max_num_seqs": fit, "memory_fits": sim.slots <= fit}
+
+def _occupancy(sim: Any, end: float) -> dict[str, Any]:
+    """Per server, the share of the run it was busy (a decode server's loop, a prefill server's
+    prompts or steps), and, with memory, the KV and state pool's peak and time-average use (the
+    fullest stage, each loop step weighted by its length)."""
+    out: dict[str, Any] = {}
+    loops = [float(np.cumsum(c["end_s"] - c["start_s"])[-1]) if len(c["end_s"]) else 0.0
+             for c in _columns(sim)]
+    out["utilization_by_decode_server"] = [b / end if end > 0 else math.nan for b in loops]
+    if sim.batching:
+        busy = [sum(row[2] for row in ps.steps) for ps in sim.pre]
+    else:
+        busy = [0.0] * sim.p.prefill_servers
+        for r in sim.reqs:
+            if r.prefill_server >= 0:
+                busy[r.prefill_server] += r.prefill_end - r.prefill_start
+    out["utilization_by_prefill_server"] = [b / end if end > 0 else math.nan for b in busy]
+    if sim.memory:
+        its = sim.iterations
+        used = _kv_used_of(sim, np.array([it["free_bytes"] for it in its], dtype=np.float64).reshape(len(its), -1))
+        span = np.concatenate([c["end_s"] - c["start_s"] for c in _columns(sim)])
+        total = float(span.sum())
+        out.update(kv_used_peak=float(used.max()) if len(used) else 0.0,
+                   kv_used_mean=float((used * span).sum()) / total if total else 0.0,
+                   kv_pool_bytes=min(pool.pool_bytes for pool in sim.pools))
+    return out
+
+def _queue_spans(sim: Any, df: pd.DataFrame, end: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The queue :func:`steady_state` tests, as ``(start_s, end_s, count)`` spans: the requests waiting
+    for a slot (the waiting log's steps), and, with prefill servers, each request's wait for one."""
+    m = len(sim.waiting_log)
+    log = np.fromiter(itertools.chain.from_iterable(sim.waiting_log), np.float64, 2 * m).reshape(m, 2)
+    times = log[:, 0]
+    spans = [times, np.append(times[1:], max(end, times[-1])), log[:, 1]]
+    if sim.p.prefill_servers:
+        queued = (df.slot_start_s if sim.handoff == "push" and sim.p.slot_scope == "reserved"
+                  else df.arrival_s).to_numpy()
+        waited = queued + df.prefill_queue_s.to_numpy()
+        spans = [np.concatenate([spans[0], queued]), np.concatenate([spans[1], waited]),
+                 np.concatenate([spans[2], np.ones(len(queued))])]
+    return spans[0], spans[1], spans[2]
+
+def _columns(sim: Any) -> list[dict[str, np.ndarray]]:
+    """Per decode server, its iterations' ``start_s``, ``end_s``, ``posting_s``, ``running`` and
+    ``rejoined`` as arrays, and ``firsts``: how many requests made their first token in each."""
+    if sim._cols is None:
+        cols = []
+        for k, d in enumerate(sim.dec):
+            its, m = d.iterations, len(d.iterations)
+            c = {key: np.fromiter((it[key] for it in its), np.float64, m)
+                 for key in ("start_s", "end_s", "posting_s")}
+            c["running"] = np.fromiter((it["running"] for it in its), np.int64, m)
+            c["rejoined"] = np.fromiter((it.get("rejoined", 0) for it in its), np.int64, m)
+            firsts = [r.first_iter for r in sim.reqs if r.server == k and r.first_iter >= 0]
+            c["firsts"] = np.bincount(np.array(firsts, dtype=np.int64), minlength=m)[:m]
+            cols.append(c)
+        sim._cols = cols
+    return sim._cols
+
+def disaggregated_result(sim: Any, **meta) -> LoadResult:
+    """The :class:`LoadResult` of a finished :class:`~depgraph.serving.disaggregated.DisaggregatedSimulation`."""
+    rows = []
+    for r in sim.reqs:
+        tpot = (r.last_token - r.first_token) / (r.out - 1) if r.out > 1 else math.nan
+        slot_wait = r.slot_start - r.slot_request
+        before_prefill = sim.handoff == "push" and sim.p.slot_scope == "reserved"
+        inside_handoff = sim.handoff != "push" and sim.p.slot_scope == "reserved"
+        parts = {"prefill_queue_s": r.prefill_start - (r.slot_start if before_prefill else r.arrival),
+                 "prefill_s": r.prefill_end - r.prefill_start,
+                 "handoff_s": r.ready - r.prefill_end - (slot_wait if inside_handoff else 0.0),
+                 "slot_wait_s": slot_wait}
+        rows.append({"request": r.i, "arrival_s": r.arrival, "prompt_tokens": r.prompt, "output_tokens": r.out,
+                     "ttft_s": r.first_token - r.arrival, **parts,
+                     "decode_s": r.first_token - max(r.ready, r.slot_start),
+                     "tpot_s": tpot, "slot_start_s": r.slot_start, "slot_end_s": r.last_token,
+                     "time_in_slot_s": r.slot_held_s + (r.last_token - r.slot_since) if r.preemptions
+                     else r.last_token - r.slot_start, "finish_s": r.last_token,
+                     "e2e_s": r.last_token - r.arrival, "decode_server": r.server,
+                     "scheduled_s": r.nominal, "preemptions": r.preemptions})
+    df = pd.DataFrame(rows)
+    timeline = step_series(sim.held_log, "slots_held").merge(
+        step_series(sim.waiting_log, "waiting"), on="time_s", how="outer").sort_values("time_s").ffill()
+    end = float(df.finish_s.max())
+    held_mean = time_average(sim.held_log, end)
+    cols = _columns(sim)  # summed in order (np.cumsum: the same on every Python version)
+    if any(len(c["end_s"]) for c in cols):
+        loop_time = float(np.cumsum(np.concatenate([c["end_s"] - c["start_s"] for c in cols]))[-1])
+        posting = float(np.cumsum(np.concatenate([c["posting_s"] for c in cols]))[-1])
+    else:
+        loop_time = posting = 0.0
+    tpot = df.tpot_s.dropna()
+    # Little's law in the arrival window, away from the start-up and the drain: time-average slots held
+    # there against the rate requests take slots there times their mean time in a slot
+    t0, t1 = float(df.arrival_s.min()), float(df.arrival_s.max())
+    inside = df[(df.slot_start_s >= t0) & (df.slot_start_s < t1)]
+    window = {"slots_held_mean_window": time_average(sim.held_log, t1, start=t0) if t1 > t0 else math.nan,
+              "slot_rate_window_rps": len(inside) / (t1 - t0) if t1 > t0 else math.nan,
+              "time_in_slot_mean_window_s": float(inside.time_in_slot_s.mean()) if len(inside) else math.nan}
+    summary = {
+        "handoff": sim.handoff, "requests": len(df), "max_num_seqs": sim.slots,
+        "gpu": sim.cost.gpu.name, "link": sim.link.name, "tp": sim.p.tp, "prefill_tp": sim.p.ptp,
+        "decode_tp": sim.p.dtp, "prefill_pp": sim.p.prefill_pp, "decode_pp": sim.p.decode_pp,
+        "collectives": sim.p.collectives, "prefill_mfu": sim.cost.mfu,
+        "hbm_efficiency": sim.cost.decode_hbm_efficiency, "expert_routing": str(sim.cost.expert_routing),
+        **_memory(sim, df),
+        **{f"ttft_p{q}_s": float(np.percentile(df.ttft_s, q)) for q in (50, 90, 99)},
+        "ttft_mean_s": float(df.ttft_s.mean()),
+        **{f"tpot_p{q}_s": float(np.percentile(tpot, q)) if len(tpot) else math.nan for q in (50, 90, 99)},
+        "slots_held_mean": held_mean,
+        "waiting_peak": int(max(n for _, n in sim.waiting_log)),
+        "waiting_mean": time_average(sim.waiting_log, end),
+        "loop_posting_share": posting / loop_time if loop_time else 0.0,
+        "throughput_rps": len(df) / end if end > 0 else math.nan,  # over [0, end], as slots_held_mean
+        "time_in_slot_mean_s": float(df.time_in_slot_s.mean()),
+        "makespan_s": end,  # arrival_rate_rps: from steady_state, below
+        **window,
+    }
+    # every running request's next token comes one iteration later: an iteration's inter-token gap
+    # counts once per request in it that already had a token
+    parts = []
+    for c in cols:
+        gaps = np.diff(c["end_s"])
+        repeats = (c["running"] - c["rejoined"] - c["firsts"])[1:]
+        if len(gaps):
+            parts.append(np.repeat(gaps, np.maximum(repeats, 0)))
+    if sim.rejoin_gaps:  # a request back after a preemption waited longer than its batch's step
+        parts.append(np.array(sim.rejoin_gaps))
+    itl = np.concatenate(parts) if parts else np.zeros(0)
+    P, D = sim.p.prefill_servers, sim.p.decode_servers
+    gpus = sim.p.dtp * sim.p.decode_pp * D + sim.p.ptp * sim.p.prefill_pp * P
+    latency = latency_summary(df, itl=itl, slo=meta.get("slo") or check_slos(None, None), end=end, gpus=gpus)
+    summary.update({k: v for k, v in latency.items() if k not in summary})
+    summary.update(deployment=f"{P}P{D}D" if P else f"{D} decode server{'s' if D > 1 else ''}, an unbounded "
+                                                    "prefill pool",
+                   prefill_servers=P, decode_servers=D, router=sim.p.router, preemptions=sim.preemptions,
+                   preempted_requests=int((df.preemptions > 0).sum()), memory=sim.memory,
+                   max_concurrency=sim.concurrency, calibration=meta.get("calibration"),
+                   bytes_moved=float(sum(sim.predict.handoff_bytes(r.prompt) for r in sim.reqs)),
+                   **_occupancy(sim, end))
+    summary.update(steady_state(df.arrival_s.to_numpy(), df.ttft_s.to_numpy(), df.finish_s.to_numpy(),
+                                _queue_spans(sim, df, end), max_concurrency=sim.concurrency))
+    return LoadResult(requests=df, summary=summary, timeline=timeline, config={**meta, "model": sim.model.name},
+                      _trace={"reqs": sim.reqs, "iterations": sim.iterations, "params": sim.p, "prefill": sim.pre,
+                              "pool_bytes": [pool.pool_bytes for pool in sim.pools],
+                              "handoff": sim.handoff, "prefill_s": sim.predict.prefill_s,
+                              "transfer_s": sim.predict.transfer_s})
+
+
+def colocated_result(model: ModelSpec, cost: CostModel, params: Any, deploy: Any, engine: EngineConfig, table: pd.DataFrame,
+                     meta: dict) -> LoadResult:
+    """A load test of a colocated deployment (:mod:`depgraph.serving.engine`)."""
+    for name, default in (("prefill_servers", 0), ("slot_scope", "running"), ("decode_servers", 1)):
+        if getattr(params, name) != default:
+            raise ConfigError(f"{name}: applies to the disaggregated load model, not to a {deploy.name} deployment")
+    if params.prefill_pp != 1 or params.decode_pp != 1 or params.ptp != params.dtp:
+        raise ConfigError("tp: a colocated server runs prefill and decode on the same GPUs: give one tp "
+                          "(prefill_tp = decode_tp) and no pipeline stages")
+    tp = params.dtp
+    n = len(table)
+    budget = engine.max_num_batched_tokens or default_max_num_batched_tokens(cost.gpu)
+    tokens = float(table.output_tokens.sum())
+    steps = tokens / max(1, min(engine.max_num_seqs, n)) + float(table.prompt_tokens.sum()) / budget + n
+    check_memory("num_prompts", n * BYTES_PER_REQUEST + steps * BYTES_PER_ITERATION + 8 * tokens,
+                 f"a colocated load test of {n:,} requests and about {steps:,.0f} engine steps")
+    run = simulate_colocated(model, cost, table, tp=tp, servers=deploy.servers, config=engine,
+                             overhead_s=params.decode_step_overhead_s, collectives=params.collectives)
+    df = run.requests
+    end = float(df.finish_s.max())
+    st = run.steps
+    busy = st.groupby("server").duration_s.sum().reindex(range(run.servers), fill_value=0.0)
+    used = 1.0 - st.free_bytes / run.pool_bytes if engine.memory else pd.Series(0.0, index=st.index)
+    summary = {
+        "deployment": deploy.name, "requests": n, "servers": run.servers, "max_num_seqs": engine.max_num_seqs,
+        "max_num_batched_tokens": run.max_num_batched_tokens, "chunked_prefill": engine.chunked_prefill,
+        "router": engine.router, "max_concurrency": engine.max_concurrency,
+        "gpu": cost.gpu.name, "link": cost.link.name, "tp": tp, "prefill_tp": tp, "decode_tp": tp,
+        "prefill_mfu": cost.mfu, "hbm_efficiency": cost.decode_hbm_efficiency,
+        "step_overhead_s": params.decode_step_overhead_s, "collectives": params.collectives,
+        "expert_routing": str(cost.expert_routing),
+        **latency_summary(df, itl=run.itl_s, slo=meta["slo"], end=end, gpus=run.servers * tp),
+        "preemptions": run.preemptions, "preempted_requests": int((df.preemptions > 0).sum()),
+        "bytes_moved": 0.0,  # no handoff: prefill and decode share the GPUs
+        "throughput_rps": n / end if end > 0 else math.nan,
+        "output_tokens_per_s": tokens / end if end > 0 else math.nan,
+        "steps": len(st), "utilization_mean": float(busy.mean() / end) if end > 0 else math.nan,
+        "utilization_by_server": [float(b / end) if end > 0 else math.nan for b in busy],
+        "kv_used_peak": float(used.max()) if len(used) else 0.0,
+        "kv_used_mean": float((used * st.duration_s).sum() / st.duration_s.sum()) if len(st) else 0.0,
+        "waiting_peak": int(st.waiting.max()) if len(st) else 0,
+        "running_mean": float((st.running * st.duration_s).sum() / st.duration_s.sum()) if len(st) else 0.0,
+        "kv_pool_bytes": run.pool_bytes if engine.memory else None,
+        "makespan_s": end, "calibration": meta.get("calibration"),
+    }
+    summary.update(steady_state(df.arrival_s.to_numpy(), df.ttft_s.to_numpy(), df.finish_s.to_numpy(),
+                                (st.start_s.to_numpy(), st.end_s.to_numpy(), st.waiting.to_numpy()),
+                                max_concurrency=engine.max_concurrency))
+    timeline = st.assign(kv_used=used)
+    return LoadResult(requests=df, summary=summary, timeline=timeline,
+                      config={**meta, "model": model.name, "deployment": deploy.name},
+                      _trace={"colocated": run})
