@@ -270,13 +270,15 @@ def run_plan_command(args) -> int:
         raise DepgraphError(f"--top: expected an integer >= 1, got {args.top}")
     positive = lambda flag, v: v if v > 0 else (_ for _ in ()).throw(  # noqa: E731
         DepgraphError(f"{flag}: expected a number > 0, got {v:g}"))
-    rows = plan(args.model, gpu=args.gpu, gpus=args.gpus, qps=args.qps, prompt_tokens=args.prompt_tokens,
+    # the candidates' grid, as plan() and candidates() both take it
+    grid = dict(gpu=args.gpu, gpus=args.gpus, tps=args.tps, max_num_seqs=args.max_num_seqs,
+                handoffs=tuple(h.strip() for h in args.handoffs.split(",")), colocated=only != "disaggregated",
+                disaggregated=only != "colocated")
+    rows = plan(args.model, qps=args.qps, prompt_tokens=args.prompt_tokens,
                 out_tokens=args.out_tokens, slo_ttft_s=positive("--slo-ttft-ms", args.slo_ttft_ms) / 1e3,
                 slo_tpot_s=positive("--slo-tpot-ms", args.slo_tpot_ms) / 1e3, attainment=args.attainment,
-                num_prompts=args.num_prompts, seed=args.seed, tps=args.tps, max_num_seqs=args.max_num_seqs,
-                handoffs=tuple(h.strip() for h in args.handoffs.split(",")), colocated=only != "disaggregated",
-                disaggregated=only != "colocated", max_candidates=args.max_candidates, workers=args.workers,
-                calibration=args.calibration, expert_routing=args.expert_routing)
+                num_prompts=args.num_prompts, seed=args.seed, **grid, max_candidates=args.max_candidates,
+                workers=args.workers, calibration=args.calibration, expert_routing=args.expert_routing)
     if args.plot:
         from ..serving.plots import plot_plan
 
@@ -290,10 +292,7 @@ def run_plan_command(args) -> int:
     from ..sweeps.plan import candidates
     from ..sweeps.text import plan_text
 
-    every = len(candidates(args.model, gpu=args.gpu, gpus=args.gpus, tps=args.tps, max_num_seqs=args.max_num_seqs,
-                           handoffs=tuple(h.strip() for h in args.handoffs.split(",")),
-                           colocated=only != "disaggregated", disaggregated=only != "colocated",
-                           max_candidates=None))
+    every = len(candidates(args.model, **grid, max_candidates=None))  # before max_candidates left any out
     print(plan_text(rows, model=args.model, gpu=args.gpu, gpus=args.gpus, qps=args.qps, prompt_tokens=args.prompt_tokens,
                     out_tokens=args.out_tokens, slo_ttft_ms=args.slo_ttft_ms, slo_tpot_ms=args.slo_tpot_ms,
                     attainment=args.attainment, calibration=args.calibration, expert_routing=args.expert_routing,
