@@ -149,48 +149,53 @@ class DisaggregatedSimulation:
             self.kernel.push(t, "prefilled", r.i)
         self.prefill_step(t, k)
 
-    # -- the event loop
+    # -- the event loop: the kernel's, with this deployment's handlers
     def run(self) -> None:
         kernel = self.kernel
         for r in self.reqs:
             kernel.push(r.arrival, "arrive", r.i)
-        reqs, dec, reserved, predict = self.reqs, self.dec, self.reserved, self.predict
-        while kernel:
-            t, _, _, kind, i = kernel.pop()
-            if kind == "loop":  # i is the decode server
-                d = dec[i]
-                end = d.loop(t)
-                # while the loop's next step end comes before every other event, run it here, not via the heap
-                while end is not None:
-                    if kernel.goes_first(end, "loop"):
-                        kernel.push(end, "loop", i)
-                        break
-                    end = d.loop(end)
-            elif kind == "arrive":
-                if self.client.arrive(i):
-                    self.send(t, i)
-            elif kind == "prefill_wake":  # i is the prefill server
-                self.prefill_step(t, i)
-            elif kind == "prefill_step":
-                self.prefill_step_end(t, i)
-            elif kind == "prefilled":  # the handoff starts
-                if self.handoff == "push":
-                    kernel.push(t + predict.transfer_s(reqs[i].prompt), "ready", i)
-                else:
-                    kernel.push(t + self.p.relay_s, "relayed", i)
-            elif kind == "relayed":
-                if reserved:
-                    dec[reqs[i].server].want_slot(t, i)
-                else:
-                    dec[reqs[i].server].post(t, i)
-            elif kind == "posted":
-                kernel.push(t + predict.transfer_s(reqs[i].prompt), "ready", i)
-            elif kind == "ready":
-                reqs[i].ready = t
-                if reserved:
-                    dec[reqs[i].server].join(t, i)
-                else:
-                    dec[reqs[i].server].want_slot(t, i)
+        kernel.run({"loop": self._on_loop, "arrive": self._on_arrive, "prefill_wake": self.prefill_step,
+                    "prefill_step": self.prefill_step_end, "prefilled": self._on_prefilled,
+                    "relayed": self._on_relayed, "posted": self._on_posted, "ready": self._on_ready})
+
+    def _on_loop(self, t: float, k: int) -> None:
+        kernel, d = self.kernel, self.dec[k]
+        end = d.loop(t)
+        # while the loop's next step end comes before every other event, run it here, not via the heap
+        while end is not None:
+            if kernel.goes_first(end, "loop"):
+                kernel.push(end, "loop", k)
+                break
+            end = d.loop(end)
+
+    def _on_arrive(self, t: float, i: int) -> None:
+        if self.client.arrive(i):
+            self.send(t, i)
+
+    # -- the handoff
+    def _on_prefilled(self, t: float, i: int) -> None:
+        if self.handoff == "push":  # prefill writes into the blocks decode registered
+            self.kernel.push(t + self.predict.transfer_s(self.reqs[i].prompt), "ready", i)
+        else:  # the router relays where the blocks are
+            self.kernel.push(t + self.p.relay_s, "relayed", i)
+
+    def _on_relayed(self, t: float, i: int) -> None:
+        d = self.dec[self.reqs[i].server]
+        if self.reserved:
+            d.want_slot(t, i)
+        else:
+            d.post(t, i)
+
+    def _on_posted(self, t: float, i: int) -> None:  # decode reads the blocks
+        self.kernel.push(t + self.predict.transfer_s(self.reqs[i].prompt), "ready", i)
+
+    def _on_ready(self, t: float, i: int) -> None:
+        r = self.reqs[i]
+        r.ready = t
+        if self.reserved:
+            self.dec[r.server].join(t, i)
+        else:
+            self.dec[r.server].want_slot(t, i)
 
     @property
     def iterations(self) -> list[dict]:

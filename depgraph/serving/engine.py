@@ -235,6 +235,69 @@ def colocated_pool_bytes(model: ModelSpec, cost: CostModel, *, tp: int, config: 
     return pool
 
 
+class _Colocated:
+    """A colocated deployment on the event kernel: the client sends, the router picks a server, each
+    :class:`EngineServer` steps; a step's end samples the tokens of the requests it finished computing."""
+
+    __slots__ = ("reqs", "srv", "client", "router", "kernel", "itl")
+
+    def __init__(self, reqs: list[Request], srv: list[EngineServer], client: Client, router: Router) -> None:
+        self.reqs, self.srv, self.client, self.router = reqs, srv, client, router
+        self.kernel = EventKernel("colocated")
+        self.itl = array("d")  # every inter-token gap
+
+    def run(self) -> None:
+        for r in self.reqs:
+            self.kernel.push(r.nominal, "arrive", r.i)
+        self.kernel.run({"arrive": self._on_arrive, "wake": self._on_wake, "step": self._on_step})
+
+    def send(self, r: Request, t: float) -> None:
+        self.client.sent()
+        r.arrival = t
+        k = self.router.pick()
+        r.server = k
+        if self.srv[k].submit(r):
+            self.kernel.push(t, "wake", k)
+
+    def step(self, s: EngineServer, t: float) -> None:
+        end = s.start_step(t)
+        if end is not None:
+            self.kernel.push(end, "step", s.k)
+
+    def _on_arrive(self, t: float, i: int) -> None:
+        if self.client.arrive(i):
+            self.send(self.reqs[i], t)
+
+    def _on_wake(self, t: float, k: int) -> None:
+        self.step(self.srv[k], t)
+
+    def _on_step(self, t: float, k: int) -> None:
+        s = self.srv[k]
+        step_index = len(s.steps) - 1
+        done: list[Request] = []
+        for r in s.end_step():
+            r.generated += 1
+            if r.generated == 1:
+                r.first_token = t
+                r.first_step = (s.k, step_index)
+            else:
+                self.itl.append(t - r.last_token)
+            r.last_token = t
+            if r.generated >= r.out:
+                done.append(r)
+            else:
+                r.target = r.computed + 1
+        for r in done:
+            s.finish(r)
+            self.router.done(s.k)
+        for r in done:
+            nxt = self.client.finished()
+            if nxt is not None:
+                self.reqs[nxt].sent_after = r.i
+                self.send(self.reqs[nxt], t)
+        self.step(s, t)
+
+
 def simulate_colocated(model: ModelSpec, cost: CostModel, table: pd.DataFrame, *, tp: int, servers: int,
                        config: EngineConfig, overhead_s: float, collectives: bool) -> ColocatedRun:
     """Run ``table`` (``arrival_s``, ``prompt_tokens``, ``output_tokens``) on ``servers`` colocated
@@ -259,60 +322,8 @@ def simulate_colocated(model: ModelSpec, cost: CostModel, table: pd.DataFrame, *
     srv = [EngineServer(k, step_cost=step_cost, budget=budget, max_num_seqs=config.max_num_seqs,
                         chunked=config.chunked_prefill, pool=KVPool([stage], block_tokens=config.block_tokens))
            for k in range(servers)]
-    kernel = EventKernel("colocated")
-    client = Client(config.max_concurrency)
-    router = Router(config.router, servers)
-    itl = array("d")
-    for r in reqs:
-        kernel.push(r.nominal, "arrive", r.i)
-
-    def send(r: Request, t: float) -> None:
-        client.sent()
-        r.arrival = t
-        k = router.pick()
-        r.server = k
-        if srv[k].submit(r):
-            kernel.push(t, "wake", k)
-
-    def step(s: EngineServer, t: float) -> None:
-        end = s.start_step(t)
-        if end is not None:
-            kernel.push(end, "step", s.k)
-
-    while kernel:
-        t, _, _, kind, payload = kernel.pop()
-        if kind == "arrive":
-            if client.arrive(payload):
-                send(reqs[payload], t)
-            continue
-        if kind == "wake":
-            step(srv[payload], t)
-            continue
-        s = srv[payload]
-        step_index = len(s.steps) - 1
-        done: list[Request] = []
-        for r in s.end_step():
-            r.generated += 1
-            if r.generated == 1:
-                r.first_token = t
-                r.first_step = (s.k, step_index)
-            else:
-                itl.append(t - r.last_token)
-            r.last_token = t
-            if r.generated >= r.out:
-                done.append(r)
-            else:
-                r.target = r.computed + 1
-        for r in done:
-            s.finish(r)
-            router.done(s.k)
-        for r in done:
-            nxt = client.finished()
-            if nxt is not None:
-                reqs[nxt].sent_after = r.i
-                send(reqs[nxt], t)
-        step(s, t)
-
+    sim = _Colocated(reqs, srv, Client(config.max_concurrency), Router(config.router, servers))
+    sim.run()
     unfinished = [r.i for r in reqs if r.generated < r.out]
     if unfinished:  # the rules above always make progress; say so loudly if they ever do not
         raise RuntimeError(f"colocated engine: {len(unfinished)} requests never finished (first: {unfinished[0]})")
@@ -328,6 +339,6 @@ def simulate_colocated(model: ModelSpec, cost: CostModel, table: pd.DataFrame, *
     steps = [(s.k, j, *row) for s in srv for j, row in enumerate(s.steps)]
     step_df = pd.DataFrame(steps, columns=["server", "step", "start_s", "end_s", "duration_s", "tokens", "running",
                                            "waiting", "free_bytes", "woke_by"])
-    return ColocatedRun(requests=pd.DataFrame(rows), steps=step_df, itl_s=np.frombuffer(itl, dtype=np.float64),
+    return ColocatedRun(requests=pd.DataFrame(rows), steps=step_df, itl_s=np.frombuffer(sim.itl, dtype=np.float64),
                         preemptions=sum(s.preemptions for s in srv), pool_bytes=pool, servers=servers,
                         max_num_batched_tokens=budget, _trace={"reqs": reqs, "servers": srv})

@@ -14,7 +14,7 @@ deterministic by construction (SimPy's ``(time, priority, id)``).
 from __future__ import annotations
 
 import heapq
-from typing import Any
+from typing import Any, Callable
 
 __all__ = ["EventKernel", "TIE_ORDERS"]
 
@@ -59,3 +59,11 @@ class EventKernel:
 
     def __bool__(self) -> bool:
         return bool(self.heap)
+
+    def run(self, handlers: dict[str, Callable[[float, Any], None]]) -> None:
+        """The event loop: pop each event in order and hand it to its kind's handler, which may push more,
+        until none is left. Every deployment runs this loop; what differs is the handlers."""
+        heap, pop = self.heap, heapq.heappop
+        while heap:
+            t, _, _, kind, payload = pop(heap)
+            handlers[kind](t, payload)
