@@ -266,3 +266,27 @@ def test_each_side_must_shard_the_model():
     with pytest.raises(dg.ConfigError, match=r"^prefill_tp: 3 does not divide"):
         plan("qwen3-32b", qps=1, prompt_tokens=100, out_tokens=10, tpot_s=0.01, max_num_seqs=8, prefill_tp=3,
              decode_tp=1)
+
+
+@pytest.mark.parametrize("kwargs", [
+    dict(handoff="pull"),                                              # the study's load model
+    dict(handoff="push", deployment="1P1D", memory=False),             # slots only
+    dict(handoff="pull-thread", deployment="2P1D", max_num_batched_tokens=1024),
+    dict(deployment="colocated"),
+    dict(deployment="colocated:2", memory=False),
+])
+def test_every_deployment_has_the_same_summary_keys(kwargs):
+    """One result type: every summary has every key of SUMMARY_FIELDS (each documented there), a key
+    that does not apply being None, so nothing downstream tests for a key's presence."""
+    from depgraph.serving.results import SUMMARY_FIELDS
+
+    r = dg.loadtest("qwen3-32b", qps=4, prompt_tokens=1024, out_tokens=16, num_prompts=24, **kwargs)
+    s = r.summary
+    assert set(s) == set(SUMMARY_FIELDS) and len(s) == len(SUMMARY_FIELDS)
+    colocated = r.kind == "colocated"
+    assert (s["handoff"] is None) == colocated and (s["servers"] is None) != colocated
+    assert (s["slots_held_mean"] is None) == colocated and (s["running_mean"] is None) != colocated
+    assert s["step_overhead_s"] == 4.4e-3 and s["output_tokens_per_s"] > 0 and s["steps"] > 0
+    assert s["memory"] is (kwargs.get("memory", True) if "deployment" in kwargs else False)
+    if not s["memory"] and not colocated:
+        assert s["kv_pool_bytes"] is None and s["kv_used_peak"] is None

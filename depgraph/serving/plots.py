@@ -295,7 +295,7 @@ def plot_colocated(result: Any, *, unit: str = "ms"):
     """
     from .simulator import LoadResult, meets_slos
 
-    if not isinstance(result, LoadResult) or "servers" not in result.summary:
+    if not isinstance(result, LoadResult) or result.kind != "colocated":
         raise ConfigError("result: expected a colocated LoadResult (depgraph.loadtest(..., deployment='colocated'))")
     scale, ul = TIME_SCALES[one_of("unit", unit, AXIS_UNITS)], UNIT_LABELS[unit]
     s, df, st = result.summary, result.requests, result.timeline

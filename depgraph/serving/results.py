@@ -19,7 +19,7 @@ import pandas as pd
 from .._validate import positive_number
 from ..errors import ConfigError
 
-__all__ = ["LoadResult", "meets_slos", "steady_state", "STEADY_STATE_MARGIN", "STEADY_STATE_MIN_REQUESTS",
+__all__ = ["LoadResult", "SUMMARY_FIELDS", "complete_summary", "meets_slos", "steady_state", "STEADY_STATE_MARGIN", "STEADY_STATE_MIN_REQUESTS",
            "check_slos", "latency_summary", "kv_used", "step_series", "time_average"]
 
 
@@ -69,6 +69,92 @@ class LoadResult:
         if self.kind == "colocated":
             return colocated_graph(self._trace["colocated"])
         return run_graph(self)
+
+
+#: Every key of every load test's summary, in words, with its unit; a key that does not apply to a kind of
+#: deployment is ``None`` there (said after "null"). Each kind keeps the order it has always written its own
+#: keys in; the keys it lacked follow, in this table's order (:func:`complete_summary`).
+SUMMARY_FIELDS: dict[str, str] = {
+    "deployment": "colocated, colocated:N, <P>P<D>D, or the study's model in words (one decode server, an "
+                  "unbounded prefill pool)",
+    "handoff": "push, pull or pull-thread; null colocated (no handoff)",
+    "requests": "requests run",
+    "servers": "colocated servers; null disaggregated (prefill_servers and decode_servers count them)",
+    "prefill_servers": "prefill servers (0: an unbounded pool); null colocated",
+    "decode_servers": "decode servers; null colocated",
+    "max_num_seqs": "running requests per server at most (decode slots, disaggregated)",
+    "max_num_batched_tokens": "an engine step's token budget (colocated; disaggregated, the batching prefill "
+                              "servers'); null for prefill servers of whole prompts",
+    "chunked_prefill": "whether a prompt may be split over steps; null disaggregated",
+    "router": "how the proxy picks a server: round-robin or least-outstanding",
+    "max_concurrency": "requests in flight at most (null: an open loop)",
+    "gpu": "the GPU", "link": "the link of one GPU",
+    "tp": "tensor-parallel size", "prefill_tp": "the prefill side's TP", "decode_tp": "the decode side's TP",
+    "prefill_pp": "the prefill side's pipeline stages (1 colocated)", "decode_pp": "the decode side's stages (1 colocated)",
+    "collectives": "whether the cost model's all-reduces are added to every step",
+    "prefill_mfu": "prefill model FLOPs utilisation (fraction)",
+    "hbm_efficiency": "decode HBM bandwidth efficiency (fraction)",
+    "step_overhead_s": "fixed time per engine or decode step, seconds",
+    "expert_routing": "how a MoE model's tokens spread over its experts",
+    "memory_max_num_seqs": "requests of the run's longest context a decode server's HBM holds beside the "
+                           "weights; null colocated (its engine holds blocks, not slots)",
+    "memory_fits": "whether max_num_seqs fits in decode memory; null colocated",
+    **{f"{m}_{q}_s": f"{what}, {label}, seconds" for m, what in (
+        ("ttft", "time to first token from the request's send"), ("tpot", "time per output token after the first"),
+        ("itl", "inter-token latency"), ("e2e", "end-to-end latency")) for q, label in (
+        ("p50", "median"), ("p90", "90th percentile"), ("p99", "99th percentile"), ("mean", "mean"))},
+    "slo_ttft_s": "the TTFT target, seconds (null: none)", "slo_tpot_s": "the TPOT target, seconds (null: none)",
+    "slo_attainment": "share of requests meeting both targets",
+    "goodput_rps": "requests meeting both targets per second of the run",
+    "gpus": "GPUs of the deployment (the study's model: decode GPUs only; its prefill pool is unbounded)",
+    "goodput_per_gpu": "goodput_rps / gpus",
+    "throughput_rps": "requests finished per second over the whole run, drain included",
+    "output_tokens_per_s": "output tokens per second over the whole run",
+    "makespan_s": "when the last request finished, seconds",
+    "steps": "engine steps (colocated) or decode-loop iterations (disaggregated), all servers",
+    "preemptions": "recompute preemptions", "preempted_requests": "requests preempted at least once",
+    "memory": "whether KV blocks and state are held in memory (false: slots or nothing bound the batch)",
+    "kv_pool_bytes": "KV and state memory per GPU (the smallest stage's); null without memory",
+    "kv_used_peak": "share of the KV pool in use at its fullest (the fullest stage); null without memory "
+                    "disaggregated (0 colocated without memory)",
+    "kv_used_mean": "time-average share of the KV pool in use; null without memory disaggregated",
+    "bytes_moved": "bytes the handoffs moved, every rank's shards together (0 colocated)",
+    "waiting_peak": "requests waiting at most: for a decode slot (disaggregated), in the engine's queue at a "
+                    "step's start (colocated)",
+    "waiting_mean": "time-average requests waiting for a decode slot; null colocated",
+    "running_mean": "step-time-average running requests; null disaggregated",
+    "slots_held_mean": "time-average decode slots held; null colocated",
+    "loop_posting_share": "share of the decode loops' time spent posting handoffs; null colocated",
+    "time_in_slot_mean_s": "mean time a request holds a decode slot, seconds; null colocated",
+    "slots_held_mean_window": "slots_held_mean over the arrival window (Little's law); null colocated",
+    "slot_rate_window_rps": "requests taking a slot per second in the arrival window; null colocated",
+    "time_in_slot_mean_window_s": "time_in_slot_mean_s of those requests; null colocated",
+    "utilization_mean": "the colocated servers' mean share of the run spent stepping; null disaggregated",
+    "utilization_by_server": "each colocated server's share of the run spent stepping; null disaggregated",
+    "utilization_by_decode_server": "each decode server's share of the run its loop was busy; null colocated",
+    "utilization_by_prefill_server": "each prefill server's share of the run it was busy; null colocated",
+    "calibration": "the calibration file whose fitted values ran (null: none)",
+    "steady_state": "false when the queue grows through the run (steady_state; null: not tested)",
+    "steady_state_reason": "the steady-state verdict in words",
+    "arrival_window_s": "first to last arrival, seconds",
+    "queue_first_third_requests": "time-average queue over the arrival window's first third",
+    "queue_last_third_requests": "the same over its last third",
+    "queue_growth_per_s": "their difference per second between the thirds' centres",
+    "ttft_trend_s": "TTFT's rise across the arrival window (least squares), seconds",
+    "ttft_trend_noise_s": "that rise's standard error, seconds",
+    "arrival_rate_rps": "requests arriving per second over the arrival window",
+    "completion_rate_window_rps": "requests finishing per second within the arrival window",
+}
+
+
+def complete_summary(summary: dict[str, Any], **known: Any) -> dict[str, Any]:
+    """``summary`` with every key of :data:`SUMMARY_FIELDS`, so that every deployment's summary has the
+    same keys: the ones it lacks follow its own, in the table's order, with their value in ``known`` or
+    ``None`` (they do not apply to its kind of deployment)."""
+    for key in SUMMARY_FIELDS:
+        if key not in summary:
+            summary[key] = known.get(key)
+    return summary
 
 
 def check_slos(ttft_s: float | None, tpot_s: float | None) -> dict[str, float | None]:

@@ -22,7 +22,7 @@ from ..specs.models import ModelSpec
 from .config import EngineConfig, default_max_num_batched_tokens
 from .engine import simulate_colocated
 from .memory import max_slots_in_memory
-from .results import LoadResult, check_slos, kv_used, latency_summary, steady_state, step_series, time_average
+from .results import LoadResult, check_slos, complete_summary, kv_used, latency_summary, steady_state, step_series, time_average
 
 __all__ = ["disaggregated_result", "colocated_result"]
 
@@ -187,6 +187,11 @@ def disaggregated_result(sim: Any, **meta) -> LoadResult:
                    **_occupancy(sim, end))
     summary.update(steady_state(df.arrival_s.to_numpy(), df.ttft_s.to_numpy(), df.finish_s.to_numpy(),
                                 _queue_spans(sim, df, end), max_concurrency=sim.concurrency))
+    tokens = float(df.output_tokens.sum())
+    complete_summary(summary, max_num_batched_tokens=sim.p.prefill_max_num_batched_tokens,
+                     step_overhead_s=sim.p.decode_step_overhead_s,
+                     output_tokens_per_s=tokens / end if end > 0 else math.nan,
+                     steps=sum(len(c["end_s"]) for c in cols))
     return LoadResult(requests=df, summary=summary, timeline=timeline, config={**meta, "model": sim.model.name},
                       _trace={"reqs": sim.reqs, "iterations": sim.iterations, "params": sim.p, "prefill": sim.pre,
                               "pool_bytes": [pool.pool_bytes for pool in sim.pools],
@@ -242,6 +247,7 @@ def colocated_result(model: ModelSpec, cost: CostModel, params: Any, deploy: Any
     summary.update(steady_state(df.arrival_s.to_numpy(), df.ttft_s.to_numpy(), df.finish_s.to_numpy(),
                                 (st.start_s.to_numpy(), st.end_s.to_numpy(), st.waiting.to_numpy()),
                                 max_concurrency=engine.max_concurrency))
+    complete_summary(summary, prefill_pp=1, decode_pp=1, memory=engine.memory)
     timeline = st.assign(kv_used=used)
     return LoadResult(requests=df, summary=summary, timeline=timeline,
                       config={**meta, "model": model.name, "deployment": deploy.name},

@@ -148,7 +148,7 @@ def _loadtest_row(point: dict[str, Any]) -> dict[str, Any]:
     running = int(r.timeline_running_max) if r.kind != "colocated" else int(r.timeline.running.max())
     steady = s.get("steady_state")  # a table column: "yes", "no" or "not tested"
     return {"policy": "-", "admission": "none", "ttft_s": s["ttft_mean_s"], "frontier_max": running,
-            **{k: s[k] for k in keep}, **{k: s.get(k, math.nan) for k in push_pull},
+            **{k: s[k] for k in keep}, **{k: math.nan if s[k] is None else s[k] for k in push_pull},
             "steady_state": "not tested" if steady is None else "yes" if steady else "no"}
 
 
