@@ -150,7 +150,7 @@ class DecodeServer:
             return
         r.slot_start = t
         r.slot_from = self.last_release.pop() if self.last_release else -1
-        if sim.p.slot_scope == "running":
+        if not sim.reserved:
             self.join(t, i)
         elif sim.handoff == "push":
             sim.start_prefill(t, i)

@@ -49,46 +49,46 @@ __all__ = ["DisaggregatedSimulation"]
 
 
 class DisaggregatedSimulation:
-    """One run of ``table`` under the load model's ``params`` (a :class:`~depgraph.serving.simulator.LoadModel`)
-    with ``handoff``, ``max_num_seqs`` slots per decode server, decode ``memory`` (KV blocks and state in
-    what HBM leaves beside the weights, or ``kv_pool_bytes`` per GPU) and the client's ``max_concurrency``."""
+    """One run of ``table`` under the resolved configuration ``cfg`` (:class:`~depgraph.serving.config.ServingConfig`:
+    the handoff, each server's slots and memory, the prefill pool, the client), charged by the step
+    predictor built from ``cost`` (its :meth:`~depgraph.serving.config.ServingConfig.cost_model`)."""
 
-    def __init__(self, model, cost, link, params, handoff, max_num_seqs, table: pd.DataFrame, *,
-                 memory: bool = False, max_concurrency: int | None = None, kv_pool_bytes: int | None = None) -> None:
-        self.model, self.cost, self.link, self.p = model, cost, link, params
+    def __init__(self, model, cfg, cost, table: pd.DataFrame) -> None:
+        self.model, self.cfg, self.cost, self.link = model, cfg, cost, cost.link
+        c, pre, dec = cfg.cost, cfg.prefill, cfg.decode
         #: every duration this simulation charges (prefill, decode step, transfer, recompute, posting)
-        self.predict = ServingPredictor(model, cost, step_overhead_s=params.decode_step_overhead_s,
-                                        collectives=params.collectives, posting_base_s=params.posting_base_s,
-                                        posting_per_block_s=params.posting_per_block_s,
-                                        block_tokens=params.block_tokens)
-        self.handoff, self.slots = handoff, max_num_seqs
+        self.predict = ServingPredictor(model, cost, step_overhead_s=c.step_overhead_s, collectives=c.collectives,
+                                        posting_base_s=cfg.handoff.posting_base_s,
+                                        posting_per_block_s=cfg.handoff.posting_per_block_s,
+                                        block_tokens=dec.block_tokens)
+        self.handoff, self.slots = cfg.handoff.mode, dec.max_num_seqs
+        memory, max_concurrency = dec.memory, cfg.client.max_concurrency
         self.reqs = [Request(i, float(r.arrival_s), int(r.prompt_tokens), int(r.output_tokens))
                      for i, r in enumerate(table.itertuples(index=False))]
         self.kernel = EventKernel("disaggregated")
         self.client = Client(max_concurrency)
-        self.router = Router(params.router, params.decode_servers)
+        self.router = Router(dec.router, dec.servers)
         # decode memory (memory=True): every stage's KV and state pool on each decode server
         self.memory = memory
-        self.pools = decode_pools(model, tp=params.dtp, pp=params.decode_pp, gpu=cost.gpu) if memory else []
-        if kv_pool_bytes is not None:
-            self.pools = [replace(pool, pool_bytes=kv_pool_bytes) for pool in self.pools]
-        self.dec = [DecodeServer(self, k, max_num_seqs,
-                                 KVPool(self.pools, block_tokens=params.block_tokens) if memory else None)
-                    for k in range(params.decode_servers)]
+        self.pools = decode_pools(model, tp=dec.tp, pp=dec.pp, gpu=cost.gpu) if memory else []
+        if dec.kv_pool_bytes is not None:
+            self.pools = [replace(pool, pool_bytes=dec.kv_pool_bytes) for pool in self.pools]
+        self.dec = [DecodeServer(self, k, dec.max_num_seqs,
+                                 KVPool(self.pools, block_tokens=dec.block_tokens) if memory else None)
+                    for k in range(dec.servers)]
         self.preemptions = 0
         self.joins = 0
         self.rejoin_gaps: list[float] = []  # a preempted request's gap between its tokens either side
-        self.batching = params.prefill_max_num_batched_tokens is not None
-        self.prefill_pool = PrefillPool(0 if self.batching else params.prefill_servers, self.predict.prefill_s)
-        self.pre = [EngineServer(k, step_cost=self.predict.engine_step(params.ptp),
-                                 budget=params.prefill_max_num_batched_tokens, prefill_only=True)
-                    for k in range(params.prefill_servers)] if self.batching else []
+        self.batching = pre.max_num_batched_tokens is not None
+        self.prefill_pool = PrefillPool(0 if self.batching else pre.servers, self.predict.prefill_s)
+        self.pre = [EngineServer(k, step_cost=self.predict.engine_step(pre.tp), budget=pre.max_num_batched_tokens,
+                                 prefill_only=True) for k in range(pre.servers)] if self.batching else []
         self.waiting = 0  # requests waiting for a slot, over the decode servers
         self.waiting_log: list[tuple[float, int]] = [(0.0, 0)]
         self.held_log: list[tuple[float, int]] = [(0.0, 0)]
         self.held = 0
         self.windowed = model.has_sliding_window  # a step reads each request's own context
-        self.reserved = params.slot_scope == "reserved"
+        self.reserved = dec.slot_scope == "reserved"
         self._cols = None
 
     @property
@@ -177,7 +177,7 @@ class DisaggregatedSimulation:
         if self.handoff == "push":  # prefill writes into the blocks decode registered
             self.kernel.push(t + self.predict.transfer_s(self.reqs[i].prompt), "ready", i)
         else:  # the router relays where the blocks are
-            self.kernel.push(t + self.p.relay_s, "relayed", i)
+            self.kernel.push(t + self.cfg.handoff.relay_s, "relayed", i)
 
     def _on_relayed(self, t: float, i: int) -> None:
         d = self.dec[self.reqs[i].server]

@@ -31,9 +31,10 @@ def run_graph(result: Any) -> nx.DiGraph:
     Scheduling it gives every simulated time back; tests prove it.
     """
     tr = result._trace
-    reqs, iterations, p, handoff = tr["reqs"], tr["iterations"], tr["params"], tr["handoff"]
+    reqs, iterations, cfg, handoff = tr["reqs"], tr["iterations"], tr["config"], tr["handoff"]
+    posting_s = tr["posting_s"]
     G = nx.DiGraph(workload="loadtest", handoff=handoff, model=result.config.get("model"))
-    many = p.decode_servers > 1
+    many = cfg.decode.servers > 1
 
     def loop(k: int) -> str:  # a decode server's loop: its prefix and device
         return f"d{k}:loop" if many else "loop"
@@ -51,7 +52,7 @@ def run_graph(result: Any) -> nx.DiGraph:
         last = start
         for i in it["posted"]:
             node = add_event(G, f"r{i}:posting", kind="hop", request=i, device=dev("decode-loop", k),
-                             operator="posting", duration_s=p.posting_s(reqs[i].prompt))
+                             operator="posting", duration_s=posting_s(reqs[i].prompt))
             add_dep(G, last, node, "program")
             last = node
         step = add_event(G, f"{loop(k)}:{n}:step", kind="decode", device=dev("decode-loop", k), operator="step",
@@ -66,7 +67,7 @@ def run_graph(result: Any) -> nx.DiGraph:
                       duration_s=dur)
             if j:
                 add_dep(G, f"prefill-{k}:step{j - 1}", f"prefill-{k}:step{j}", "program")
-    reserved = p.slot_scope == "reserved"
+    reserved = cfg.decode.slot_scope == "reserved"
     wake_post, wake_join, sent = {}, {}, {}
     for r in reqs:
         i, k = r.i, r.server
@@ -99,12 +100,12 @@ def run_graph(result: Any) -> nx.DiGraph:
             path = [arr, slot, pre, send, ready] if reserved else [arr, pre, send, ready, slot]
         else:
             relay = add_event(G, f"r{i}:relay", kind="hop", request=i, device="router", operator="relay",
-                              duration_s=p.relay_s)
+                              duration_s=cfg.handoff.relay_s)
             if handoff == "pull":
                 post = f"r{i}:posting"  # on the loop chain
             else:
                 post = add_event(G, f"r{i}:posting", kind="hop", request=i, device=dev("posting-thread", k),
-                                 operator="posting", duration_s=p.posting_s(r.prompt))
+                                 operator="posting", duration_s=posting_s(r.prompt))
                 if r.thread_after >= 0:
                     add_dep(G, f"r{r.thread_after}:posting", post, "resource")
             path = [arr, pre, relay, slot, post, send, ready] if reserved else [arr, pre, relay, post, send, ready, slot]

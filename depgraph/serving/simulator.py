@@ -41,161 +41,27 @@ True
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pandas as pd
 
 from .._memory import check_memory
-from .._validate import one_of, positive_int, positive_number
-from ..specs.cost import CostModel, calibrated_fields
-from ..specs.predictor import ServingPredictor, posting_s
-from ..errors import ConfigError, MemoryFitError
-from ..specs.hardware import DEFAULT_LINK, load_gpu, load_link
+from ..errors import ConfigError
+from ..specs.cost import CostModel
 from ..specs.models import ModelSpec, load_model
-from ..specs.parallel import check_pp, check_tp_pair
-from ..specs.routing import parse_routing
+from ..specs.predictor import ServingPredictor
 from .arrivals import (ARRIVAL_PROCESSES, MAX_ARRIVAL_S, MAX_REQUESTS, MAX_TRACE_FILE_BYTES, arrivals,  # noqa: F401
                        checked_trace, read_trace)
-from .engine import ROUTERS, EngineConfig, parse_deployment
+from .config import (HANDOFFS, ROUTERS, SLOT_SCOPES, EngineConfig, LoadModel, ServingConfig,  # noqa: F401
+                     check_colocated, parse_deployment, resolve)
 from .disaggregated import DisaggregatedSimulation
 from .graphs import run_graph
-from .summary import BYTES_PER_ITERATION, BYTES_PER_REQUEST, colocated_result  # noqa: F401
-from .results import STEADY_STATE_MARGIN, STEADY_STATE_MIN_REQUESTS, LoadResult, check_slos, meets_slos, steady_state
-from .memory import check_sides, decode_pools, max_slots_in_memory, weights_per_gpu_bytes
+from .results import STEADY_STATE_MARGIN, STEADY_STATE_MIN_REQUESTS, LoadResult, meets_slos, steady_state
+from .summary import BYTES_PER_ITERATION, BYTES_PER_REQUEST, colocated_result
 
 __all__ = ["HANDOFFS", "LoadModel", "LoadResult", "loadtest", "arrivals", "meets_slos", "read_trace", "run_graph",
            "steady_state", "STEADY_STATE_MARGIN", "STEADY_STATE_MIN_REQUESTS", "MAX_REQUESTS",
            "MAX_ARRIVAL_S", "MAX_TRACE_FILE_BYTES"]
-
-HANDOFFS = ("push", "pull", "pull-thread")
-SLOT_SCOPES = ("running", "reserved")
-
-
-@dataclass(frozen=True, slots=True)
-class LoadModel:
-    """Every assumption of the load model, with its default and why.
-
-    ``gpu = "h200"``, ``tp = 8`` (``prefill_tp`` and ``decode_tp`` set the
-    sides apart: prefill over the first, decode steps and slot memory over
-    the second, a handoff over as many NICs as the smaller has),
-    ``prefill_pp = decode_pp = 1`` (pipeline stages: an activation hop of the
-    cost model's 0.05 ms per stage boundary on a prefill and on a decode
-    step, slot memory per stage, the handoff spread over the stages' NICs;
-    one batch in flight, vLLM's overlap of several is not modelled),
-    ``collectives = False``: the fitted ``prefill_mfu`` and
-    ``decode_step_overhead_s`` below already hold the tensor-parallel
-    all-reduces of the study's servers; ``True`` adds the cost model's
-    per-layer all-reduces (:meth:`~depgraph.specs.cost.CostModel.allreduce_s`)
-    to every prefill and decode step, for an MFU and overhead measured
-    without them (kernel profiles),
-    ``link = "ib-ndr"`` (400 Gbit/s = 50 GB/s)
-    per GPU: the study's servers (the study's scenario names ``50GBps``, the
-    same bandwidth without the per-message latency). ``prefill_mfu = 0.4``. ``hbm_efficiency = 1.0``: decode reads
-    at the GPU's peak HBM bandwidth, everything else the step costs being in
-    ``decode_step_overhead_s`` (the two are calibrated together, below; the
-    cost model's real-hardware default, 0.8, would count part of it twice).
-    ``decode_servers = 1`` decode servers, each with its own ``max_num_seqs``
-    slots, loop and posting thread, the proxy picking one per request as it
-    arrives (``router``: ``round-robin`` or ``least-outstanding``).
-    ``prefill_max_num_batched_tokens = None``: each prefill server prefills
-    whole prompts one at a time, first come first served; a number makes
-    it a vLLM engine that only prefills: each step the prompts it has
-    started, then waiting ones, chunked to that token budget, costed as one
-    forward pass (:meth:`~depgraph.specs.cost.CostModel.step_cost` at
-    ``prefill_tp``, with ``decode_step_overhead_s`` per step), a request
-    handed off at the end of the step that computes its last prompt token.
-    ``prefill_servers = 0`` means the prefill
-    pool never queues (the study's 540 ms push TTFT at 8 req/s with 16k
-    prompts is below what one 8-GPU H200 server could prefill at bf16, so its
-    prefill pool was not the bottleneck; the study is about the decode side).
-    ``decode_step_overhead_s = 4.4 ms``: fixed time per decode step (launches,
-    tensor-parallel all-reduce, scheduling) on top of the memory-bound reads,
-    calibrated so that push at 8 req/s with 16k prompts gives the study's
-    7.0 ms per token. ``posting_base_s`` and ``posting_per_block_s``: the
-    decode loop's posting work per request is ``base + per_block x blocks``
-    (``block_tokens = 16``); 11.06 ms + 29.1 µs per block gives the study's
-    14.7 ms at 2,000 tokens and, at 16k tokens, the 40.9 ms that turns the
-    study's push 7.0 ms per token into pull's 10.4 ms at 8 req/s.
-    ``relay_s = 1 ms``: the router relaying where the blocks are.
-    ``slot_scope = "running"``: a slot (one of ``max_num_seqs``) is held
-    from the step a request joins to its last token, as vLLM counts running
-    sequences and as the study's Little's-law arithmetic (slots = rate x
-    output tokens x time per token) assumes. ``"reserved"`` holds it from
-    the moment decode sets the request's blocks aside instead: at arrival
-    for push, at allocation for pull.
-    ``expert_routing = "uniform"``: how a MoE model's decode steps spread
-    their tokens over the experts (:mod:`depgraph.specs.routing`), which sets
-    the experts a step reads.
-    """
-
-    gpu: str = "h200"
-    tp: int = 8
-    prefill_tp: int | None = None  # None: tp
-    decode_tp: int | None = None  # None: tp
-    link: str = DEFAULT_LINK
-    prefill_mfu: float = 0.4
-    hbm_efficiency: float = 1.0
-    prefill_servers: int = 0
-    prefill_max_num_batched_tokens: int | None = None
-    decode_servers: int = 1
-    router: str = "round-robin"
-    prefill_pp: int = 1
-    decode_pp: int = 1
-    collectives: bool = False
-    decode_step_overhead_s: float = 4.4e-3
-    posting_base_s: float = 11.06e-3
-    posting_per_block_s: float = 29.1e-6
-    block_tokens: int = 16
-    relay_s: float = 1e-3
-    slot_scope: str = "running"
-    expert_routing: str = "uniform"
-
-    def __post_init__(self) -> None:
-        one_of("slot_scope", self.slot_scope, SLOT_SCOPES)
-        parse_routing(self.expert_routing)  # checked here; the cost model reads it
-        load_gpu(self.gpu)
-        load_link(self.link)
-        object.__setattr__(self, "tp", positive_int("tp", self.tp, upper=1024))  # whole numbers from here on
-        for name in ("prefill_tp", "decode_tp"):
-            if getattr(self, name) is not None:
-                object.__setattr__(self, name, positive_int(name, getattr(self, name), upper=1024))
-        check_tp_pair(self.ptp, self.dtp)
-        object.__setattr__(self, "prefill_pp", check_pp("prefill_pp", self.prefill_pp))
-        object.__setattr__(self, "decode_pp", check_pp("decode_pp", self.decode_pp))
-        if not isinstance(self.collectives, bool):
-            raise ConfigError(f"collectives: expected true or false, got {self.collectives!r}")
-        positive_number("prefill_mfu", self.prefill_mfu, upper=1.0)
-        positive_number("hbm_efficiency", self.hbm_efficiency, upper=1.0)
-        positive_int("prefill_servers", self.prefill_servers, upper=100_000, allow_zero=True)
-        positive_int("decode_servers", self.decode_servers, upper=100_000)
-        if self.prefill_max_num_batched_tokens is not None:
-            positive_int("prefill_max_num_batched_tokens", self.prefill_max_num_batched_tokens, upper=10_000_000)
-            if not self.prefill_servers:
-                raise ConfigError("prefill_max_num_batched_tokens: batches prompts on prefill servers; give "
-                                  "prefill_servers (or a <P>P<D>D deployment)")
-            if self.prefill_pp != 1:
-                raise ConfigError("prefill_pp: batching prefill servers run one stage (give prefill_pp 1, or "
-                                  "whole prompts without max_num_batched_tokens)")
-        one_of("router", self.router, ROUTERS)
-        for name in ("decode_step_overhead_s", "posting_base_s", "posting_per_block_s", "relay_s"):
-            positive_number(name, getattr(self, name), allow_zero=True, upper=60.0)
-        positive_int("block_tokens", self.block_tokens, upper=1_000_000)
-
-    @property
-    def ptp(self) -> int:
-        """The prefill side's tensor-parallel size (``prefill_tp``, else ``tp``)."""
-        return self.tp if self.prefill_tp is None else self.prefill_tp
-
-    @property
-    def dtp(self) -> int:
-        """The decode side's tensor-parallel size (``decode_tp``, else ``tp``)."""
-        return self.tp if self.decode_tp is None else self.decode_tp
-
-    def posting_s(self, prompt_tokens: int) -> float:
-        """Posting work on the decode loop for one request's blocks."""
-        return posting_s(prompt_tokens, base_s=self.posting_base_s, per_block_s=self.posting_per_block_s,
-                         block_tokens=self.block_tokens)
 
 
 # --------------------------------------------------------------- simulation
@@ -267,68 +133,11 @@ def loadtest(model: ModelSpec | str, *, handoff: str | None = None, qps: float |
     divides by ``gpus``.
     """
     model = load_model(model)
-    if calibration is not None:
-        from ..specs.calibration import check_fits, read_calibration
-
-        cal = read_calibration(calibration)
-        for name in cal["values"]:
-            if name in overrides:
-                raise ConfigError(f"{name}: given and also in the calibration {calibration}; give one")
-        base = params or LoadModel()
-        check_fits(cal, model=model, gpu=overrides.get("gpu", base.gpu),
-                   collectives=overrides.get("collectives", base.collectives))
-        overrides = {**overrides, **calibrated_fields(cal, target="load")}
-    deploy = None if deployment is None else parse_deployment(deployment)
-    colocated = deploy is not None and deploy.kind == "colocated"
-    if not colocated:
-        handoff = one_of("handoff", handoff, HANDOFFS)
-    elif handoff is not None:
-        raise ConfigError(f"handoff: a {deploy.name} deployment has no handoff; leave it out")
-    slo = check_slos(slo_ttft_s, slo_tpot_s)
-    engine = None
-    if memory is not None and not isinstance(memory, bool):
-        raise ConfigError(f"memory: expected true or false, got {memory!r}")
-    if max_concurrency is not None:
-        max_concurrency = positive_int("max_concurrency", max_concurrency, upper=10_000_000)
-    if colocated:
-        if kv_pool_bytes is not None and memory is False:
-            raise ConfigError("kv_pool_bytes: sets the KV memory; it needs memory on")
-        engine = EngineConfig(max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
-                              chunked_prefill=chunked_prefill, memory=memory is not False, router=router,
-                              max_concurrency=max_concurrency, kv_pool_bytes=kv_pool_bytes)
-    else:
-        if chunked_prefill is not True:
-            raise ConfigError("chunked_prefill: applies to a colocated deployment; disaggregated prefill servers "
-                              "prefill whole prompts, or chunk them with max_num_batched_tokens")
-        if memory and deploy is None:
-            raise ConfigError("memory: KV blocks and preemption are modelled for a deployment (<P>P<D>D or "
-                              "colocated); the default load model bounds decode by its max_num_seqs slots")
-        memory = deploy is not None and memory is not False
-        if kv_pool_bytes is not None:
-            if not memory:
-                raise ConfigError("kv_pool_bytes: sets the decode servers' KV memory; it needs memory on and a "
-                                  "deployment")
-            kv_pool_bytes = positive_int("kv_pool_bytes", kv_pool_bytes, upper=10**15)
-        if max_num_batched_tokens is not None:  # the prefill servers become batching engines
-            if deploy is None:
-                raise ConfigError("max_num_batched_tokens: batches prompts on prefill servers; give a deployment "
-                                  "(<P>P<D>D or colocated)")
-            overrides = {**overrides, "prefill_max_num_batched_tokens": max_num_batched_tokens}
-        one_of("router", router, ROUTERS)
-        if deploy is not None:
-            for name in ("prefill_servers", "decode_servers"):
-                given = overrides.get(name, getattr(params, name) if params is not None else None)
-                if name in overrides and given != getattr(deploy, name[:-8]):
-                    raise ConfigError(f"{name}: {given} contradicts deployment {deploy.name}; give one or the other")
-            overrides = {**overrides, "prefill_servers": deploy.prefill, "decode_servers": deploy.decode,
-                         "router": router}
-        elif router != "round-robin":
-            overrides = {**overrides, "router": router}
-    params = replace(params or LoadModel(), **overrides)
-    check_sides(model, params.ptp, params.dtp)
-    for side, depth in (("prefill_pp", params.prefill_pp), ("decode_pp", params.decode_pp)):
-        check_pp(side, depth, model.num_layers)
-    max_num_seqs = positive_int("max_num_seqs", max_num_seqs, upper=1_000_000)
+    cfg = resolve(model, handoff=handoff, deployment=deployment, max_num_seqs=max_num_seqs,
+                  max_num_batched_tokens=max_num_batched_tokens, chunked_prefill=chunked_prefill,
+                  max_concurrency=max_concurrency, router=router, memory=memory, slo_ttft_s=slo_ttft_s,
+                  slo_tpot_s=slo_tpot_s, kv_pool_bytes=kv_pool_bytes, calibration=calibration, params=params,
+                  **overrides)
     if trace is None and num_prompts is not None and not isinstance(num_prompts, bool) and isinstance(num_prompts, int):
         # the simulation keeps a record per request and per loop iteration (about 1 KB each)
         if num_prompts > MAX_REQUESTS:
@@ -351,42 +160,28 @@ def loadtest(model: ModelSpec | str, *, handoff: str | None = None, qps: float |
         table = arrivals(qps=qps, num_prompts=num_prompts, prompt_tokens=prompt_tokens, out_tokens=out_tokens,
                          process=arrival, seed=seed, burstiness=1.0 if burstiness is None else burstiness,
                          range_ratio=range_ratio)
-    cost = CostModel(gpu=params.gpu, mfu=params.prefill_mfu, hbm_efficiency=params.hbm_efficiency, link=params.link,
-                     prefill_tp=params.ptp, decode_tp=params.dtp, prefill_pp=params.prefill_pp,
-                     decode_pp=params.decode_pp, expert_routing=params.expert_routing)
+    cost = cfg.cost_model()
     cost.expert_routing.check(model)
-    link = cost.link
     if len(table):  # every request's prompt and output within the model's context
         model.check_context(int((table["prompt_tokens"] + table["output_tokens"]).max()),
                             field="prompt_tokens" if trace is None else "trace", what="a prompt plus its output")
-    meta = {"qps": qps, "seed": seed, "arrival": arrival if trace is None else "trace", "slo": slo,
-            "calibration": None if calibration is None else str(calibration)}
-    if deploy is not None and not colocated and len(table):  # a deployment must hold its weights and one request
-        longest = int((table["prompt_tokens"] + table["output_tokens"]).max())
-        whole = -(-longest // params.block_tokens) * params.block_tokens  # its last step's blocks
-        if kv_pool_bytes is not None and any(pool.request_bytes(whole) > kv_pool_bytes for pool in decode_pools(
-                model, tp=params.dtp, pp=params.decode_pp, gpu=cost.gpu)):
-            raise MemoryFitError(f"kv_pool_bytes: {kv_pool_bytes / 1e9:.3g} GB per GPU holds not one request of "
-                              f"{longest:,} tokens (its KV and state); expected more")
-        if (max_slots_in_memory(model, context_tokens=longest, tp=params.dtp, gpu=cost.gpu, pp=params.decode_pp) == 0
-                or memory and kv_pool_bytes is None and any(pool.request_bytes(whole) > pool.pool_bytes for pool in
-                                                             decode_pools(model, tp=params.dtp, pp=params.decode_pp,
-                                                                          gpu=cost.gpu))):
-            raise MemoryFitError(f"decode_tp: {model.name}'s weights ({weights_per_gpu_bytes(model, tp=params.dtp) / 1e9:.1f} "
-                              f"GB per GPU at TP {params.dtp}) leave no room on {cost.gpu.name} for one request of "
-                              f"{longest:,} tokens; raise the TP")
-    if colocated:
-        return colocated_result(model, cost, params, deploy, engine, table, meta)
-    iterations = estimated_iterations(table, model=model, cost=cost, params=params, max_num_seqs=max_num_seqs,
-                                      handoff=handoff)
+    meta = {"qps": qps, "seed": seed, "arrival": arrival if trace is None else "trace",
+            "slo": {"ttft_s": cfg.client.slo_ttft_s, "tpot_s": cfg.client.slo_tpot_s}, "calibration": cfg.cost.calibration}
+    if len(table):  # a deployment must hold its weights and one request
+        cfg.check_traffic(model, cost, int((table["prompt_tokens"] + table["output_tokens"]).max()))
+    if cfg.kind == "colocated":
+        check_colocated(cfg)
+        return colocated_result(model, cfg, cost, table, meta)
+    params = cfg.params
+    iterations = estimated_iterations(table, model=model, cost=cost, params=params,
+                                      max_num_seqs=cfg.decode.max_num_seqs, handoff=cfg.handoff.mode)
     if params.prefill_max_num_batched_tokens is not None:  # and the batching prefill servers' steps
         iterations += float(table["prompt_tokens"].sum()) / params.prefill_max_num_batched_tokens + len(table)
     check_memory("num_prompts" if trace is None else "trace",
                  len(table) * BYTES_PER_REQUEST + iterations * BYTES_PER_ITERATION,
                  f"a load test of {len(table):,} requests and about {iterations:,.0f} decode-loop iterations"
                  + (" and prefill steps" if params.prefill_max_num_batched_tokens is not None else ""))
-    sim = DisaggregatedSimulation(model, cost, link, params, handoff, max_num_seqs, table, memory=memory,
-                                  max_concurrency=max_concurrency, kv_pool_bytes=kv_pool_bytes)
+    sim = DisaggregatedSimulation(model, cfg, cost, table)
     sim.run()
     return sim.result(**meta)
 

@@ -16,10 +16,9 @@ import numpy as np
 import pandas as pd
 
 from .._memory import check_memory
-from ..errors import ConfigError
 from ..specs.cost import CostModel
 from ..specs.models import ModelSpec
-from .config import EngineConfig, default_max_num_batched_tokens
+from .config import default_max_num_batched_tokens
 from .engine import simulate_colocated
 from .memory import max_slots_in_memory
 from .results import LoadResult, check_slos, complete_summary, kv_used, latency_summary, steady_state, step_series, time_average
@@ -43,8 +42,8 @@ def _memory(sim: Any, df: pd.DataFrame) -> dict[str, Any]:
     """The most slots of the run's longest context a decode server's HBM holds (weights at this TP
     first; :mod:`depgraph.serving.memory`), and whether ``max_num_seqs`` fits in it."""
     longest = int((df.prompt_tokens + df.output_tokens).max())
-    fit = max_slots_in_memory(sim.model, context_tokens=longest, tp=sim.p.dtp, gpu=sim.cost.gpu,
-                              pp=sim.p.decode_pp)
+    fit = max_slots_in_memory(sim.model, context_tokens=longest, tp=sim.cfg.decode.tp, gpu=sim.cost.gpu,
+                              pp=sim.cfg.decode.pp)
     return {"memory_max_num_seqs": fit, "memory_fits": sim.slots <= fit}
 
 def _occupancy(sim: Any, end: float) -> dict[str, Any]:
@@ -58,7 +57,7 @@ def _occupancy(sim: Any, end: float) -> dict[str, Any]:
     if sim.batching:
         busy = [sum(row[2] for row in ps.steps) for ps in sim.pre]
     else:
-        busy = [0.0] * sim.p.prefill_servers
+        busy = [0.0] * sim.cfg.prefill.servers
         for r in sim.reqs:
             if r.prefill_server >= 0:
                 busy[r.prefill_server] += r.prefill_end - r.prefill_start
@@ -80,8 +79,8 @@ def _queue_spans(sim: Any, df: pd.DataFrame, end: float) -> tuple[np.ndarray, np
     log = np.fromiter(itertools.chain.from_iterable(sim.waiting_log), np.float64, 2 * m).reshape(m, 2)
     times = log[:, 0]
     spans = [times, np.append(times[1:], max(end, times[-1])), log[:, 1]]
-    if sim.p.prefill_servers:
-        queued = (df.slot_start_s if sim.handoff == "push" and sim.p.slot_scope == "reserved"
+    if sim.cfg.prefill.servers:
+        queued = (df.slot_start_s if sim.handoff == "push" and sim.reserved
                   else df.arrival_s).to_numpy()
         waited = queued + df.prefill_queue_s.to_numpy()
         spans = [np.concatenate([spans[0], queued]), np.concatenate([spans[1], waited]),
@@ -111,8 +110,8 @@ def disaggregated_result(sim: Any, **meta) -> LoadResult:
     for r in sim.reqs:
         tpot = (r.last_token - r.first_token) / (r.out - 1) if r.out > 1 else math.nan
         slot_wait = r.slot_start - r.slot_request
-        before_prefill = sim.handoff == "push" and sim.p.slot_scope == "reserved"
-        inside_handoff = sim.handoff != "push" and sim.p.slot_scope == "reserved"
+        before_prefill = sim.handoff == "push" and sim.reserved
+        inside_handoff = sim.handoff != "push" and sim.reserved
         parts = {"prefill_queue_s": r.prefill_start - (r.slot_start if before_prefill else r.arrival),
                  "prefill_s": r.prefill_end - r.prefill_start,
                  "handoff_s": r.ready - r.prefill_end - (slot_wait if inside_handoff else 0.0),
@@ -146,9 +145,9 @@ def disaggregated_result(sim: Any, **meta) -> LoadResult:
               "time_in_slot_mean_window_s": float(inside.time_in_slot_s.mean()) if len(inside) else math.nan}
     summary = {
         "handoff": sim.handoff, "requests": len(df), "max_num_seqs": sim.slots,
-        "gpu": sim.cost.gpu.name, "link": sim.link.name, "tp": sim.p.tp, "prefill_tp": sim.p.ptp,
-        "decode_tp": sim.p.dtp, "prefill_pp": sim.p.prefill_pp, "decode_pp": sim.p.decode_pp,
-        "collectives": sim.p.collectives, "prefill_mfu": sim.cost.mfu,
+        "gpu": sim.cost.gpu.name, "link": sim.link.name, "tp": sim.cfg.params.tp, "prefill_tp": sim.cfg.prefill.tp,
+        "decode_tp": sim.cfg.decode.tp, "prefill_pp": sim.cfg.prefill.pp, "decode_pp": sim.cfg.decode.pp,
+        "collectives": sim.cfg.cost.collectives, "prefill_mfu": sim.cost.mfu,
         "hbm_efficiency": sim.cost.decode_hbm_efficiency, "expert_routing": str(sim.cost.expert_routing),
         **_memory(sim, df),
         **{f"ttft_p{q}_s": float(np.percentile(df.ttft_s, q)) for q in (50, 90, 99)},
@@ -174,13 +173,13 @@ def disaggregated_result(sim: Any, **meta) -> LoadResult:
     if sim.rejoin_gaps:  # a request back after a preemption waited longer than its batch's step
         parts.append(np.array(sim.rejoin_gaps))
     itl = np.concatenate(parts) if parts else np.zeros(0)
-    P, D = sim.p.prefill_servers, sim.p.decode_servers
-    gpus = sim.p.dtp * sim.p.decode_pp * D + sim.p.ptp * sim.p.prefill_pp * P
+    P, D = sim.cfg.prefill.servers, sim.cfg.decode.servers
+    gpus = sim.cfg.decode.tp * sim.cfg.decode.pp * D + sim.cfg.prefill.tp * sim.cfg.prefill.pp * P
     latency = latency_summary(df, itl=itl, slo=meta.get("slo") or check_slos(None, None), end=end, gpus=gpus)
     summary.update({k: v for k, v in latency.items() if k not in summary})
     summary.update(deployment=f"{P}P{D}D" if P else f"{D} decode server{'s' if D > 1 else ''}, an unbounded "
                                                     "prefill pool",
-                   prefill_servers=P, decode_servers=D, router=sim.p.router, preemptions=sim.preemptions,
+                   prefill_servers=P, decode_servers=D, router=sim.cfg.decode.router, preemptions=sim.preemptions,
                    preempted_requests=int((df.preemptions > 0).sum()), memory=sim.memory,
                    max_concurrency=sim.concurrency, calibration=meta.get("calibration"),
                    bytes_moved=float(sum(sim.predict.handoff_bytes(r.prompt) for r in sim.reqs)),
@@ -188,27 +187,22 @@ def disaggregated_result(sim: Any, **meta) -> LoadResult:
     summary.update(steady_state(df.arrival_s.to_numpy(), df.ttft_s.to_numpy(), df.finish_s.to_numpy(),
                                 _queue_spans(sim, df, end), max_concurrency=sim.concurrency))
     tokens = float(df.output_tokens.sum())
-    complete_summary(summary, max_num_batched_tokens=sim.p.prefill_max_num_batched_tokens,
-                     step_overhead_s=sim.p.decode_step_overhead_s,
+    complete_summary(summary, max_num_batched_tokens=sim.cfg.prefill.max_num_batched_tokens,
+                     step_overhead_s=sim.cfg.cost.step_overhead_s,
                      output_tokens_per_s=tokens / end if end > 0 else math.nan,
                      steps=sum(len(c["end_s"]) for c in cols))
     return LoadResult(requests=df, summary=summary, timeline=timeline, config={**meta, "model": sim.model.name},
-                      _trace={"reqs": sim.reqs, "iterations": sim.iterations, "params": sim.p, "prefill": sim.pre,
+                      _trace={"reqs": sim.reqs, "iterations": sim.iterations, "config": sim.cfg, "posting_s": sim.predict.posting_s, "prefill": sim.pre,
                               "pool_bytes": [pool.pool_bytes for pool in sim.pools],
                               "handoff": sim.handoff, "prefill_s": sim.predict.prefill_s,
                               "transfer_s": sim.predict.transfer_s})
 
 
-def colocated_result(model: ModelSpec, cost: CostModel, params: Any, deploy: Any, engine: EngineConfig, table: pd.DataFrame,
-                     meta: dict) -> LoadResult:
-    """A load test of a colocated deployment (:mod:`depgraph.serving.engine`)."""
-    for name, default in (("prefill_servers", 0), ("slot_scope", "running"), ("decode_servers", 1)):
-        if getattr(params, name) != default:
-            raise ConfigError(f"{name}: applies to the disaggregated load model, not to a {deploy.name} deployment")
-    if params.prefill_pp != 1 or params.decode_pp != 1 or params.ptp != params.dtp:
-        raise ConfigError("tp: a colocated server runs prefill and decode on the same GPUs: give one tp "
-                          "(prefill_tp = decode_tp) and no pipeline stages")
-    tp = params.dtp
+def colocated_result(model: ModelSpec, cfg: Any, cost: CostModel, table: pd.DataFrame, meta: dict) -> LoadResult:
+    """A load test of a colocated deployment (:func:`~depgraph.serving.engine.simulate_colocated`) of the
+    resolved configuration ``cfg``."""
+    deploy, engine = cfg.deployment, cfg.engine
+    tp = cfg.decode.tp
     n = len(table)
     budget = engine.max_num_batched_tokens or default_max_num_batched_tokens(cost.gpu)
     tokens = float(table.output_tokens.sum())
@@ -216,7 +210,7 @@ def colocated_result(model: ModelSpec, cost: CostModel, params: Any, deploy: Any
     check_memory("num_prompts", n * BYTES_PER_REQUEST + steps * BYTES_PER_ITERATION + 8 * tokens,
                  f"a colocated load test of {n:,} requests and about {steps:,.0f} engine steps")
     run = simulate_colocated(model, cost, table, tp=tp, servers=deploy.servers, config=engine,
-                             overhead_s=params.decode_step_overhead_s, collectives=params.collectives)
+                             overhead_s=cfg.cost.step_overhead_s, collectives=cfg.cost.collectives)
     df = run.requests
     end = float(df.finish_s.max())
     st = run.steps
@@ -228,7 +222,7 @@ def colocated_result(model: ModelSpec, cost: CostModel, params: Any, deploy: Any
         "router": engine.router, "max_concurrency": engine.max_concurrency,
         "gpu": cost.gpu.name, "link": cost.link.name, "tp": tp, "prefill_tp": tp, "decode_tp": tp,
         "prefill_mfu": cost.mfu, "hbm_efficiency": cost.decode_hbm_efficiency,
-        "step_overhead_s": params.decode_step_overhead_s, "collectives": params.collectives,
+        "step_overhead_s": cfg.cost.step_overhead_s, "collectives": cfg.cost.collectives,
         "expert_routing": str(cost.expert_routing),
         **latency_summary(df, itl=run.itl_s, slo=meta["slo"], end=end, gpus=run.servers * tp),
         "preemptions": run.preemptions, "preempted_requests": int((df.preemptions > 0).sum()),
