@@ -167,3 +167,12 @@ def test_the_machines_memory_budget_is_not_a_deployments_memory(monkeypatch):
                              slo_tpot_s=0.05, attainment=0.9, seed=0)}
     with pytest.raises(dg.ConfigError, match=r"memory budget"):
         evaluate(point)
+
+
+def test_a_plan_counts_the_candidates_its_cap_left_out():
+    """plan() says how many candidates the grid holds before max_candidates (the command's note reads it,
+    instead of asking candidates() a second time)."""
+    rows = dg.plan("qwen3-32b", gpu="h200", gpus=16, qps=2, prompt_tokens=1024, out_tokens=16, slo_ttft_s=2.0,
+                   slo_tpot_s=0.1, num_prompts=10, max_candidates=2, workers=1)
+    every = candidates("qwen3-32b", gpu="h200", gpus=16, max_candidates=None)
+    assert len(rows) == 2 and rows.candidates_total == len(every) > 2 and isinstance(rows, list)

@@ -289,10 +289,9 @@ def run_plan_command(args) -> int:
         print(_dumps([{k: None if isinstance(v, float) and math.isnan(v) else v for k, v in r.items()}
                       for r in rows]))
         return 0
-    from ..sweeps.plan import candidates
     from ..sweeps.text import plan_text
 
-    every = len(candidates(args.model, **grid, max_candidates=None))  # before max_candidates left any out
+    every = rows.candidates_total  # before max_candidates left any out
     print(plan_text(rows, model=args.model, gpu=args.gpu, gpus=args.gpus, qps=args.qps, prompt_tokens=args.prompt_tokens,
                     out_tokens=args.out_tokens, slo_ttft_ms=args.slo_ttft_ms, slo_tpot_ms=args.slo_tpot_ms,
                     attainment=args.attainment, calibration=args.calibration, expert_routing=args.expert_routing,

@@ -77,7 +77,7 @@ def _point(args) -> dict:
 
 def _scheduled(args):
     """The schedule the command shows, and the point it came from."""
-    from ..sweeps.points import build
+    from ..sweeps.points import build, with_fitted_sides
     from ..core.scheduler import schedule
 
     from ..workloads.registry import WORKLOADS
@@ -86,10 +86,8 @@ def _scheduled(args):
     applies = WORKLOADS[point["workload"]].applies_policy
     kw = {"policy": args.policy, "admission": point["admission"], "phase": point["phase"]} if applies else {}
     cost = _cost(args)
-    if getattr(args, "calibration", None):  # the fitted sides' TP, unless the flags give others
-        for side in ("prefill_tp", "decode_tp"):
-            if side in point and getattr(args, side, None) is None:
-                point[side] = getattr(cost, side)
+    point.update(with_fitted_sides(point, cost, given=[s for s in ("prefill_tp", "decode_tp")
+                                                       if getattr(args, s, None) is not None]))
     G = build(point, cost=cost, **kw)
     return schedule(G, policy=None if applies else args.policy), point
 

@@ -54,12 +54,10 @@ def add_sweep_command(subparsers) -> argparse.ArgumentParser:
 def run_sweep_command(args: argparse.Namespace) -> int:
     """Run ``depgraph sweep``; 130 and one line when interrupted."""
     from ..sweeps import SweepInterrupted, sweep
-    from ..sweeps.scenario import load_scenario
+    from ..sweeps.scenario import load_scenario, with_calibration
 
     scenario = load_scenario(args.scenario)
     if args.calibration:
-        from dataclasses import replace as _replace
-
         from ..specs.calibration import read_calibration
 
         if scenario.calibration:
@@ -73,8 +71,7 @@ def run_sweep_command(args: argparse.Namespace) -> int:
             raise DepgraphError(f"--calibration: {args.calibration} has no prefill_mfu")
         print(f"calibration {args.calibration}: the grid's mfus {list(scenario.grid['mfus'])} replaced by the fitted "
               f"{values['prefill_mfu']:.4g}", file=sys.stderr)
-        scenario = _replace(scenario, grid={**scenario.grid, "mfus": (values["prefill_mfu"],)},
-                            calibration=tuple(sorted(values.items())))
+        scenario = with_calibration(scenario, cal)
     if args.gpu:  # the grid's gpus axis, replaced and checked as the scenario's own would be
         from dataclasses import replace as _replace
 

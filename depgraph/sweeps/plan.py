@@ -41,7 +41,7 @@ from ..specs.hardware import load_gpu
 from ..specs.models import load_model
 from ..specs.parallel import check_tp_pair
 
-__all__ = ["plan", "candidates", "evaluate", "BOUNDS", "MAX_CANDIDATES"]
+__all__ = ["plan", "candidates", "evaluate", "BOUNDS", "MAX_CANDIDATES", "PlanResult"]
 
 BOUNDS = ("meets SLOs", "TTFT-bound", "TPOT-bound", "link-bound", "memory-bound")
 #: The most candidates one plan runs.
@@ -50,6 +50,13 @@ MAX_CANDIDATES = 1000
 _COUNTS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)
 #: Bisection steps below the offered rate for a candidate that misses its targets there.
 _BISECTIONS = 4
+
+
+class PlanResult(list):
+    """:func:`plan`'s ranked rows (a list of dicts, best first), with ``candidates_total``: how many
+    candidates the grid holds before ``max_candidates`` left any out."""
+
+    candidates_total: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,7 +201,9 @@ def plan(model, *, gpu: str, gpus: int, qps: float, prompt_tokens: int, out_toke
     """Rank deployments of ``model`` on at most ``gpus`` GPUs of type ``gpu``
     for ``qps`` requests per second of ``prompt_tokens`` and ``out_tokens``,
     under TTFT <= ``slo_ttft_s`` and TPOT <= ``slo_tpot_s`` for at least
-    ``attainment`` of requests. Returns one dict per candidate, best first:
+    ``attainment`` of requests. Returns one dict per candidate, best first (a
+    :class:`PlanResult`, whose ``candidates_total`` counts the grid before
+    ``max_candidates``):
     ``deployment``, ``prefill_tp``, ``decode_tp`` (``tp``: theirs when they
     are equal, else ``None``), ``handoff``, ``max_num_seqs``, ``gpus``,
     ``goodput_rps`` (capped at ``qps``), ``goodput_per_gpu``, ``bound``,
@@ -239,8 +248,10 @@ def plan(model, *, gpu: str, gpus: int, qps: float, prompt_tokens: int, out_toke
     parse_routing(expert_routing).check(model_spec)
     if is_routing_file(str(expert_routing)):
         expert_routing = str(Path(expert_routing).resolve())  # the workers may run elsewhere
-    found = candidates(model_spec, gpu=gpu, gpus=gpus, tps=tps, max_num_seqs=max_num_seqs, handoffs=handoffs,
-                       colocated=colocated, disaggregated=disaggregated, max_candidates=max_candidates)
+    grid = dict(gpu=gpu, gpus=gpus, tps=tps, max_num_seqs=max_num_seqs, handoffs=handoffs, colocated=colocated,
+                disaggregated=disaggregated)
+    found = candidates(model_spec, **grid, max_candidates=max_candidates)
+    every = found if max_candidates is None else candidates(model_spec, **grid, max_candidates=None)
     # the model travels by name when it has one in the catalog (workers load it), else as the spec
     points = [{"key": f"{i}", "model": model if isinstance(model, str) else model_spec, "gpu": gpu,
                "candidate": c, "traffic": _as_dict(traffic), "calibration": calibration,
@@ -266,7 +277,9 @@ def plan(model, *, gpu: str, gpus: int, qps: float, prompt_tokens: int, out_toke
         del r["order"]
     if not out:
         raise DepgraphError("plan: no candidate ran")
-    return out
+    result = PlanResult(out)
+    result.candidates_total = len(every)
+    return result
 
 
 def _as_dict(traffic: _Traffic) -> dict[str, Any]:

@@ -47,7 +47,7 @@ from ..core.scheduler import Schedule, frontier_width_max, schedule
 from ..workloads.batching import continuous_batching_tables, step_admission_expectation
 from ..workloads.registry import get_workload
 
-__all__ = ["run_point", "build"]
+__all__ = ["run_point", "build", "with_fitted_sides"]
 
 
 @lru_cache(maxsize=32)
@@ -74,6 +74,16 @@ def build(point: dict[str, Any], *, policy: str = "layer", admission: str = "ste
     if not as_table:
         return w.build(model, **common, **kwargs, policy=policy)
     return next(iter(continuous_batching_tables(model, **common, **kwargs, policies=(policy,)).values()))
+
+
+def with_fitted_sides(point: dict[str, Any], cost: CostModel, *, given: Sequence[str] = ()) -> dict[str, Any]:
+    """``point`` with a calibrated cost model's sides: the fitted ``prefill_tp`` and ``decode_tp``
+    (:meth:`~depgraph.specs.cost.CostModel.from_calibration`) where the point has the side and the
+    caller ``given`` none of its own; an uncalibrated cost model leaves the point as it is."""
+    if cost.calibration is None:
+        return point
+    return {**point, **{side: getattr(cost, side) for side in ("prefill_tp", "decode_tp")
+                        if side in point and side not in given}}
 
 
 def _model_and_common(point: dict[str, Any], cost: CostModel | None) -> tuple[Any, dict[str, Any]]:
