@@ -2,7 +2,10 @@
 
 - :mod:`~depgraph.specs.models`: model configs as Hugging Face writes them, and the handoff bytes they imply.
 - :mod:`~depgraph.specs.hardware`: GPUs and links from datasheets (``data/hardware.json``).
-- :mod:`~depgraph.specs.cost`: the cost model, every assumption a named parameter.
+- :mod:`~depgraph.specs.cost`: the cost model, every assumption a named parameter (and how a calibration applies).
+- :mod:`~depgraph.specs.predictor`: the step predictor, every duration a serving engine charges.
+- :mod:`~depgraph.specs.parallel`, :mod:`~depgraph.specs.routing`: ranks and shards; MoE expert routing.
+- :mod:`~depgraph.specs.calibration`: a saved calibration, read strictly.
 
 Specs import nothing from the core.
 """
