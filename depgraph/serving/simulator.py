@@ -1,26 +1,13 @@
-"""A load model of disaggregated serving: push vs pull handoff, the decode loop, decode slots.
+"""The load test's front door: :func:`loadtest` runs traffic on a deployment and returns a :class:`LoadResult`.
 
-One decode server has ``max_num_seqs`` slots and a main loop. Each loop
-iteration first runs the handoff setup work queued on the loop (pull's
-posting work: every running request pauses while it runs), then one decode
-step for every running request (memory-bound, from the cost model, plus a
-fixed per-step overhead). A request holds its slot until its last output
-token. Requests arrive by a seeded Poisson process, at a constant rate, or
-from a trace; a prefill pool prefills them.
-
-``pull``
-    after prefill, serial steps: the router relays where the blocks are
-    (``relay_s``), decode allocates a slot (waiting if none is free) and posts
-    the transfer on its loop (``posting_s``, pausing every running request),
-    then reads the blocks (the TP-sliced transfer). The request joins the
-    next iteration.
-``pull-thread``
-    the same, with the posting work on a background thread (one thread,
-    first come first served): it delays this request, not the others.
-``push``
-    decode registers free blocks when the request arrives, so a slot is held
-    from arrival (waiting if none is free, before prefill starts); prefill
-    writes into them from a background thread; nothing runs on the loop.
+The default deployment is the push vs pull study's load model: one decode
+server with ``max_num_seqs`` slots and a main loop fed by a prefill pool
+(:mod:`~depgraph.serving.disaggregated` describes the handoffs, ``push``,
+``pull`` and ``pull-thread``); ``<P>P<D>D`` and ``colocated`` are the other
+configurations of the same engine. Requests arrive by a seeded Poisson
+process, at a constant rate, as ``vllm bench serve --burstiness`` draws
+them, or from a trace (:mod:`~depgraph.serving.arrivals`). Every keyword is
+checked once, by :func:`~depgraph.serving.config.resolve`.
 
 The first token a client sees is the end of the first decode step the
 request takes part in; it produces ``out_tokens`` tokens in as many steps.
