@@ -14,7 +14,7 @@ Every time it charges comes from the step predictor
 (:mod:`depgraph.specs.predictor`).
 
 - :mod:`~depgraph.serving.simulator`: :func:`~depgraph.serving.simulator.loadtest`, the front door.
-- :mod:`~depgraph.serving.config`: :class:`~depgraph.serving.config.LoadModel` and one
+- :mod:`~depgraph.serving.params`, :mod:`~depgraph.serving.config`: :class:`~depgraph.serving.params.LoadModel` and one
   :func:`~depgraph.serving.config.resolve` into a nested, checked configuration.
 - :mod:`~depgraph.serving.results`, :mod:`~depgraph.serving.summary`: one result type,
   :class:`~depgraph.serving.results.LoadResult`, the same summary keys for every deployment.

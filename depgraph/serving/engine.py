@@ -59,7 +59,7 @@ from ..specs.cost import CostModel, StepCost
 from ..specs.models import ModelSpec
 from ..specs.predictor import ServingPredictor
 from .client import ROUTERS, Client, Router
-from .config import Deployment, EngineConfig, default_max_num_batched_tokens, parse_deployment
+from .params import Deployment, EngineConfig, default_max_num_batched_tokens, parse_deployment
 from .graphs import colocated_graph
 from .kernel import EventKernel
 from .kvpool import KVPool

@@ -39,8 +39,8 @@ from ..specs.models import ModelSpec, load_model
 from ..specs.predictor import ServingPredictor
 from .arrivals import (ARRIVAL_PROCESSES, MAX_ARRIVAL_S, MAX_REQUESTS, MAX_TRACE_FILE_BYTES, arrivals,  # noqa: F401
                        checked_trace, read_trace)
-from .config import (HANDOFFS, ROUTERS, SLOT_SCOPES, EngineConfig, LoadModel, ServingConfig,  # noqa: F401
-                     check_colocated, parse_deployment, resolve)
+from .config import ServingConfig, check_colocated, resolve  # noqa: F401
+from .params import HANDOFFS, ROUTERS, SLOT_SCOPES, EngineConfig, LoadModel, parse_deployment  # noqa: F401
 from .disaggregated import DisaggregatedSimulation
 from .graphs import run_graph
 from .results import STEADY_STATE_MARGIN, STEADY_STATE_MIN_REQUESTS, LoadResult, meets_slos, steady_state

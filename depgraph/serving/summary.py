@@ -18,7 +18,7 @@ import pandas as pd
 from .._memory import check_memory
 from ..specs.cost import CostModel
 from ..specs.models import ModelSpec
-from .config import default_max_num_batched_tokens
+from .params import default_max_num_batched_tokens
 from .engine import simulate_colocated
 from .memory import max_slots_in_memory
 from .results import LoadResult, check_slos, complete_summary, kv_used, latency_summary, steady_state, step_series, time_average

@@ -1,0 +1,233 @@
+"""The load test's flat parameters, as users give them: where requests run (:class:`Deployment`),
+vLLM's engine flags (:class:`EngineConfig`) and every assumption of the load model (:class:`LoadModel`),
+each field checked where it enters. :func:`~depgraph.serving.config.resolve` makes one configuration of them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .._validate import one_of, positive_int, positive_number
+from ..errors import ConfigError
+from ..specs.hardware import DEFAULT_LINK, GPU, load_gpu, load_link
+from ..specs.parallel import check_pp, check_tp_pair
+from ..specs.predictor import posting_s
+from ..specs.routing import parse_routing
+from .client import ROUTERS
+from .memory import GPU_MEMORY_UTILIZATION
+
+__all__ = ["Deployment", "parse_deployment", "EngineConfig", "default_max_num_batched_tokens", "ROUTERS",
+           "HANDOFFS", "SLOT_SCOPES", "LoadModel"]
+
+HANDOFFS = ("push", "pull", "pull-thread")
+SLOT_SCOPES = ("running", "reserved")
+
+GIB = 1024 ** 3
+
+
+def default_max_num_batched_tokens(gpu: GPU) -> int:
+    """vLLM's default token budget of an OpenAI-compatible server: 8,192 on a GPU
+    of at least 70 GiB that is not an A100, else 2,048 (``EngineArgs.get_batch_defaults``
+    in ``vllm/engine/arg_utils.py``)."""
+    return 8192 if gpu.hbm_bytes >= 70 * GIB and not gpu.name.startswith("a100") else 2048
+
+
+@dataclass(frozen=True, slots=True)
+class Deployment:
+    """Where requests run: ``colocated`` servers (prefill and decode on the
+    same GPUs), or ``prefill`` and ``decode`` servers apart (``<P>P<D>D``)."""
+
+    kind: str
+    servers: int = 1
+    prefill: int = 0
+    decode: int = 0
+
+    @property
+    def name(self) -> str:
+        if self.kind == "colocated":
+            return "colocated" if self.servers == 1 else f"colocated:{self.servers}"
+        return f"{self.prefill}P{self.decode}D"
+
+
+def parse_deployment(text: Any, *, field_name: str = "deployment") -> Deployment:
+    """``"colocated"``, ``"colocated:N"`` (N servers) or ``"<P>P<D>D"``.
+
+    >>> parse_deployment("2P1D"), parse_deployment("colocated:4").name
+    (Deployment(kind='disaggregated', servers=1, prefill=2, decode=1), 'colocated:4')
+    """
+    words = "expected colocated, colocated:N (N servers, 1 to 4,096) or <P>P<D>D such as 2P1D"
+    if not isinstance(text, str):
+        raise ConfigError(f"{field_name}: {words}; got {text!r}")
+    t = text.strip().lower()
+    if t == "colocated":
+        return Deployment("colocated")
+    if t.startswith("colocated:") and t[10:].isdigit() and 1 <= int(t[10:]) <= 4096:
+        return Deployment("colocated", servers=int(t[10:]))
+    if t.endswith("d") and "p" in t:
+        p, _, d = t[:-1].partition("p")
+        if p.isdigit() and d.isdigit() and 1 <= int(p) <= 4096 and 1 <= int(d) <= 4096:
+            return Deployment("disaggregated", prefill=int(p), decode=int(d))
+    raise ConfigError(f"{field_name}: {words}; got {text!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class EngineConfig:
+    """The engine's settings (vLLM's flags): ``max_num_seqs``,
+    ``max_num_batched_tokens`` (``None``: vLLM's default for the GPU),
+    ``chunked_prefill`` (on, as vLLM's V1 engine), ``block_tokens``,
+    ``gpu_memory_utilization``, ``memory`` (``False``: unlimited KV, for
+    tests and bounds), ``kv_pool_bytes`` (the KV and state memory per GPU,
+    instead of what HBM leaves beside the weights: a what-if), the
+    ``router`` across servers and the client's ``max_concurrency``
+    (``None``: open loop)."""
+
+    max_num_seqs: int = 256
+    max_num_batched_tokens: int | None = None
+    chunked_prefill: bool = True
+    block_tokens: int = 16
+    gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION
+    memory: bool = True
+    router: str = "round-robin"
+    max_concurrency: int | None = None
+    kv_pool_bytes: int | None = None
+
+    def __post_init__(self) -> None:
+        positive_int("max_num_seqs", self.max_num_seqs, upper=1_000_000)
+        if self.max_num_batched_tokens is not None:
+            positive_int("max_num_batched_tokens", self.max_num_batched_tokens, upper=10_000_000)
+        for name in ("chunked_prefill", "memory"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"{name}: expected true or false, got {getattr(self, name)!r}")
+        positive_int("block_tokens", self.block_tokens, upper=1_000_000)
+        positive_number("gpu_memory_utilization", self.gpu_memory_utilization, upper=1.0)
+        one_of("router", self.router, ROUTERS)
+        if self.max_concurrency is not None:
+            positive_int("max_concurrency", self.max_concurrency, upper=10_000_000)
+        if self.kv_pool_bytes is not None:
+            positive_int("kv_pool_bytes", self.kv_pool_bytes, upper=10**15)
+
+
+@dataclass(frozen=True, slots=True)
+class LoadModel:
+    """Every assumption of the load model, with its default and why.
+
+    ``gpu = "h200"``, ``tp = 8`` (``prefill_tp`` and ``decode_tp`` set the
+    sides apart: prefill over the first, decode steps and slot memory over
+    the second, a handoff over as many NICs as the smaller has),
+    ``prefill_pp = decode_pp = 1`` (pipeline stages: an activation hop of the
+    cost model's 0.05 ms per stage boundary on a prefill and on a decode
+    step, slot memory per stage, the handoff spread over the stages' NICs;
+    one batch in flight, vLLM's overlap of several is not modelled),
+    ``collectives = False``: the fitted ``prefill_mfu`` and
+    ``decode_step_overhead_s`` below already hold the tensor-parallel
+    all-reduces of the study's servers; ``True`` adds the cost model's
+    per-layer all-reduces (:meth:`~depgraph.specs.cost.CostModel.allreduce_s`)
+    to every prefill and decode step, for an MFU and overhead measured
+    without them (kernel profiles),
+    ``link = "ib-ndr"`` (400 Gbit/s = 50 GB/s)
+    per GPU: the study's servers (the study's scenario names ``50GBps``, the
+    same bandwidth without the per-message latency). ``prefill_mfu = 0.4``. ``hbm_efficiency = 1.0``: decode reads
+    at the GPU's peak HBM bandwidth, everything else the step costs being in
+    ``decode_step_overhead_s`` (the two are calibrated together, below; the
+    cost model's real-hardware default, 0.8, would count part of it twice).
+    ``decode_servers = 1`` decode servers, each with its own ``max_num_seqs``
+    slots, loop and posting thread, the proxy picking one per request as it
+    arrives (``router``: ``round-robin`` or ``least-outstanding``).
+    ``prefill_max_num_batched_tokens = None``: each prefill server prefills
+    whole prompts one at a time, first come first served; a number makes
+    it a vLLM engine that only prefills: each step the prompts it has
+    started, then waiting ones, chunked to that token budget, costed as one
+    forward pass (:meth:`~depgraph.specs.cost.CostModel.step_cost` at
+    ``prefill_tp``, with ``decode_step_overhead_s`` per step), a request
+    handed off at the end of the step that computes its last prompt token.
+    ``prefill_servers = 0`` means the prefill
+    pool never queues (the study's 540 ms push TTFT at 8 req/s with 16k
+    prompts is below what one 8-GPU H200 server could prefill at bf16, so its
+    prefill pool was not the bottleneck; the study is about the decode side).
+    ``decode_step_overhead_s = 4.4 ms``: fixed time per decode step (launches,
+    tensor-parallel all-reduce, scheduling) on top of the memory-bound reads,
+    calibrated so that push at 8 req/s with 16k prompts gives the study's
+    7.0 ms per token. ``posting_base_s`` and ``posting_per_block_s``: the
+    decode loop's posting work per request is ``base + per_block x blocks``
+    (``block_tokens = 16``); 11.06 ms + 29.1 µs per block gives the study's
+    14.7 ms at 2,000 tokens and, at 16k tokens, the 40.9 ms that turns the
+    study's push 7.0 ms per token into pull's 10.4 ms at 8 req/s.
+    ``relay_s = 1 ms``: the router relaying where the blocks are.
+    ``slot_scope = "running"``: a slot (one of ``max_num_seqs``) is held
+    from the step a request joins to its last token, as vLLM counts running
+    sequences and as the study's Little's-law arithmetic (slots = rate x
+    output tokens x time per token) assumes. ``"reserved"`` holds it from
+    the moment decode sets the request's blocks aside instead: at arrival
+    for push, at allocation for pull.
+    ``expert_routing = "uniform"``: how a MoE model's decode steps spread
+    their tokens over the experts (:mod:`depgraph.specs.routing`), which sets
+    the experts a step reads.
+    """
+
+    gpu: str = "h200"
+    tp: int = 8
+    prefill_tp: int | None = None  # None: tp
+    decode_tp: int | None = None  # None: tp
+    link: str = DEFAULT_LINK
+    prefill_mfu: float = 0.4
+    hbm_efficiency: float = 1.0
+    prefill_servers: int = 0
+    prefill_max_num_batched_tokens: int | None = None
+    decode_servers: int = 1
+    router: str = "round-robin"
+    prefill_pp: int = 1
+    decode_pp: int = 1
+    collectives: bool = False
+    decode_step_overhead_s: float = 4.4e-3
+    posting_base_s: float = 11.06e-3
+    posting_per_block_s: float = 29.1e-6
+    block_tokens: int = 16
+    relay_s: float = 1e-3
+    slot_scope: str = "running"
+    expert_routing: str = "uniform"
+
+    def __post_init__(self) -> None:
+        one_of("slot_scope", self.slot_scope, SLOT_SCOPES)
+        parse_routing(self.expert_routing)  # checked here; the cost model reads it
+        load_gpu(self.gpu)
+        load_link(self.link)
+        object.__setattr__(self, "tp", positive_int("tp", self.tp, upper=1024))  # whole numbers from here on
+        for name in ("prefill_tp", "decode_tp"):
+            if getattr(self, name) is not None:
+                object.__setattr__(self, name, positive_int(name, getattr(self, name), upper=1024))
+        check_tp_pair(self.ptp, self.dtp)
+        object.__setattr__(self, "prefill_pp", check_pp("prefill_pp", self.prefill_pp))
+        object.__setattr__(self, "decode_pp", check_pp("decode_pp", self.decode_pp))
+        if not isinstance(self.collectives, bool):
+            raise ConfigError(f"collectives: expected true or false, got {self.collectives!r}")
+        positive_number("prefill_mfu", self.prefill_mfu, upper=1.0)
+        positive_number("hbm_efficiency", self.hbm_efficiency, upper=1.0)
+        positive_int("prefill_servers", self.prefill_servers, upper=100_000, allow_zero=True)
+        positive_int("decode_servers", self.decode_servers, upper=100_000)
+        if self.prefill_max_num_batched_tokens is not None:
+            positive_int("prefill_max_num_batched_tokens", self.prefill_max_num_batched_tokens, upper=10_000_000)
+            if not self.prefill_servers:
+                raise ConfigError("prefill_max_num_batched_tokens: batches prompts on prefill servers; give "
+                                  "prefill_servers (or a <P>P<D>D deployment)")
+            if self.prefill_pp != 1:
+                raise ConfigError("prefill_pp: batching prefill servers run one stage (give prefill_pp 1, or "
+                                  "whole prompts without max_num_batched_tokens)")
+        one_of("router", self.router, ROUTERS)
+        for name in ("decode_step_overhead_s", "posting_base_s", "posting_per_block_s", "relay_s"):
+            positive_number(name, getattr(self, name), allow_zero=True, upper=60.0)
+        positive_int("block_tokens", self.block_tokens, upper=1_000_000)
+
+    @property
+    def ptp(self) -> int:
+        """The prefill side's tensor-parallel size (``prefill_tp``, else ``tp``)."""
+        return self.tp if self.prefill_tp is None else self.prefill_tp
+
+    @property
+    def dtp(self) -> int:
+        """The decode side's tensor-parallel size (``decode_tp``, else ``tp``)."""
+        return self.tp if self.decode_tp is None else self.decode_tp
+
+    def posting_s(self, prompt_tokens: int) -> float:
+        """Posting work on the decode loop for one request's blocks."""
+        return posting_s(prompt_tokens, base_s=self.posting_base_s, per_block_s=self.posting_per_block_s,
+                         block_tokens=self.block_tokens)
