@@ -267,9 +267,9 @@ class DecodeServer:
         if not batch:
             step = 0.0
         elif sim.windowed:
-            step = predict.decode_step_s(batch, self.context_sum, [base + n for base in running.values()])
+            step = sim.decode_step_s(batch, self.context_sum, [base + n for base in running.values()])
         else:
-            step = predict.decode_step_s(batch, self.context_sum)
+            step = sim.decode_step_s(batch, self.context_sum)
         if recompute:
             step += recompute
         end = t + step

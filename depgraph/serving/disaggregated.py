@@ -61,6 +61,7 @@ class DisaggregatedSimulation:
                                         posting_base_s=cfg.handoff.posting_base_s,
                                         posting_per_block_s=cfg.handoff.posting_per_block_s,
                                         block_tokens=dec.block_tokens)
+        self.decode_step_s = self.predict.decode_step_fn()  # the decode loops' inner loop calls it
         self.handoff, self.slots = cfg.handoff.mode, dec.max_num_seqs
         memory, max_concurrency = dec.memory, cfg.client.max_concurrency
         self.reqs = [Request(i, float(r.arrival_s), int(r.prompt_tokens), int(r.output_tokens))
@@ -154,19 +155,11 @@ class DisaggregatedSimulation:
         kernel = self.kernel
         for r in self.reqs:
             kernel.push(r.arrival, "arrive", r.i)
-        kernel.run({"loop": self._on_loop, "arrive": self._on_arrive, "prefill_wake": self.prefill_step,
-                    "prefill_step": self.prefill_step_end, "prefilled": self._on_prefilled,
+        # a decode loop's next step end runs right away while nothing comes before it (kernel.chained)
+        kernel.run({"loop": kernel.chained("loop", [d.loop for d in self.dec]), "arrive": self._on_arrive,
+                    "prefill_wake": self.prefill_step, "prefill_step": self.prefill_step_end,
+                    "prefilled": self._on_prefilled,
                     "relayed": self._on_relayed, "posted": self._on_posted, "ready": self._on_ready})
-
-    def _on_loop(self, t: float, k: int) -> None:
-        kernel, d = self.kernel, self.dec[k]
-        end = d.loop(t)
-        # while the loop's next step end comes before every other event, run it here, not via the heap
-        while end is not None:
-            if kernel.goes_first(end, "loop"):
-                kernel.push(end, "loop", k)
-                break
-            end = d.loop(end)
 
     def _on_arrive(self, t: float, i: int) -> None:
         if self.client.arrive(i):

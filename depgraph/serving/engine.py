@@ -130,12 +130,14 @@ class EngineServer:
         left = self.budget
         out: list[tuple[Request, int]] = []
         preempted = False
-        running = self.running
+        running, pool = self.running, self.pool
+        block = pool.block_tokens if pool is not None else 0
         idx = 0
         while idx < len(running) and left > 0:
             r = running[idx]
             n = min(r.target - r.computed, left)
-            fits = self._allocate(r, n)
+            # within the blocks it holds (the common case, inline), else grow them if they fit
+            fits = pool is None or -(-(r.computed + n) // block) * block <= r.kv_alloc or self._allocate(r, n)
             while not fits:
                 victim = running.pop()
                 self._preempt(victim)
@@ -259,17 +261,14 @@ class _Colocated:
         if self.srv[k].submit(r):
             self.kernel.push(t, "wake", k)
 
-    def step(self, s: EngineServer, t: float) -> None:
-        end = s.start_step(t)
-        if end is not None:
-            self.kernel.push(end, "step", s.k)
-
     def _on_arrive(self, t: float, i: int) -> None:
         if self.client.arrive(i):
             self.send(self.reqs[i], t)
 
     def _on_wake(self, t: float, k: int) -> None:
-        self.step(self.srv[k], t)
+        end = self.srv[k].start_step(t)
+        if end is not None:
+            self.kernel.push(end, "step", k)
 
     def _on_step(self, t: float, k: int) -> None:
         s = self.srv[k]
@@ -295,7 +294,9 @@ class _Colocated:
             if nxt is not None:
                 self.reqs[nxt].sent_after = r.i
                 self.send(self.reqs[nxt], t)
-        self.step(s, t)
+        end = s.start_step(t)  # its next step, right there (before this instant's arrivals)
+        if end is not None:
+            self.kernel.push(end, "step", k)
 
 
 def simulate_colocated(model: ModelSpec, cost: CostModel, table: pd.DataFrame, *, tp: int, servers: int,

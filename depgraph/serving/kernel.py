@@ -14,7 +14,7 @@ deterministic by construction (SimPy's ``(time, priority, id)``).
 from __future__ import annotations
 
 import heapq
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 __all__ = ["EventKernel", "TIE_ORDERS"]
 
@@ -50,6 +50,26 @@ class EventKernel:
     def pop(self) -> tuple[float, int, int, str, Any]:
         """The next event: ``(time, order, sequence, kind, payload)``."""
         return heapq.heappop(self.heap)
+
+    def chained(self, kind: str, steps: Sequence[Callable[[float], float | None]]) -> Callable[[float, int], None]:
+        """The handler of event ``kind`` for processes that chain their own steps: event ``kind`` with
+        payload ``k`` runs ``steps[k](t)``, which returns when process ``k`` is next due (or ``None``: it is
+        idle); while no queued event goes before that (the same kind at the same instant included), the
+        handler runs it again there without the heap, else queues it. The same order as queueing every
+        step, with fewer heap operations (a busy decode loop is its own next event)."""
+        heap, order, push = self.heap, self.order[kind], heapq.heappush
+
+        def handler(t: float, k: int) -> None:
+            step = steps[k]
+            end = step(t)
+            while end is not None:
+                if heap and (heap[0][0] < end or (heap[0][0] == end and heap[0][1] <= order)):
+                    push(heap, (end, order, self.seq, kind, k))
+                    self.seq += 1
+                    return
+                end = step(end)
+
+        return handler
 
     def goes_first(self, t: float, kind: str) -> bool:
         """Whether an event already queued goes before an event ``kind`` at ``t`` would (the same kind at

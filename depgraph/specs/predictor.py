@@ -34,7 +34,7 @@ the decode step alike.
 from __future__ import annotations
 
 import math
-from typing import Iterable, Protocol, Sequence
+from typing import Callable, Iterable, Protocol, Sequence
 
 from .cost import CostModel, StepCost
 from .hardware import Link
@@ -63,6 +63,23 @@ class StepPredictor(Protocol):
 
     def decode_step_s(self, batch: int, context_tokens: int, contexts: Iterable[int] = ()) -> float:
         """One decode step of ``batch`` requests holding ``context_tokens`` tokens in all."""
+
+    def decode_step_fn(self) -> Callable[..., float]:
+        """:meth:`decode_step_s` as a plain function, for an engine's inner loop: a step of the plain kind
+        (no windows, stages or all-reduces) with its batch size's weights already known is worked out
+        inline, to the same bits; any other goes to :meth:`decode_step_s`."""
+        if not self.plain_step:
+            return self.decode_step_s
+        weights_s, kv_s, state_s, dtp = self._weights_s, self._kv_token_s, self._state_s, self.dtp
+        overhead_s, full = self.step_overhead_s, self.decode_step_s
+
+        def step_s(batch: int, context_tokens: int, contexts: Iterable[int] = ()) -> float:
+            weights = weights_s.get(batch)
+            if weights is None:
+                return full(batch, context_tokens, contexts)
+            return overhead_s + (weights + (kv_s * context_tokens + batch * state_s)) / dtp
+
+        return step_s
 
     def engine_step(self, tp: int) -> StepCost:
         """The mixed prefill and decode step of a vLLM engine on ``tp`` GPUs."""
@@ -164,6 +181,23 @@ class ServingPredictor:
         step = self.step_overhead_s + (weights + per_request) / self.dtp
         fixed = self._fixed_s[batch]
         return step + fixed if fixed else step
+
+    def decode_step_fn(self) -> Callable[..., float]:
+        """:meth:`decode_step_s` as a plain function, for an engine's inner loop: a step of the plain kind
+        (no windows, stages or all-reduces) with its batch size's weights already known is worked out
+        inline, to the same bits; any other goes to :meth:`decode_step_s`."""
+        if not self.plain_step:
+            return self.decode_step_s
+        weights_s, kv_s, state_s, dtp = self._weights_s, self._kv_token_s, self._state_s, self.dtp
+        overhead_s, full = self.step_overhead_s, self.decode_step_s
+
+        def step_s(batch: int, context_tokens: int, contexts: Iterable[int] = ()) -> float:
+            weights = weights_s.get(batch)
+            if weights is None:
+                return full(batch, context_tokens, contexts)
+            return overhead_s + (weights + (kv_s * context_tokens + batch * state_s)) / dtp
+
+        return step_s
 
     def engine_step(self, tp: int) -> StepCost:
         """The cost of one vLLM engine step on ``tp`` GPUs (prompt chunks and decode tokens in one pass),
