@@ -71,12 +71,6 @@ class EventKernel:
 
         return handler
 
-    def goes_first(self, t: float, kind: str) -> bool:
-        """Whether an event already queued goes before an event ``kind`` at ``t`` would (the same kind at
-        the same instant included: it was pushed first)."""
-        heap = self.heap
-        return bool(heap) and (heap[0][0] < t or (heap[0][0] == t and heap[0][1] <= self.order[kind]))
-
     def __bool__(self) -> bool:
         return bool(self.heap)
 
