@@ -43,7 +43,7 @@ from .kernel import EventKernel
 from .kvpool import KVPool
 from .memory import decode_pools
 from .prefill import PrefillPool, pick_batching_server
-from .request import Request
+from .request import HandoffRequest
 
 __all__ = ["DisaggregatedSimulation"]
 
@@ -64,7 +64,7 @@ class DisaggregatedSimulation:
         self.decode_step_s = self.predict.decode_step_fn()  # the decode loops' inner loop calls it
         self.handoff, self.slots = cfg.handoff.mode, dec.max_num_seqs
         memory, max_concurrency = dec.memory, cfg.client.max_concurrency
-        self.reqs = [Request(i, float(r.arrival_s), int(r.prompt_tokens), int(r.output_tokens))
+        self.reqs = [HandoffRequest(i, float(r.arrival_s), int(r.prompt_tokens), int(r.output_tokens))
                      for i, r in enumerate(table.itertuples(index=False))]
         self.kernel = EventKernel("disaggregated")
         self.client = Client(max_concurrency)

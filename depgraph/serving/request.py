@@ -1,14 +1,17 @@
 """One request's state as a serving engine runs it: what happened to it, and when.
 
-Every deployment uses the same record; a field a deployment never sets keeps
-its default (``nan`` for a time, ``-1`` for an index).
+:class:`Request` holds what every engine reads (its lengths, when it was
+sent, its tokens, its KV blocks); :class:`HandoffRequest` adds what a
+disaggregated deployment records on the way (prefill server, handoff, decode
+slot and loop). A field a run never sets keeps its default (``nan`` for a
+time, ``-1`` for an index).
 """
 
 from __future__ import annotations
 
 import math
 
-__all__ = ["Request"]
+__all__ = ["Request", "HandoffRequest"]
 
 _NAN = math.nan
 
@@ -16,48 +19,48 @@ _NAN = math.nan
 class Request:
     """A request's record: its lengths, its times (seconds from the start of the run), where it ran."""
 
-    __slots__ = (
-        "i", "nominal", "arrival", "prompt", "out",
-        # prefill (a prefill server, or a colocated engine's prompt chunks)
-        "prefill_start", "prefill_end", "prefill_server", "prefill_after", "prefill_step", "computed", "target",
-        # the handoff and the decode side's slot
-        "slot_request", "slot_start", "posting_start", "posting_end", "ready", "slot_from", "thread_after",
-        "slot_iter", "slot_since", "slot_held_s",
-        # decoding
-        "server", "first_token", "last_token", "generated", "first_iter", "last_iter", "first_step",
-        "finish_iter", "grow_iter", "join_seq",
-        # memory and preemption
-        "kv_alloc", "preemptions", "recompute", "preempted_token_s",
-        # the client
-        "sent_after",
-    )
+    __slots__ = ("i", "nominal", "arrival", "prompt", "out", "server", "computed", "target", "generated",
+                 "kv_alloc", "preemptions", "first_token", "last_token", "first_step", "prefill_start", "sent_after")
 
     def __init__(self, i: int, arrival: float, prompt: int, out: int) -> None:
         self.i, self.prompt, self.out = i, prompt, out
         self.nominal = arrival  # when the client meant to send it
         self.arrival = arrival  # when it did (later under max_concurrency)
-        self.prefill_start = self.prefill_end = _NAN
+        self.server = 0  # the server that decodes it (a decode server, or a colocated server)
+        self.computed = 0  # prompt (and, after a preemption, generated) tokens an engine computed
+        self.target = prompt  # tokens to have computed before the next token is sampled
+        self.generated = 0
+        self.kv_alloc = 0  # tokens of KV blocks it holds (0: none, nor its state)
+        self.preemptions = 0
+        self.first_token = self.last_token = _NAN
+        self.first_step = (-1, -1)  # colocated: (server, step) whose end is its first token
+        self.prefill_start = _NAN
+        self.sent_after = -1  # the request whose finish freed the client slot it was sent in (-1: none)
+
+
+class HandoffRequest(Request):
+    """A request of a disaggregated deployment: its prefill, its handoff, its decode slot and loop."""
+
+    __slots__ = ("prefill_end", "prefill_server", "prefill_after", "prefill_step", "slot_request", "slot_start",
+                 "posting_start", "posting_end", "ready", "slot_from", "thread_after", "slot_iter", "slot_since",
+                 "slot_held_s", "first_iter", "last_iter", "finish_iter", "grow_iter", "join_seq", "recompute",
+                 "preempted_token_s")
+
+    def __init__(self, i: int, arrival: float, prompt: int, out: int) -> None:
+        super().__init__(i, arrival, prompt, out)
+        self.prefill_end = _NAN
         self.prefill_server = -1
         self.prefill_after = -1  # the previous request on the same prefill server
-        self.prefill_step = -1  # the step of its server that computed its last prompt token
-        self.computed = 0  # prompt (and, after a preemption, generated) tokens computed by an engine
-        self.target = prompt  # tokens to have computed before the next token is sampled
+        self.prefill_step = -1  # the step of its batching server that computed its last prompt token
         self.slot_request = self.slot_start = self.posting_start = self.posting_end = self.ready = _NAN
         self.slot_from = -1  # the request whose slot this one took (-1: a free slot)
         self.thread_after = -1  # the previous job on the posting thread
         self.slot_iter = -1  # the loop iteration whose end admitted it from the queue (memory; -1: on arrival)
         self.slot_since = _NAN  # when it last took a slot
         self.slot_held_s = 0.0  # time it held a slot before its latest admission (preempted spells left out)
-        self.server = 0  # the server that decodes it (a decode server, or a colocated server)
-        self.first_token = self.last_token = _NAN
-        self.generated = 0
         self.first_iter = self.last_iter = -1
-        self.first_step = (-1, -1)  # colocated: (server, step) whose end is its first token
         self.finish_iter = -1  # the loop iteration that will make its last token, while it runs
         self.grow_iter = -1  # the loop iteration that will need its next KV block (-1: none before it finishes)
         self.join_seq = -1  # when it joined the running batch, in order (the newest is preempted first)
-        self.kv_alloc = 0  # tokens of KV blocks it holds (0: none, nor its state)
-        self.preemptions = 0
         self.recompute = 0  # tokens to recompute when it rejoins after a preemption
         self.preempted_token_s = _NAN  # the time of its last token before its latest preemption
-        self.sent_after = -1  # the request whose finish freed the client slot it was sent in (-1: none)
