@@ -403,3 +403,26 @@ def test_a_calibration_applies_the_same_way_to_a_command_and_to_a_sweep_point(tm
                                                 read_calibration(path)))
     got = _model_and_common(point, None)[1]["cost"]
     assert (got.mfu, got.decode_layer_overhead_s) == (0.5, 0.004 / 64)
+
+
+def test_a_setup_without_model_or_gpu_applies_alike_to_a_command_and_a_sweep_point(tmp_path):
+    """A hand-written calibration whose setup names no model or GPU: the model and GPU it is applied to
+    stand in (the command's through from_calibration(model=), the point's own), so both spread the same
+    overhead and take the same all-reduces out; a fit of another model is refused by the command too."""
+    from depgraph.sweeps.points import _model_and_common
+
+    path = tmp_path / "calib.toml"
+    path.write_text('[setup]\ntp = 4\n\n[values]\nprefill_mfu = 0.45\nhbm_efficiency = 0.9\n'
+                    'decode_step_overhead_s = 0.005\n')
+    cost = dg.CostModel.from_calibration(path, model="qwen3-32b", gpu="h200")
+    assert cost.decode_layer_overhead_s > 0 and cost.mfu > 0.45
+    point = {"model": "qwen3-32b", "prompt_tokens": 1024, "link": "ib-ndr", "gpu": "h200", "mfu": 0.45,
+             "workload": "single", "calibration": {"prefill_mfu": 0.45, "hbm_efficiency": 0.9,
+                                                   "decode_step_overhead_s": 0.005},
+             "calibration_setup": {"tp": 4}}
+    got = _model_and_common(point, None)[1]["cost"]
+    assert (got.mfu, got.decode_layer_overhead_s) == (cost.mfu, cost.decode_layer_overhead_s)
+    path.write_text('[setup]\nmodel = "qwen3.6-35b-a3b"\n\n[values]\nprefill_mfu = 0.45\n')
+    with pytest.raises(dg.ConfigError, match=r"^model: the calibration .* was fitted on qwen3.6-35b-a3b"):
+        dg.CostModel.from_calibration(path, model="qwen3-32b")
+    assert main(["ttft", "qwen3-32b", "--prompt-tokens", "1024", "--calibration", str(path)]) == 2

@@ -508,10 +508,7 @@ def test_a_trace_arrival_beyond_the_clock_is_refused(tmp_path, arrival):
 
 
 def test_a_trace_longer_than_the_request_cap_is_refused_while_reading(tmp_path, monkeypatch):
-    from depgraph.serving import arrivals as arrivals_module
-
-    monkeypatch.setattr(simulator, "MAX_REQUESTS", 10)
-    monkeypatch.setattr(arrivals_module, "MAX_REQUESTS", 10)  # where the trace reader counts
+    monkeypatch.setattr(dg.serving.arrivals, "MAX_REQUESTS", 10)  # the one knob: the reader and loadtest read it
     path = tmp_path / "t.csv"
     path.write_text(TRACE_HEADER + "".join(f"{i},16,2\n" for i in range(20)))
     with pytest.raises(dg.ConfigError) as info:

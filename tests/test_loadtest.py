@@ -290,3 +290,33 @@ def test_every_deployment_has_the_same_summary_keys(kwargs):
     assert s["memory"] is (kwargs.get("memory", True) if "deployment" in kwargs else False)
     if not s["memory"] and not colocated:
         assert s["kv_pool_bytes"] is None and s["kv_used_peak"] is None
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(deployment="colocated", handoff="push"), r"^handoff: a colocated deployment has no handoff"),
+    (dict(deployment="colocated", slot_scope="reserved"), r"^slot_scope: applies to the disaggregated load model"),
+    (dict(deployment="colocated", prefill_tp=4), r"^tp: a colocated server runs prefill and decode"),
+    (dict(deployment="2P1D", handoff="pull", prefill_servers=3), r"^prefill_servers: 3 contradicts deployment 2P1D"),
+    (dict(handoff="pull", max_num_batched_tokens=1024), r"^max_num_batched_tokens: batches prompts on prefill"),
+    (dict(handoff="pull", memory=True), r"^memory: KV blocks and preemption are modelled for a deployment"),
+])
+def test_resolve_refuses_every_combination_that_does_not_hold(kwargs, message):
+    """Every cross-check of a load test's configuration is resolve()'s, before any traffic is drawn."""
+    from depgraph.serving.config import resolve
+
+    with pytest.raises(dg.ConfigError, match=message):
+        resolve(dg.load_model("qwen3-32b"), **kwargs)
+
+
+def test_resolve_makes_one_nested_configuration():
+    from depgraph.serving.config import resolve
+
+    cfg = resolve(dg.load_model("qwen3-32b"), deployment="2P1D", handoff="pull-thread", prefill_tp=4,
+                  max_num_batched_tokens=2048, max_concurrency=16, slo_tpot_s=0.05)
+    assert (cfg.kind, cfg.prefill.servers, cfg.prefill.tp, cfg.prefill.max_num_batched_tokens) == (
+        "disaggregated", 2, 4, 2048)
+    assert (cfg.decode.servers, cfg.decode.tp, cfg.decode.memory, cfg.handoff.mode) == (1, 8, True, "pull-thread")
+    assert (cfg.client.max_concurrency, cfg.client.slo_tpot_s, cfg.engine) == (16, 0.05, None)
+    assert cfg.cost_model().prefill_tp == 4 and cfg.cost_model().decode_tp == 8
+    co = resolve(dg.load_model("qwen3-32b"), deployment="colocated:2", max_num_seqs=64)
+    assert (co.kind, co.decode.servers, co.handoff.mode, co.engine.max_num_seqs) == ("colocated", 2, None, 64)

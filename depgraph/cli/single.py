@@ -51,7 +51,7 @@ def _cost(args):
     if getattr(args, "calibration", None):
         if args.mfu is not None:
             raise DepgraphError("--mfu: the calibration gives the prefill MFU; give one or the other")
-        return CostModel.from_calibration(args.calibration, **kwargs)
+        return CostModel.from_calibration(args.calibration, model=args.model, **kwargs)
     return CostModel(**kwargs)
 
 

@@ -27,13 +27,12 @@ from ..errors import ConfigError
 from ..specs.cost import CostModel, calibrated_fields
 from ..specs.models import ModelSpec
 from ..specs.parallel import check_pp
-from ..specs.predictor import posting_s
 from .client import ROUTERS
 from .memory import check_sides
 from .params import HANDOFFS, Deployment, EngineConfig, LoadModel, parse_deployment
 
 __all__ = ["ServingConfig", "CostSection", "PrefillSection", "DecodeSection", "HandoffSection", "ClientSection",
-           "resolve", "check_colocated"]
+           "resolve"]
 
 
 
@@ -116,11 +115,6 @@ class HandoffSection:
     """The decode loop's posting work per request, seconds (pull)."""
     posting_per_block_s: float
     """And per block of the prompt, seconds."""
-
-    def posting_s(self, prompt_tokens: int, block_tokens: int) -> float:
-        """The posting work for one request's blocks (:func:`~depgraph.specs.predictor.posting_s`)."""
-        return posting_s(prompt_tokens, base_s=self.posting_base_s, per_block_s=self.posting_per_block_s,
-                         block_tokens=block_tokens)
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,7 +214,9 @@ def resolve(model: ModelSpec, *, handoff: str | None = None, deployment: str | N
     one place: a calibration's values in place of the defaults (never given twice, only for the model,
     GPU and all-reduce setting it was fitted on), the handoff a disaggregated deployment needs and a
     colocated one refuses, the flags that apply to one kind only, the server counts a deployment
-    names, and each side's TP and stages against the model."""
+    names, a colocated server's one TP and no stages, and each side's TP and stages against the model.
+    What depends on the requests (the longest must fit in memory) is
+    :meth:`ServingConfig.check_traffic`'s."""
     from .results import check_slos
 
     if calibration is not None:
@@ -286,15 +282,15 @@ def resolve(model: ModelSpec, *, handoff: str | None = None, deployment: str | N
     for side, depth in (("prefill_pp", params.prefill_pp), ("decode_pp", params.decode_pp)):
         check_pp(side, depth, model.num_layers)
     max_num_seqs = positive_int("max_num_seqs", max_num_seqs, upper=1_000_000)
+    if colocated:
+        _check_colocated(deploy, params)
     return _sections(deploy, params, handoff=None if colocated else handoff, max_num_seqs=max_num_seqs,
                      memory=memory, kv_pool_bytes=kv_pool_bytes, max_concurrency=max_concurrency, slo=slo,
                      calibration=None if calibration is None else str(calibration), engine=engine)
 
 
-def check_colocated(cfg: ServingConfig) -> None:
-    """Refuse the load model's disaggregated settings on a colocated deployment (checked once the
-    traffic is known, after the other refusals, as before)."""
-    params, deploy = cfg.params, cfg.deployment
+def _check_colocated(deploy: Deployment, params: LoadModel) -> None:
+    """Refuse the load model's disaggregated settings on a colocated deployment."""
     for name, default in (("prefill_servers", 0), ("slot_scope", "running"), ("decode_servers", 1)):
         if getattr(params, name) != default:
             raise ConfigError(f"{name}: applies to the disaggregated load model, not to a {deploy.name} deployment")

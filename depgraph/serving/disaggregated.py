@@ -35,7 +35,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..specs.predictor import ServingPredictor
+from ..specs.predictor import ServingPredictor, StepPredictor
 from .client import Client, Router
 from .decode import DecodeServer
 from .engine import EngineServer
@@ -57,7 +57,7 @@ class DisaggregatedSimulation:
         self.model, self.cfg, self.cost, self.link = model, cfg, cost, cost.link
         c, pre, dec = cfg.cost, cfg.prefill, cfg.decode
         #: every duration this simulation charges (prefill, decode step, transfer, recompute, posting)
-        self.predict = ServingPredictor(model, cost, step_overhead_s=c.step_overhead_s, collectives=c.collectives,
+        self.predict: StepPredictor = ServingPredictor(model, cost, step_overhead_s=c.step_overhead_s, collectives=c.collectives,
                                         posting_base_s=cfg.handoff.posting_base_s,
                                         posting_per_block_s=cfg.handoff.posting_per_block_s,
                                         block_tokens=dec.block_tokens)

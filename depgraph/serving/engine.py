@@ -78,8 +78,8 @@ class EngineServer:
     each step as ``(start_s, end_s, duration_s, tokens, running, waiting, free bytes, woke_by)``
     (``woke_by``: the request whose arrival woke the idle server, else -1)."""
 
-    __slots__ = ("k", "waiting", "running", "pool", "busy", "current", "steps", "busy_s", "woke_by", "budget",
-                 "max_seqs", "chunked", "step_cost", "prefill_only", "preemptions")
+    __slots__ = ("k", "waiting", "running", "pool", "busy", "current", "steps", "woke_by", "budget", "max_seqs",
+                 "chunked", "step_cost", "prefill_only", "preemptions")
 
     def __init__(self, k: int, *, step_cost: StepCost, budget: int, max_num_seqs: int | None = None,
                  chunked: bool = True, pool: KVPool | None = None, prefill_only: bool = False) -> None:
@@ -90,7 +90,6 @@ class EngineServer:
         self.busy = False
         self.current: list[tuple[Request, int]] = []
         self.steps: list[tuple] = []
-        self.busy_s = 0.0
         self.woke_by = -1
         self.budget, self.max_seqs, self.chunked = budget, max_num_seqs, chunked
         self.step_cost, self.prefill_only = step_cost, prefill_only
@@ -182,7 +181,6 @@ class EngineServer:
         self.steps.append((t, end, dur, sum(n for _, n in sched), len(self.running), len(self.waiting), free,
                            self.woke_by))
         self.woke_by = -1
-        self.busy_s += dur
         return end
 
     def end_step(self) -> list[Request]:

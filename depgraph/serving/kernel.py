@@ -5,10 +5,11 @@ first; at one instant, the kind's place in the deployment's tie-order table
 (:data:`TIE_ORDERS`); then the order the events were pushed in. Every run is
 deterministic by construction (SimPy's ``(time, priority, id)``).
 
->>> k = EventKernel("colocated")
+>>> k, seen = EventKernel("colocated"), []
 >>> k.push(1.0, "wake", 0); k.push(1.0, "step", 1); k.push(0.5, "arrive", 2)
->>> [k.pop()[3] for _ in range(3)]
-['arrive', 'step', 'wake']
+>>> k.run(dict.fromkeys(("arrive", "step", "wake"), lambda t, payload: seen.append((t, payload))))
+>>> seen
+[(0.5, 2), (1.0, 1), (1.0, 0)]
 """
 
 from __future__ import annotations
@@ -47,10 +48,6 @@ class EventKernel:
         heapq.heappush(self.heap, (t, self.order[kind], self.seq, kind, payload))
         self.seq += 1
 
-    def pop(self) -> tuple[float, int, int, str, Any]:
-        """The next event: ``(time, order, sequence, kind, payload)``."""
-        return heapq.heappop(self.heap)
-
     def chained(self, kind: str, steps: Sequence[Callable[[float], float | None]]) -> Callable[[float, int], None]:
         """The handler of event ``kind`` for processes that chain their own steps: event ``kind`` with
         payload ``k`` runs ``steps[k](t)``, which returns when process ``k`` is next due (or ``None``: it is
@@ -70,9 +67,6 @@ class EventKernel:
                 end = step(end)
 
         return handler
-
-    def __bool__(self) -> bool:
-        return bool(self.heap)
 
     def run(self, handlers: dict[str, Callable[[float, Any], None]]) -> None:
         """The event loop: pop each event in order and hand it to its kind's handler, which may push more,

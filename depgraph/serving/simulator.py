@@ -39,12 +39,13 @@ from ..specs.models import ModelSpec, load_model
 from ..specs.predictor import ServingPredictor
 from .arrivals import (ARRIVAL_PROCESSES, MAX_ARRIVAL_S, MAX_REQUESTS, MAX_TRACE_FILE_BYTES, arrivals,  # noqa: F401
                        checked_trace, read_trace)
-from .config import ServingConfig, check_colocated, resolve  # noqa: F401
+from .config import ServingConfig, resolve  # noqa: F401
 from .params import HANDOFFS, ROUTERS, SLOT_SCOPES, EngineConfig, LoadModel, parse_deployment  # noqa: F401
 from .disaggregated import DisaggregatedSimulation
 from .graphs import run_graph
 from .results import STEADY_STATE_MARGIN, STEADY_STATE_MIN_REQUESTS, LoadResult, meets_slos, steady_state
-from .summary import BYTES_PER_ITERATION, BYTES_PER_REQUEST, colocated_result
+from .summary import BYTES_PER_ITERATION, BYTES_PER_REQUEST, colocated_result  # noqa: F401
+from . import arrivals as _traffic, summary as _summary  # the knobs, read where they live (one copy each)
 
 __all__ = ["HANDOFFS", "LoadModel", "LoadResult", "loadtest", "arrivals", "meets_slos", "read_trace", "run_graph",
            "steady_state", "STEADY_STATE_MARGIN", "STEADY_STATE_MIN_REQUESTS", "MAX_REQUESTS",
@@ -127,10 +128,10 @@ def loadtest(model: ModelSpec | str, *, handoff: str | None = None, qps: float |
                   **overrides)
     if trace is None and num_prompts is not None and not isinstance(num_prompts, bool) and isinstance(num_prompts, int):
         # the simulation keeps a record per request and per loop iteration (about 1 KB each)
-        if num_prompts > MAX_REQUESTS:
+        if num_prompts > _traffic.MAX_REQUESTS:
             need_gb = num_prompts * 2e-6
             raise ConfigError(f"num_prompts: {num_prompts:,} requests would need about {need_gb:,.0f} GB of "
-                              f"simulation state and hours of time; the limit is {MAX_REQUESTS:,} requests")
+                              f"simulation state and hours of time; the limit is {_traffic.MAX_REQUESTS:,} requests")
     if trace is not None:
         if burstiness is not None or range_ratio:
             raise ConfigError("burstiness, range_ratio: a trace gives its own arrivals and lengths; leave them out")
@@ -157,7 +158,6 @@ def loadtest(model: ModelSpec | str, *, handoff: str | None = None, qps: float |
     if len(table):  # a deployment must hold its weights and one request
         cfg.check_traffic(model, cost, int((table["prompt_tokens"] + table["output_tokens"]).max()))
     if cfg.kind == "colocated":
-        check_colocated(cfg)
         return colocated_result(model, cfg, cost, table, meta)
     params = cfg.params
     iterations = estimated_iterations(table, model=model, cost=cost, params=params,
@@ -165,7 +165,7 @@ def loadtest(model: ModelSpec | str, *, handoff: str | None = None, qps: float |
     if params.prefill_max_num_batched_tokens is not None:  # and the batching prefill servers' steps
         iterations += float(table["prompt_tokens"].sum()) / params.prefill_max_num_batched_tokens + len(table)
     check_memory("num_prompts" if trace is None else "trace",
-                 len(table) * BYTES_PER_REQUEST + iterations * BYTES_PER_ITERATION,
+                 len(table) * _summary.BYTES_PER_REQUEST + iterations * _summary.BYTES_PER_ITERATION,
                  f"a load test of {len(table):,} requests and about {iterations:,.0f} decode-loop iterations"
                  + (" and prefill steps" if params.prefill_max_num_batched_tokens is not None else ""))
     sim = DisaggregatedSimulation(model, cfg, cost, table)

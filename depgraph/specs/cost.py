@@ -374,7 +374,7 @@ class CostModel:
         return max(busy.values(), default=0.0)
 
     @classmethod
-    def from_calibration(cls, path, **overrides) -> "CostModel":
+    def from_calibration(cls, path, *, model=None, **overrides) -> "CostModel":
         """The cost model a saved calibration (``depgraph calibrate -o``) describes:
         its GPU, ``mfu`` = the fitted prefill MFU, ``hbm_efficiency`` = the
         fitted decode bandwidth efficiency, and the fitted per-step overhead
@@ -385,7 +385,8 @@ class CostModel:
         given. A fit without ``collectives`` holds the all-reduces in its MFU and
         step overhead; this cost model's graphs add their own at TP > 1, so
         they are taken out of the fitted values (the prefill's at a 4,096-token
-        prompt). ``cost.calibration`` names the file."""
+        prompt). ``model``, the model it is applied to (a name or a spec), is refused when the fit is
+        another's and stands in for a setup that names none. ``cost.calibration`` names the file."""
         from .calibration import read_calibration
 
         cal = read_calibration(path)
@@ -393,7 +394,13 @@ class CostModel:
         if "gpu" in overrides and gpu is not None and load_gpu(overrides["gpu"]).name != load_gpu(gpu).name:
             raise ConfigError(f"gpu: {path} was fitted on {gpu}; its values do not carry to "
                               f"{load_gpu(overrides['gpu']).name}")
-        kw = calibrated_fields(cal, target="cost")
+        if model is not None:
+            from .calibration import check_fits
+            from .models import load_model
+
+            model = load_model(model) if isinstance(model, str) else model
+            check_fits(cal, model=model)
+        kw = calibrated_fields(cal, target="cost", model=model, gpu=overrides.get("gpu"))
         return cls(**{**kw, **overrides, "calibration": str(path)})
 
     def step_cost(self, model: ModelSpec, *, tp: int = 1, overhead_s: float = 0.0,
@@ -521,7 +528,7 @@ class StepCost:
         return step
 
 
-def calibrated_fields(cal: dict[str, Any], *, target: str, model: Any = None) -> dict[str, Any]:
+def calibrated_fields(cal: dict[str, Any], *, target: str, model: Any = None, gpu: Any = None) -> dict[str, Any]:
     """The one place a calibration is applied: the fields its fitted values set, in the terms of the model
     it is applied to (every command and every sweep point comes here).
 
@@ -538,8 +545,9 @@ def calibrated_fields(cal: dict[str, Any], *, target: str, model: Any = None) ->
     fitted values (the prefill's at a 4,096-token prompt: both grow about linearly with the prompt).
 
     ``cal`` is :func:`~depgraph.specs.calibration.read_calibration`'s ``{"setup", "values"}`` (a setup may hold only
-    :data:`~depgraph.specs.calibration.SETUP_KEYS`); ``model``, the model it is applied to, stands in for a setup that names none
-    (:func:`~depgraph.specs.calibration.check_fits` refuses another model than the fitted one)."""
+    :data:`~depgraph.specs.calibration.SETUP_KEYS`); ``model`` and ``gpu``, the model and GPU it is applied
+    to, stand in for a setup that names none (:func:`~depgraph.specs.calibration.check_fits` refuses
+    another model or GPU than the fitted one), so a command and a sweep point apply a file alike."""
     setup, values = cal.get("setup") or {}, cal["values"]
     if target == "load":
         return dict(values)
@@ -547,7 +555,7 @@ def calibrated_fields(cal: dict[str, Any], *, target: str, model: Any = None) ->
         raise ValueError(f"target: expected 'load' or 'cost', got {target!r}")
     from .models import load_model
 
-    gpu = setup.get("gpu")
+    gpu = setup.get("gpu") or gpu
     kw: dict[str, Any] = {"gpu": gpu} if gpu else {}
     ptp = int(setup.get("prefill_tp") or setup.get("tp") or 1)  # the sides it was fitted at
     dtp = int(setup.get("decode_tp") or setup.get("tp") or 1)

@@ -56,7 +56,9 @@ def posting_s(prompt_tokens: int, *, base_s: float, per_block_s: float, block_to
 
 
 class StepPredictor(Protocol):
-    """What a serving engine asks: the seconds of every piece of work it charges."""
+    """What a serving engine asks: the seconds of every piece of work it charges (and the bytes a
+    handoff moves). :class:`ServingPredictor` answers from the cost model; another cost model (a
+    profile, a learned predictor) answers here too, and the engines change nothing."""
 
     def prefill_s(self, prompt_tokens: int) -> float:
         """One whole prompt on a prefill server."""
@@ -65,21 +67,7 @@ class StepPredictor(Protocol):
         """One decode step of ``batch`` requests holding ``context_tokens`` tokens in all."""
 
     def decode_step_fn(self) -> Callable[..., float]:
-        """:meth:`decode_step_s` as a plain function, for an engine's inner loop: a step of the plain kind
-        (no windows, stages or all-reduces) with its batch size's weights already known is worked out
-        inline, to the same bits; any other goes to :meth:`decode_step_s`."""
-        if not self.plain_step:
-            return self.decode_step_s
-        weights_s, kv_s, state_s, dtp = self._weights_s, self._kv_token_s, self._state_s, self.dtp
-        overhead_s, full = self.step_overhead_s, self.decode_step_s
-
-        def step_s(batch: int, context_tokens: int, contexts: Iterable[int] = ()) -> float:
-            weights = weights_s.get(batch)
-            if weights is None:
-                return full(batch, context_tokens, contexts)
-            return overhead_s + (weights + (kv_s * context_tokens + batch * state_s)) / dtp
-
-        return step_s
+        """:meth:`decode_step_s` as a plain function, for an engine's inner loop."""
 
     def engine_step(self, tp: int) -> StepCost:
         """The mixed prefill and decode step of a vLLM engine on ``tp`` GPUs."""
@@ -87,8 +75,14 @@ class StepPredictor(Protocol):
     def transfer_s(self, prompt_tokens: int) -> float:
         """One request's handoff over the link."""
 
+    def handoff_bytes(self, prompt_tokens: int) -> float:
+        """The bytes one request's handoff moves."""
+
     def recompute_s(self, tokens: int) -> float:
         """A preempted request's tokens recomputed on its decode server."""
+
+    def posting_s(self, prompt_tokens: int) -> float:
+        """Pull's posting work on the decode loop for one request."""
 
 
 class ServingPredictor:

@@ -92,7 +92,7 @@ def _model_and_common(point: dict[str, Any], cost: CostModel | None) -> tuple[An
     cal = point.get("calibration")
     if cal and cost is None:  # the fitted values, as every command applies them (the point's own TP and GPU)
         kw = calibrated_fields({"values": cal, "setup": point.get("calibration_setup") or {}}, target="cost",
-                               model=model)
+                               model=model, gpu=point.get("gpu"))
         for name in ("gpu", "prefill_tp", "decode_tp"):
             kw.pop(name, None)
         cost = CostModel(gpu=point.get("gpu") or CostModel().gpu, **{"mfu": point["mfu"], **kw})

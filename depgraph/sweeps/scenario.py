@@ -181,13 +181,13 @@ class Scenario:
     source: str = "<string>"
     #: a calibration's fitted values (``depgraph calibrate -o``), as sorted (name, value) pairs; () for none
     calibration: tuple[tuple[str, float], ...] = ()
-    #: what the calibration was fitted on (its setup's :data:`~depgraph.specs.calibration.SETUP_KEYS`), as
-    #: sorted (name, value) pairs: how its values apply (the all-reduces its fit holds at the fitted TP)
-    calibration_setup: tuple[tuple[str, Any], ...] = ()
     #: the ``[cost]`` table: cost-model assumptions (:data:`COST_KEYS`) as sorted (name, value) pairs
     cost: tuple[tuple[str, Any], ...] = ()
     #: the first 16 hex digits of the SHA-256 of a ``[cost]`` expert-load histogram ("" without one)
     cost_digest: str = ""
+    #: what the calibration was fitted on (its setup's :data:`~depgraph.specs.calibration.SETUP_KEYS`), as
+    #: sorted (name, value) pairs: how its values apply (the all-reduces its fit holds at the fitted TP)
+    calibration_setup: tuple[tuple[str, Any], ...] = ()
 
     @property
     def num_points(self) -> int:
