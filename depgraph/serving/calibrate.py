@@ -511,6 +511,7 @@ def calibrate_operations(model, path: str | Path, *, gpu: str = "h200", tp: int 
     log error, through :class:`~depgraph.specs.cost.StepCost` with the fitted overhead and efficiency).
     Intervals: a bootstrap over rows (each resample refitted)."""
     from ..specs.cost import CostModel
+    from ..specs.predictor import ServingPredictor
 
     model_ref = _model_ref(model)
     model = load_model(model)
@@ -518,8 +519,11 @@ def calibrate_operations(model, path: str | Path, *, gpu: str = "h200", tp: int 
     prior = prior or LoadModel()
     base = {name: float(getattr(prior, name)) for name in FREE}
     tp = positive_int("tp", tp, upper=1024)
-    unit = CostModel(gpu=gpu, mfu=1.0, hbm_efficiency=1.0).step_cost(model, tp=tp, overhead_s=0.0,
-                                                                      collectives=False)
+    def engine_step(mfu: float, hbm_efficiency: float, overhead_s: float):  # the engine's step, as it charges it
+        cost = CostModel(gpu=gpu, mfu=mfu, hbm_efficiency=hbm_efficiency)
+        return ServingPredictor(model, cost, step_overhead_s=overhead_s, collectives=False).engine_step(tp)
+
+    unit = engine_step(1.0, 1.0, 0.0)
     dec = ops[ops.op == "decode"]
     pre = ops[ops.op == "prefill"]
     mem_s = np.array([unit.step_s([(1, c)] * b) for b, c in zip(dec.batch, dec.context_tokens)])
@@ -542,8 +546,7 @@ def calibrate_operations(model, path: str | Path, *, gpu: str = "h200", tp: int 
             secs = pre.seconds.to_numpy()[pre_idx]
 
             def err(log_mfu: float) -> float:
-                sc = CostModel(gpu=gpu, mfu=math.exp(log_mfu), hbm_efficiency=v["hbm_efficiency"]).step_cost(
-                    model, tp=tp, overhead_s=v["decode_step_overhead_s"], collectives=False)
+                sc = engine_step(math.exp(log_mfu), v["hbm_efficiency"], v["decode_step_overhead_s"])
                 pred = np.array([sc.step_s([(int(t), 0)]) for t in tokens])
                 return float(np.sum(np.log(pred / secs) ** 2))
 
@@ -580,8 +583,7 @@ def calibrate_operations(model, path: str | Path, *, gpu: str = "h200", tp: int 
                  rng.integers(0, len(pre), len(pre)) if len(pre) else all_pre) for _ in range(max(0, bootstrap))]
     intervals = {name: (float(np.percentile([d[name] for d in draws], 5)),
                         float(np.percentile([d[name] for d in draws], 95))) for name in fitted} if draws else {}
-    sc = CostModel(gpu=gpu, mfu=values["prefill_mfu"], hbm_efficiency=values["hbm_efficiency"]).step_cost(
-        model, tp=tp, overhead_s=values["decode_step_overhead_s"], collectives=False)
+    sc = engine_step(values["prefill_mfu"], values["hbm_efficiency"], values["decode_step_overhead_s"])
     rows, residuals, curves = [], [], []
     for op, part in (("prefill", pre), ("decode", dec)):
         if not len(part):

@@ -27,6 +27,7 @@ from ..errors import ConfigError
 from ..specs.cost import CostModel, calibrated_fields
 from ..specs.models import ModelSpec
 from ..specs.parallel import check_pp
+from ..specs.predictor import ServingPredictor
 from .client import ROUTERS
 from .memory import check_sides
 from .params import HANDOFFS, Deployment, EngineConfig, LoadModel, parse_deployment
@@ -158,6 +159,14 @@ class ServingConfig:
                          prefill_tp=self.prefill.tp, decode_tp=self.decode.tp, prefill_pp=self.prefill.pp,
                          decode_pp=self.decode.pp, expert_routing=c.expert_routing)
 
+    def predictor(self, model: ModelSpec, cost: CostModel) -> ServingPredictor:
+        """The step predictor of this configuration: ``cost``'s durations with the step overhead, the
+        all-reduce setting and the handoff's posting work."""
+        return ServingPredictor(model, cost, step_overhead_s=self.cost.step_overhead_s,
+                                collectives=self.cost.collectives, posting_base_s=self.handoff.posting_base_s,
+                                posting_per_block_s=self.handoff.posting_per_block_s,
+                                block_tokens=self.decode.block_tokens)
+
     def check_traffic(self, model: ModelSpec, cost: CostModel, longest: int) -> None:
         """Refuse traffic the deployment cannot hold: a disaggregated deployment's decode servers must hold
         their weights and one request of ``longest`` tokens (its last step's blocks) in their memory
@@ -170,13 +179,13 @@ class ServingConfig:
         d = self.decode
         whole = -(-longest // d.block_tokens) * d.block_tokens
         kv_pool_bytes = d.kv_pool_bytes
-        if kv_pool_bytes is not None and any(pool.request_bytes(whole) > kv_pool_bytes for pool in decode_pools(
-                model, tp=d.tp, pp=d.pp, gpu=cost.gpu)):
+        pools = decode_pools(model, tp=d.tp, pp=d.pp, gpu=cost.gpu)
+        if kv_pool_bytes is not None and any(pool.request_bytes(whole) > kv_pool_bytes for pool in pools):
             raise MemoryFitError(f"kv_pool_bytes: {kv_pool_bytes / 1e9:.3g} GB per GPU holds not one request of "
                                  f"{longest:,} tokens (its KV and state); expected more")
         if (max_slots_in_memory(model, context_tokens=longest, tp=d.tp, gpu=cost.gpu, pp=d.pp) == 0
-                or d.memory and kv_pool_bytes is None and any(pool.request_bytes(whole) > pool.pool_bytes for pool in
-                                                              decode_pools(model, tp=d.tp, pp=d.pp, gpu=cost.gpu))):
+                or d.memory and kv_pool_bytes is None and any(pool.request_bytes(whole) > pool.pool_bytes
+                                                              for pool in pools)):
             raise MemoryFitError(f"decode_tp: {model.name}'s weights ({weights_per_gpu_bytes(model, tp=d.tp) / 1e9:.1f} "
                                  f"GB per GPU at TP {d.tp}) leave no room on {cost.gpu.name} for one request of "
                                  f"{longest:,} tokens; raise the TP")

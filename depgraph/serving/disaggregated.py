@@ -35,7 +35,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..specs.predictor import ServingPredictor, StepPredictor
+from ..specs.predictor import StepPredictor
 from .client import Client, Router
 from .decode import DecodeServer
 from .engine import EngineServer
@@ -51,16 +51,14 @@ __all__ = ["DisaggregatedSimulation"]
 class DisaggregatedSimulation:
     """One run of ``table`` under the resolved configuration ``cfg`` (:class:`~depgraph.serving.config.ServingConfig`:
     the handoff, each server's slots and memory, the prefill pool, the client), charged by the step
-    predictor built from ``cost`` (its :meth:`~depgraph.serving.config.ServingConfig.cost_model`)."""
+    predictor ``predict`` (default: the configuration's, from ``cost``, its
+    :meth:`~depgraph.serving.config.ServingConfig.cost_model`)."""
 
-    def __init__(self, model, cfg, cost, table: pd.DataFrame) -> None:
+    def __init__(self, model, cfg, cost, table: pd.DataFrame, *, predict: StepPredictor | None = None) -> None:
         self.model, self.cfg, self.cost, self.link = model, cfg, cost, cost.link
-        c, pre, dec = cfg.cost, cfg.prefill, cfg.decode
+        pre, dec = cfg.prefill, cfg.decode
         #: every duration this simulation charges (prefill, decode step, transfer, recompute, posting)
-        self.predict: StepPredictor = ServingPredictor(model, cost, step_overhead_s=c.step_overhead_s, collectives=c.collectives,
-                                        posting_base_s=cfg.handoff.posting_base_s,
-                                        posting_per_block_s=cfg.handoff.posting_per_block_s,
-                                        block_tokens=dec.block_tokens)
+        self.predict: StepPredictor = predict if predict is not None else cfg.predictor(model, cost)
         self.decode_step_s = self.predict.decode_step_fn()  # the decode loops' inner loop calls it
         self.handoff, self.slots = cfg.handoff.mode, dec.max_num_seqs
         memory, max_concurrency = dec.memory, cfg.client.max_concurrency

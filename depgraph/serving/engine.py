@@ -48,7 +48,7 @@ from __future__ import annotations
 import math
 from array import array
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -63,7 +63,7 @@ from .params import Deployment, EngineConfig, default_max_num_batched_tokens, pa
 from .graphs import colocated_graph
 from .kernel import EventKernel
 from .kvpool import KVPool
-from .memory import decode_pools, weights_per_gpu_bytes
+from .memory import StagePool, decode_pools, weights_per_gpu_bytes
 from .request import Request
 
 __all__ = ["Deployment", "parse_deployment", "EngineConfig", "ROUTERS", "default_max_num_batched_tokens",
@@ -215,12 +215,11 @@ class ColocatedRun:
     _trace: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
-def colocated_pool_bytes(model: ModelSpec, cost: CostModel, *, tp: int, config: EngineConfig,
+def colocated_pool_bytes(model: ModelSpec, cost: CostModel, stage: StagePool, *, tp: int, config: EngineConfig,
                          longest: int) -> int:
     """The KV and state memory per GPU of a colocated server (``kv_pool_bytes``, else what
-    ``gpu_memory_utilization`` of HBM leaves beside the weights), refused when it cannot hold the weights
-    or one request of ``longest`` tokens (vLLM refuses a ``max_model_len`` it cannot hold)."""
-    [stage] = decode_pools(model, tp=tp, gpu=cost.gpu, gpu_memory_utilization=config.gpu_memory_utilization)
+    ``gpu_memory_utilization`` of HBM leaves beside the weights: ``stage``'s pool), refused when it cannot
+    hold the weights or one request of ``longest`` tokens (vLLM refuses a ``max_model_len`` it cannot hold)."""
     pool = config.kv_pool_bytes if config.kv_pool_bytes is not None else stage.pool_bytes
     if pool <= 0:
         raise MemoryFitError(f"tp: the weights of {model.name} ({weights_per_gpu_bytes(model, tp=tp) / 1e9:.1f} GB "
@@ -311,9 +310,8 @@ def simulate_colocated(model: ModelSpec, cost: CostModel, table: pd.DataFrame, *
                           ">= max_model_len then)")
     step_cost = ServingPredictor(model, cost, step_overhead_s=overhead_s, collectives=collectives).engine_step(tp)
     [stage] = decode_pools(model, tp=tp, gpu=cost.gpu, gpu_memory_utilization=config.gpu_memory_utilization)
-    pool = colocated_pool_bytes(model, cost, tp=tp, config=config, longest=longest) if config.memory else 1 << 62
-    stage = type(stage)(pool_bytes=pool, full_kv_bytes_per_token=stage.full_kv_bytes_per_token,
-                        windows=stage.windows, state_bytes=stage.state_bytes)
+    pool = colocated_pool_bytes(model, cost, stage, tp=tp, config=config, longest=longest) if config.memory else 1 << 62
+    stage = replace(stage, pool_bytes=pool)
     reqs = [Request(i, float(a), int(p), int(o)) for i, (a, p, o) in
             enumerate(zip(table.arrival_s.to_numpy(), table.prompt_tokens.to_numpy(), table.output_tokens.to_numpy()))]
     for r in reqs:

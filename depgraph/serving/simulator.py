@@ -36,7 +36,7 @@ from .._memory import check_memory
 from ..errors import ConfigError
 from ..specs.cost import CostModel
 from ..specs.models import ModelSpec, load_model
-from ..specs.predictor import ServingPredictor
+from ..specs.predictor import ServingPredictor, StepPredictor
 from .arrivals import (ARRIVAL_PROCESSES, MAX_ARRIVAL_S, MAX_REQUESTS, MAX_TRACE_FILE_BYTES, arrivals,  # noqa: F401
                        checked_trace, read_trace)
 from .config import ServingConfig, resolve  # noqa: F401
@@ -160,27 +160,30 @@ def loadtest(model: ModelSpec | str, *, handoff: str | None = None, qps: float |
     if cfg.kind == "colocated":
         return colocated_result(model, cfg, cost, table, meta)
     params = cfg.params
+    predict = cfg.predictor(model, cost)
     iterations = estimated_iterations(table, model=model, cost=cost, params=params,
-                                      max_num_seqs=cfg.decode.max_num_seqs, handoff=cfg.handoff.mode)
+                                      max_num_seqs=cfg.decode.max_num_seqs, handoff=cfg.handoff.mode, predict=predict)
     if params.prefill_max_num_batched_tokens is not None:  # and the batching prefill servers' steps
         iterations += float(table["prompt_tokens"].sum()) / params.prefill_max_num_batched_tokens + len(table)
     check_memory("num_prompts" if trace is None else "trace",
                  len(table) * _summary.BYTES_PER_REQUEST + iterations * _summary.BYTES_PER_ITERATION,
                  f"a load test of {len(table):,} requests and about {iterations:,.0f} decode-loop iterations"
                  + (" and prefill steps" if params.prefill_max_num_batched_tokens is not None else ""))
-    sim = DisaggregatedSimulation(model, cfg, cost, table)
+    sim = DisaggregatedSimulation(model, cfg, cost, table, predict=predict)
     sim.run()
     return sim.result(**meta)
 
 
 def estimated_iterations(table: pd.DataFrame, *, model: ModelSpec, cost: CostModel, params: LoadModel,
-                         max_num_seqs: int, handoff: str) -> float:
+                         max_num_seqs: int, handoff: str, predict: StepPredictor | None = None) -> float:
     """How many times the decode loop will step, before it runs: every output
     token of every request is made by one step, ``c`` requests at a time,
     where ``c`` is the running batch Little's law gives (arrival rate x output
     tokens x time per token, at most ``max_num_seqs``; under ``pull`` the loop
     also posts each arrival's blocks, which stretches its iterations), and the
-    longest request alone needs as many steps as it has tokens."""
+    longest request alone needs as many steps as it has tokens. The time per
+    token is the step predictor's decode step (``predict``: the run's own;
+    by default one built from ``cost`` and ``params``)."""
     out = table["output_tokens"].to_numpy(dtype=float)
     arrival = table["arrival_s"].to_numpy(dtype=float)
     n, total = len(out), float(out.sum())
@@ -190,8 +193,9 @@ def estimated_iterations(table: pd.DataFrame, *, model: ModelSpec, cost: CostMod
     context = int(table["prompt_tokens"].mean() + mean_out / 2)
 
     posting = rate * params.posting_s(int(table["prompt_tokens"].mean())) if handoff == "pull" else 0.0
-    predict = ServingPredictor(model, cost, step_overhead_s=params.decode_step_overhead_s,
-                               collectives=params.collectives)
+    if predict is None:
+        predict = ServingPredictor(model, cost, step_overhead_s=params.decode_step_overhead_s,
+                                   collectives=params.collectives)
 
     def token_s(batch: int) -> float:
         step = predict.decode_step_s(batch, context * batch, [context] * batch)

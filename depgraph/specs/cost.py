@@ -95,7 +95,7 @@ of every request in the batch, over the effective HBM bandwidth.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Sequence
+from typing import Any, Sequence
 
 from .._validate import positive_int, positive_number
 from ..errors import ConfigError

@@ -109,8 +109,11 @@ def candidates(model, *, gpu: str, gpus: int, tps=(1, 2, 4, 8), max_num_seqs=(64
                             out.append({"deployment": f"{p}P{d}D", "tp": ptp if ptp == dtp else None,
                                         "prefill_tp": ptp, "decode_tp": dtp, "handoff": h,
                                         "max_num_seqs": seqs, "gpus": p * ptp + d * dtp})
-    if max_candidates is None:  # every candidate (to count what a cap leaves out)
-        return out
+    return out if max_candidates is None else _capped(out, max_candidates)
+
+
+def _capped(out: list[dict[str, Any]], max_candidates: int) -> list[dict[str, Any]]:
+    """At most ``max_candidates`` of the grid's candidates ``out``."""
     max_candidates = positive_int("max_candidates", max_candidates, upper=MAX_CANDIDATES)
     # over the cap, both kinds keep an equal share (the smallest deployments of each; a kind with fewer
     # candidates leaves its unused share to the other), so neither crowds the other out
@@ -250,8 +253,8 @@ def plan(model, *, gpu: str, gpus: int, qps: float, prompt_tokens: int, out_toke
         expert_routing = str(Path(expert_routing).resolve())  # the workers may run elsewhere
     grid = dict(gpu=gpu, gpus=gpus, tps=tps, max_num_seqs=max_num_seqs, handoffs=handoffs, colocated=colocated,
                 disaggregated=disaggregated)
-    found = candidates(model_spec, **grid, max_candidates=max_candidates)
-    every = found if max_candidates is None else candidates(model_spec, **grid, max_candidates=None)
+    every = candidates(model_spec, **grid, max_candidates=None)  # the grid, then the cap: built once
+    found = every if max_candidates is None else _capped(every, max_candidates)
     # the model travels by name when it has one in the catalog (workers load it), else as the spec
     points = [{"key": f"{i}", "model": model if isinstance(model, str) else model_spec, "gpu": gpu,
                "candidate": c, "traffic": _as_dict(traffic), "calibration": calibration,
