@@ -160,3 +160,17 @@ def test_the_graph_file_estimate_is_within_2x_of_the_measured_peak(tmp_path, suf
     per_byte = graphfile.GRAPHML_PEAK_PER_BYTE if suffix == ".graphml" else graphfile.JSON_PEAK_PER_BYTE
     ratio = size * per_byte / (peak - base)
     assert 1 / WITHIN <= ratio <= WITHIN, f"{suffix}: estimate / measured peak = {ratio:.2f}"
+
+
+@pytest.mark.parametrize("model", ["gpt-oss-20b", "mistral-7b-v0.1", "qwen3-32b", "qwen3.6-35b-a3b",
+                                   "nemotron-3-nano-30b-a3b"])
+def test_a_slot_holds_what_the_kv_pool_allocates(model):
+    """One rule for a request's bytes on a decode GPU: what a slot holds (memory_max_num_seqs, the capacity
+    plan) is what the engines' KV pool allocates, a sliding window's W tokens included (it held W - 1,
+    the handoff's, before)."""
+    from depgraph.serving.memory import decode_pools, slot_bytes
+
+    m = dg.load_model(model)
+    [pool] = decode_pools(m, tp=2, gpu="h200")
+    for tokens in (1, 100, 127, 128, 129, 4096, 20_000):
+        assert slot_bytes(m, tokens, tp=2)["total"] == pool.request_bytes(tokens)

@@ -61,17 +61,15 @@ def _stages(model: ModelSpec, pp: int) -> list[list]:
 
 
 def _stage_slot_bytes(model: ModelSpec, context_tokens: int, tp: int, pp: int) -> list[dict[str, float]]:
-    """Per stage, ``{"kv", "ssm", "conv", "total"}`` one slot holds on one of its ``tp`` GPUs."""
-    if pp == 1:
-        parts = handoff_bytes_per_rank(model, prompt_tokens=context_tokens, tp=tp)
-        out = {k: float(v) for k, v in parts.items()}
-        out["total"] = sum(out.values())
-        return [out]
+    """Per stage, ``{"kv", "ssm", "conv", "total"}`` one slot holds on one of its ``tp`` GPUs: the KV
+    as the engine's KV pool holds it (:func:`~depgraph.specs.modelspec.rank_bytes`: a sliding-window layer
+    at most ``W`` tokens, the new token's included), the recurrent state and convolution tail per rank."""
     handoff_bytes_per_rank(model, prompt_tokens=1, tp=tp)  # refuses a tp the model cannot be sharded at
     stages = []
-    for layers in _stages(model, pp):
-        out = {c: float(sum(layer.sharded_bytes(c, context_tokens, tp)[0] for layer in layers if c in layer.components))
-               for c in ("kv", "ssm", "conv")}
+    for layers in (_stages(model, pp) if pp > 1 else [model.layers]):
+        out = {"kv": float(rank_bytes(layers, tp).kv_bytes(context_tokens))}
+        out.update({c: float(sum(layer.sharded_bytes(c, context_tokens, tp)[0] for layer in layers
+                                 if c in layer.components)) for c in ("ssm", "conv")})
         out["total"] = sum(out.values())
         stages.append(out)
     return stages
