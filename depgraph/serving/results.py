@@ -32,12 +32,9 @@ class LoadResult:
     timeline: pd.DataFrame
     config: dict[str, Any] = field(default_factory=dict)
     _trace: dict[str, Any] = field(default_factory=dict, repr=False)
-
-    @property
-    def kind(self) -> str:
-        """``"colocated"`` (prefill and decode on the same servers) or ``"disaggregated"`` (the study's
-        load model and every ``<P>P<D>D`` deployment): what a printer or a plot tells results apart by."""
-        return "colocated" if "colocated" in self._trace else "disaggregated"
+    #: ``"colocated"`` (prefill and decode on the same servers) or ``"disaggregated"`` (the study's load
+    #: model and every ``<P>P<D>D`` deployment): what a printer or a plot tells results apart by
+    kind: str = "disaggregated"
 
     @property
     def decode_steps(self) -> pd.DataFrame:

@@ -245,4 +245,4 @@ def colocated_result(model: ModelSpec, cfg: Any, cost: CostModel, table: pd.Data
     timeline = st.assign(kv_used=used)
     return LoadResult(requests=df, summary=summary, timeline=timeline,
                       config={**meta, "model": model.name, "deployment": deploy.name},
-                      _trace={"colocated": run})
+                      _trace={"colocated": run}, kind="colocated")
