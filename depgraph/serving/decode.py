@@ -204,7 +204,7 @@ class DecodeServer:
 
     def loop(self, t: float) -> float | None:
         """The loop at ``t`` (a step ended, or it was woken): free the slots of the requests the step
-        finished, then iterate if there is work; when its step ends, or ``None`` (idle)."""
+        finished, then run one iteration if there is work; when its step ends, or ``None`` (idle)."""
         if self.finishing:
             for j in self.finishing:  # slots free at the end of the step that finished them
                 self.release_slot(t, j)
@@ -212,16 +212,13 @@ class DecodeServer:
             self.finishing = []
         if self.pool is not None and self.slot_queue and not (self.pending_posting or self.ready_queue or self.running):
             self.admit(t)  # nothing runs: the queue's head may fit now
-        if self.pending_posting or self.ready_queue or self.running:
-            return self.iterate(t)
-        self.loop_busy = False
-        return None
-
-    def iterate(self, t: float) -> float:
-        """One loop iteration: posting work first (pull), then one decode step of the whole batch, the
-        requests that joined included. Each request's last iteration is known when it joins (it makes one
-        token per iteration), so an iteration touches only the requests that join or finish in it. Returns
-        when its step ends (the loop's next event)."""
+        if not (self.pending_posting or self.ready_queue or self.running):
+            self.loop_busy = False
+            return None
+        # one loop iteration (inline: the loop's hot path): posting work first (pull), then one decode step
+        # of the whole batch, the requests that joined included. Each request's last iteration is known
+        # when it joins (it makes one token per iteration), so an iteration touches only the requests that
+        # join or finish in it. Its step's end is the loop's next event
         sim = self.sim
         reqs, predict = sim.reqs, sim.predict
         n = len(self.iterations)
