@@ -296,3 +296,25 @@ def test_version():
 
     done = subprocess.run([sys.executable, "-m", "depgraph.cli", "--version"], capture_output=True, text=True)
     assert done.returncode == 0 and done.stdout.strip() == f"depgraph {__version__}"
+
+
+def test_the_load_model_flags_come_from_its_fields():
+    """The loadtest command's load-model flags are built from serving.params.LOAD_MODEL_FLAGS, one entry a
+    LoadModel field, and read back by it: a flag given sets its field, an absent one leaves the default."""
+    import dataclasses
+
+    from depgraph.cli.args import _field_values
+    from depgraph.cli.parser import _build_parser
+    from depgraph.serving.params import LOAD_MODEL_FLAGS, LoadModel
+
+    fields = {f.name for f in dataclasses.fields(LoadModel)}
+    assert set(LOAD_MODEL_FLAGS) <= fields
+    parser = _build_parser()
+    args = parser.parse_args(["loadtest", "qwen3-32b", "--handoff", "push", "--decode-tp", "4", "--collectives",
+                              "--link", "25g", "--prefill-servers", "2"])
+    assert _field_values(args, LOAD_MODEL_FLAGS) == {"tp": 8, "decode_tp": 4, "collectives": True, "link": "25g",
+                                                     "prefill_servers": 2, "slot_scope": "running"}
+    sub = next(a for a in parser._actions if a.dest == "command").choices["loadtest"]
+    helps = {a.option_strings[0]: a.help for a in sub._actions if a.option_strings}
+    for f in LOAD_MODEL_FLAGS.values():
+        assert f.flag in helps and (f.help is None or helps[f.flag].startswith(f.help))

@@ -13,9 +13,7 @@ from typing import Any, Sequence
 from ..errors import DepgraphError
 
 
-#: One help text for a link, wherever a command takes one (its default is added after it).
-LINK_HELP = ("the link of one GPU: a catalog name ('depgraph links': ib-ndr, roce-100g, 25g, ...), '<n>gbps' "
-             "(gigabits per second) or '<n>GBps' (gigabytes per second)")
+from ..specs.hardware import LINK_HELP  # noqa: E402  (one help text for a link, wherever a command takes one)
 
 #: Help for the options many commands share, where a command gives none of its own.
 _COMMON_HELP = {
@@ -185,15 +183,36 @@ def _int_list(field: str):
     return parse
 
 
+def _add_field_flags(p: argparse.ArgumentParser, fields: Sequence[str], *, defaults: dict[str, Any] | None = None) -> None:
+    """Add, in this order, the flags of these load-model fields, each as the field's
+    :class:`~depgraph.serving.params.FieldFlag` gives it (``defaults``: what an absent flag reads as;
+    ``None`` otherwise, so that the field keeps its own default)."""
+    from ..serving.params import LOAD_MODEL_FLAGS
+
+    for name in fields:
+        f = LOAD_MODEL_FLAGS[name]
+        kw: dict[str, Any] = {"default": (defaults or {}).get(name)}
+        if f.help is not None:  # else the shared help of that option (_COMMON_HELP), as for any other
+            kw["help"] = f.help
+        if f.kind is None:
+            p.add_argument(f.flag, action="store_true", **kw)
+        else:
+            p.add_argument(f.flag, type=_number(int, f.flag) if f.kind is int else None, metavar=f.metavar, **kw)
+
+
+def _field_values(args: argparse.Namespace, fields: Sequence[str]) -> dict[str, Any]:
+    """The load-model fields these flags gave (their :class:`~depgraph.serving.params.FieldFlag`), by name."""
+    from ..serving.params import LOAD_MODEL_FLAGS
+
+    values = {name: getattr(args, LOAD_MODEL_FLAGS[name].dest) for name in fields}
+    return {name: v for name, v in values.items() if v is not None}
+
+
 def _add_side_flags(p: argparse.ArgumentParser, *, pp_default: int | None) -> None:
     """--prefill-tp/--decode-tp (default --tp) and --prefill-pp/--decode-pp (default 1) of the load test
     and the capacity plan (``pp_default``: what an absent stage flag reads as)."""
-    for side, letter in (("prefill", "P"), ("decode", "D")):
-        p.add_argument(f"--{side}-tp", type=_number(int, f"--{side}-tp"), default=None, metavar=letter,
-                       help=f"tensor-parallel size of the {side} side (default --tp)")
-    for side in ("prefill", "decode"):
-        p.add_argument(f"--{side}-pp", type=_number(int, f"--{side}-pp"), default=pp_default, metavar="S",
-                       help=f"pipeline stages of the {side} side (default 1)")
+    _add_field_flags(p, ("prefill_tp", "decode_tp"))
+    _add_field_flags(p, ("prefill_pp", "decode_pp"), defaults={"prefill_pp": pp_default, "decode_pp": pp_default})
 
 
 def _gb_bytes(flag: str, gb: float) -> int:

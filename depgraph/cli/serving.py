@@ -10,15 +10,22 @@ import math
 from pathlib import Path
 
 from ..errors import DepgraphError
-from .args import (LINK_HELP, _add_routing_arg, _add_side_flags, _gb_bytes, _int_list, _number,
+from .args import (LINK_HELP, _add_field_flags, _add_routing_arg, _add_side_flags, _field_values, _gb_bytes, _int_list, _number,
                    _workers_arg)
 from .output import _dumps, _json_safe
 
 
 # ------------------------------------------------------------------ loadtest
 
+#: The load-model fields the loadtest command sets from flags besides --tp and --slot-scope (LOAD_MODEL_FLAGS).
+_LOADTEST_FIELDS = ("link", "gpu", "prefill_tp", "decode_tp", "prefill_pp", "decode_pp", "collectives",
+                    "prefill_servers", "expert_routing")
+
+
 def add_loadtest_command(sub) -> None:
     """Add ``depgraph loadtest MODEL (--handoff H | --deployment D) (--qps Q ... | --trace CSV) [--json] ...``."""
+    from ..serving.params import LoadModel  # its fields' flags and defaults (LOAD_MODEL_FLAGS)
+
     p = sub.add_parser("loadtest", help="simulate a push/pull load test against a decode server")
     p.add_argument("model")
     p.add_argument("--handoff", default=None, help="push, pull or pull-thread (one decode server fed by a prefill pool; "
@@ -56,20 +63,13 @@ def add_loadtest_command(sub) -> None:
     p.add_argument("--out-tokens", type=_number(int, "--out-tokens"), default=None, metavar="M")
     p.add_argument("--num-prompts", type=_number(int, "--num-prompts"), default=None, metavar="R")
     p.add_argument("--max-num-seqs", type=_number(int, "--max-num-seqs"), default=8, metavar="S")
-    p.add_argument("--tp", type=_number(int, "--tp"), default=8, metavar="P")
+    _add_field_flags(p, ("tp",), defaults={"tp": LoadModel().tp})
     _add_side_flags(p, pp_default=None)
-    p.add_argument("--collectives", action="store_true", default=None,
-                   help="add the cost model's per-layer all-reduces to every prefill and decode step (for an MFU "
-                        "and step overhead measured without them; the defaults are fitted with them inside)")
-    p.add_argument("--link", default=None, help=f"{LINK_HELP} (default ib-ndr: 400 Gbit/s, the study's bandwidth)")
-    p.add_argument("--gpu", default=None, help="GPU of the prefill and decode servers (default h200, the study's)")
-    _add_routing_arg(p)
+    _add_field_flags(p, ("collectives", "link", "gpu", "expert_routing"))
     p.add_argument("--seed", type=_number(int, "--seed"), default=0)
     p.add_argument("--arrival", default="poisson", help="poisson or constant")
     p.add_argument("--trace", default=None, help="CSV of arrival_s,prompt_tokens,output_tokens (replaces --qps ...)")
-    p.add_argument("--prefill-servers", type=_number(int, "--prefill-servers"), default=None,
-                   help="prefill servers (0: the prefill pool never queues)")
-    p.add_argument("--slot-scope", default="running", help="running or reserved")
+    _add_field_flags(p, ("prefill_servers", "slot_scope"), defaults={"slot_scope": LoadModel().slot_scope})
     p.add_argument("--plot", default=None, help="write TTFT and slots held over time to this PNG/SVG")
     p.add_argument("--perfetto", default=None, help="write the realised run as a Perfetto trace (.json)")
     p.add_argument("--requests-csv", default=None, help="write the per-request table to this CSV")
@@ -106,13 +106,7 @@ def _cmd_loadtest(args) -> int:
                       seed=args.seed, arrival=args.arrival, trace=args.trace, tp=args.tp,
                       burstiness=args.burstiness, range_ratio=args.range_ratio, **slo, **engine,
                       max_concurrency=args.max_concurrency, calibration=args.calibration,
-                      slot_scope=args.slot_scope,
-                      **{k: v for k, v in (("link", args.link), ("gpu", args.gpu), ("prefill_tp", args.prefill_tp),
-                                           ("decode_tp", args.decode_tp), ("prefill_pp", args.prefill_pp),
-                                           ("decode_pp", args.decode_pp), ("collectives", args.collectives),
-                                           ("prefill_servers", args.prefill_servers),
-                                           ("expert_routing", args.expert_routing))
-                         if v is not None})
+                      slot_scope=args.slot_scope, **_field_values(args, _LOADTEST_FIELDS))
     s = result.summary
     if args.plot:
         from ..serving.plots import plot_loadtest

@@ -9,15 +9,15 @@ from typing import Any
 
 from .._validate import one_of, positive_int, positive_number
 from ..errors import ConfigError
-from ..specs.hardware import DEFAULT_LINK, GPU, load_gpu, load_link
+from ..specs.hardware import DEFAULT_LINK, GPU, LINK_HELP, load_gpu, load_link
 from ..specs.parallel import check_pp, check_tp_pair
 from ..specs.predictor import posting_s
-from ..specs.routing import parse_routing
+from ..specs.routing import ROUTING_HELP, parse_routing
 from .client import ROUTERS
 from .memory import GPU_MEMORY_UTILIZATION
 
 __all__ = ["Deployment", "parse_deployment", "EngineConfig", "default_max_num_batched_tokens", "ROUTERS",
-           "HANDOFFS", "SLOT_SCOPES", "LoadModel"]
+           "HANDOFFS", "SLOT_SCOPES", "LoadModel", "FieldFlag", "LOAD_MODEL_FLAGS"]
 
 HANDOFFS = ("push", "pull", "pull-thread")
 SLOT_SCOPES = ("running", "reserved")
@@ -231,3 +231,44 @@ class LoadModel:
         """Posting work on the decode loop for one request's blocks."""
         return posting_s(prompt_tokens, base_s=self.posting_base_s, per_block_s=self.posting_per_block_s,
                          block_tokens=self.block_tokens)
+
+
+@dataclass(frozen=True, slots=True)
+class FieldFlag:
+    """How a command line sets one :class:`LoadModel` field (as the workload registry's parameters set a
+    workload's): its flag, what it parses to (``int``, ``str``, or ``None`` for a switch), its help."""
+
+    field: str
+    """The :class:`LoadModel` field."""
+    flag: str
+    """The command-line flag."""
+    kind: type | None
+    """``int`` or ``str``; ``None``: a switch that sets the field true."""
+    help: str | None = None
+    """What the flag does, in words (``None``: its name says it; the formatter adds its default)."""
+    metavar: str | None = None
+    """The flag's value in the help."""
+
+    @property
+    def dest(self) -> str:
+        """The attribute argparse stores the flag's value in."""
+        return self.flag[2:].replace("-", "_")
+
+
+#: The load model's fields a command line sets, each with its flag: the load test and the capacity plan
+#: add their flags from this table and read the fields back by it (one name, type and help a field).
+LOAD_MODEL_FLAGS: dict[str, FieldFlag] = {f.field: f for f in (
+    FieldFlag("tp", "--tp", int, metavar="P"),
+    *(FieldFlag(f"{side}_tp", f"--{side}-tp", int, f"tensor-parallel size of the {side} side (default --tp)",
+                metavar=side[0].upper()) for side in ("prefill", "decode")),
+    *(FieldFlag(f"{side}_pp", f"--{side}-pp", int, f"pipeline stages of the {side} side (default 1)", metavar="S")
+      for side in ("prefill", "decode")),
+    FieldFlag("collectives", "--collectives", None,
+              "add the cost model's per-layer all-reduces to every prefill and decode step (for an MFU and step "
+              "overhead measured without them; the defaults are fitted with them inside)"),
+    FieldFlag("link", "--link", str, f"{LINK_HELP} (default ib-ndr: 400 Gbit/s, the study's bandwidth)"),
+    FieldFlag("gpu", "--gpu", str, "GPU of the prefill and decode servers (default h200, the study's)"),
+    FieldFlag("expert_routing", "--expert-routing", str, f"{ROUTING_HELP} (default uniform)", metavar="MODEL"),
+    FieldFlag("prefill_servers", "--prefill-servers", int, "prefill servers (0: the prefill pool never queues)"),
+    FieldFlag("slot_scope", "--slot-scope", str, "running or reserved"),
+)}

@@ -24,8 +24,12 @@ from .._files import read_limited
 from .._validate import parse_json, parse_toml, positive_number
 from ..errors import ConfigError
 
-__all__ = ["DEFAULT_LINK", "Link", "GPU", "load_link", "load_gpu", "link_names", "gpu_names", "gpus", "links", "use_hardware",
+__all__ = ["DEFAULT_LINK", "LINK_HELP", "Link", "GPU", "load_link", "load_gpu", "link_names", "gpu_names", "gpus", "links", "use_hardware",
            "gbps_text", "HARDWARE_ENV", "MAX_HARDWARE_FILE_BYTES"]
+
+#: One help text for a link, wherever one is given (a command line adds its default after it).
+LINK_HELP = ("the link of one GPU: a catalog name ('depgraph links': ib-ndr, roce-100g, 25g, ...), '<n>gbps' "
+             "(gigabits per second) or '<n>GBps' (gigabytes per second)")
 
 #: Largest hardware data file read, in bytes (default 1 MiB; the shipped
 #: ``data/hardware.json`` is a few kilobytes). It is read as a regular file
