@@ -34,7 +34,7 @@ the decode step alike.
 from __future__ import annotations
 
 import math
-from typing import Callable, Iterable, Protocol, Sequence
+from typing import Callable, Iterable, Protocol
 
 from .cost import CostModel, StepCost
 from .hardware import Link
