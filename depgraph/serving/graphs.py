@@ -138,7 +138,7 @@ def colocated_graph(run: Any) -> nx.DiGraph:
     woke it; a request's first token (``r{i}:token``) at the end of the step
     that sampled it. Scheduling it reproduces every first-token time exactly."""
     reqs, srv = run._trace["reqs"], run._trace["servers"]
-    G = nx.DiGraph(workload="loadtest", deployment="colocated")
+    G = nx.DiGraph(workload="loadtest", deployment="colocated" if run.servers == 1 else f"colocated:{run.servers}")
     last_step_of = {}
     for r in reqs:
         add_event(G, f"r{r.i}:arrive", kind="wait", request=r.i, device="client", duration_s=r.nominal)
