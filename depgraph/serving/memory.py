@@ -32,7 +32,7 @@ from .._validate import positive_int, positive_number
 from ..errors import ConfigError
 from ..specs.hardware import GPU, load_gpu
 from ..specs.models import ModelSpec, handoff_bytes_per_rank
-from ..specs.modelspec import rank_bytes
+from ..specs.modelspec import held_kv_bytes, rank_bytes
 from ..specs.parallel import check_pp, stage_placement
 
 __all__ = ["slot_bytes", "weights_per_gpu_bytes", "max_slots_in_memory", "check_sides", "GPU_MEMORY_UTILIZATION",
@@ -125,10 +125,7 @@ class StagePool:
 
     def request_bytes(self, tokens: int) -> int:
         """Bytes one request holding KV blocks for ``tokens`` tokens takes here (its state included)."""
-        held = self.full_kv_bytes_per_token * tokens + self.state_bytes
-        if self.windows:
-            held += sum(b * min(tokens, w) for w, b in self.windows)
-        return held
+        return held_kv_bytes(self.full_kv_bytes_per_token, self.windows, tokens) + self.state_bytes
 
 
 def decode_pools(model: ModelSpec, *, tp: int, pp: int = 1, gpu: str | GPU,

@@ -532,7 +532,7 @@ def calibrated_fields(cal: dict[str, Any], *, target: str, model: Any = None, gp
     """The one place a calibration is applied: the fields its fitted values set, in the terms of the model
     it is applied to (every command and every sweep point comes here).
 
-    ``target="load"``: fields of the load model (:class:`~depgraph.serving.simulator.LoadModel`), the
+    ``target="load"``: fields of the load model (:class:`~depgraph.serving.params.LoadModel`), the
     values as fitted (the fit replayed runs through that model: ``prefill_mfu``, ``hbm_efficiency``,
     ``decode_step_overhead_s``, ``posting_base_s``).
 

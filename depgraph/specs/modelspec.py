@@ -15,7 +15,7 @@ from typing import Any, Sequence
 from .._validate import positive_int
 from ..errors import ConfigError
 
-__all__ = ["LayerSpec", "ModelSpec", "COMPONENTS", "MIXERS", "handoff_bytes", "handoff_bytes_per_rank", "RankBytes", "rank_bytes",
+__all__ = ["LayerSpec", "ModelSpec", "COMPONENTS", "MIXERS", "handoff_bytes", "handoff_bytes_per_rank", "RankBytes", "rank_bytes", "held_kv_bytes",
            "MAX_PROMPT_TOKENS", "MAX_SPEC_TOKENS"]
 
 #: Handoff components, in the order they are sent within a layer. The conv
@@ -317,10 +317,17 @@ class RankBytes:
 
     def kv_bytes(self, tokens: int) -> int:
         """KV bytes for a request of ``tokens`` tokens (a window layer holds at most ``W``)."""
-        held = self.full_kv_bytes_per_token * tokens
-        if self.windows:
-            held += sum(b * min(tokens, w) for w, b in self.windows)
-        return held
+        return held_kv_bytes(self.full_kv_bytes_per_token, self.windows, tokens)
+
+
+def held_kv_bytes(full_kv_bytes_per_token: int, windows: tuple[tuple[int, int], ...], tokens: int) -> int:
+    """KV bytes one GPU holds for a request of ``tokens`` tokens: the whole-context layers' bytes per token
+    times the tokens, each sliding window's ``(W, bytes per token)`` times at most ``W`` (the one rule the
+    KV pools, the step cost and a slot's memory count by)."""
+    held = full_kv_bytes_per_token * tokens
+    if windows:
+        held += sum(b * min(tokens, w) for w, b in windows)
+    return held
 
 
 def rank_bytes(layers: Sequence[LayerSpec], tp: int) -> RankBytes:
