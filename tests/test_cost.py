@@ -32,8 +32,8 @@ prompts = st.integers(1, 200_000)
 def test_defaults():
     cm = dg.CostModel()
     assert cm.gpu == dg.load_gpu("h100-sxm")  # a real GPU by default
-    assert (cm.mfu, cm.conv_share, cm.activation_hop_s, cm.decode_hbm_efficiency) == (0.6, 0.10, 0.05e-3, 0.8)
-    assert cm.replace(mfu=1.0).mfu == 1.0 and cm.mfu == 0.6  # a new value, the old one untouched
+    assert (cm.prefill_mfu, cm.conv_share, cm.activation_hop_s, cm.decode_hbm_efficiency) == (0.6, 0.10, 0.05e-3, 0.8)
+    assert cm.replace(mfu=1.0).prefill_mfu == 1.0 and cm.prefill_mfu == 0.6  # a new value, the old one untouched
     assert dg.CostModel(gpu="H100").gpu.name == "h100-sxm"
     study = dg.CostModel(gpu="study-effective")  # the calibration device carries its own efficiency
     assert study.decode_hbm_efficiency == 1.0 and study.decode_bytes_per_s == 3.35e12 / 4
@@ -204,7 +204,11 @@ def test_transfer_time():
         ({"mfu": -0.4}, "mfu"),
         ({"mfu": "0.4"}, "mfu"),
         ({"mfu": True}, "mfu"),
-        ({"mfu": None}, "mfu"),
+        ({"attention_mfu": 1.5}, "attention_mfu"),
+        ({"kv_hbm_efficiency": 0}, "kv_hbm_efficiency"),
+        ({"collective_efficiency": 2.5}, "collective_efficiency"),
+        ({"attention_floor_s": -1e-6}, "attention_floor_s"),
+        ({"fitted_defaults": "yes"}, "fitted_defaults"),
         ({"conv_share": -0.1}, "conv_share"),
         ({"conv_share": 0}, "conv_share"),
         ({"conv_share": 1.01}, "conv_share"),

@@ -132,8 +132,9 @@ def test_tensor_parallel_costs():
     one, eight = (dg.schedule(_graph("qwen3-32b", prefill_tp=t, decode_tp=t), policy="layer") for t in (1, 8))
     # prefill: compute over 8 ranks plus two all-reduces of S x hidden per layer over NVLink 4
     layer = m.layers[0]
-    want = cm.prefill_layer_s(layer, 4096) / 8 + 2 * (cm.collective_latency_s + 2 * 7 / 8 * 4096 * 5120 * 2
-                                                     / (450e9 * cm.collective_efficiency))
+    ring = cm.allreduce_latency_s + 2 * 7 * cm.allreduce_hop_latency_s + 2 * 7 / 8 * 4096 * 5120 * 2 / (
+        450e9 * cm.allreduce_efficiency)
+    want = cm.prefill_layer_s(layer, 4096, tp=8) + 2 * ring
     G = _graph("qwen3-32b", prefill_tp=8, decode_tp=8)
     got = G.nodes["r0:prefill:L00"]["duration_s"] + G.nodes["r0:prefill:L00:allreduce"]["duration_s"]
     assert got == pytest.approx(want, rel=1e-12)
@@ -378,8 +379,9 @@ def test_tensor_parallelism_past_one_server_runs_its_all_reduce_over_the_network
     inside = cm.allreduce_s(nbytes, 8)
     across = cm.allreduce_s(nbytes, 16)
     link = dg.load_link("ib-ndr")
-    assert across == pytest.approx(cm.collective_latency_s + 2 * 15 * link.latency_s
-                                   + 2 * 15 / 16 * nbytes / (link.bytes_per_s * cm.collective_efficiency), rel=1e-12)
+    assert across == pytest.approx(cm.allreduce_latency_s + 2 * 15 * (cm.allreduce_hop_latency_s + link.latency_s)
+                                   + 2 * 15 / 16 * nbytes / (link.bytes_per_s * min(1.0, cm.allreduce_efficiency)),
+                                   rel=1e-12)
     assert across > 5 * inside  # NDR's 50 GB/s against NVLink 4's 450 GB/s per direction
 
 

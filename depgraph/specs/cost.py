@@ -99,6 +99,7 @@ from typing import Any, Sequence
 
 from .._validate import positive_int, positive_number
 from ..errors import ConfigError
+from .fitted import gpu_fit
 from .hardware import DEFAULT_LINK, GPU, Link, load_gpu, load_link
 from .models import LayerSpec, ModelSpec
 from .modelspec import rank_bytes
@@ -111,6 +112,9 @@ __all__ = ["CostModel", "StepCost", "calibrated_fields", "DEFAULT_GPU", "STUDY_G
 DEFAULT_GPU = "h100-sxm"
 #: The handoff study's calibration device (docs/calibration.md); its scenarios name it.
 STUDY_GPU = "study-effective"
+#: The largest ``collective_efficiency``: above 1 an all-reduce moves less than a ring would (NCCL's NVLink
+#: SHARP reduces in the switch: the H100 profile's 8-GPU all-reduces reach 1.5 x the ring's bus bandwidth).
+MAX_COLLECTIVE_EFFICIENCY = 2.0
 #: Prefill MFU and decode HBM efficiency on a real GPU (the module docstring gives their source).
 DEFAULT_MFU = 0.6
 DEFAULT_HBM_EFFICIENCY = 0.8
@@ -121,23 +125,30 @@ class CostModel:
     """Named assumptions of the model and the durations they imply."""
 
     gpu: GPU = field(default_factory=lambda: load_gpu(DEFAULT_GPU))
-    mfu: float = DEFAULT_MFU
+    mfu: float | None = None  # None: the GPU's fit, else DEFAULT_MFU (prefill_mfu)
     conv_share: float = 0.10
     activation_hop_s: float = 0.05e-3
-    hbm_efficiency: float | None = None  # None: the GPU's own (a calibration device's), else DEFAULT_HBM_EFFICIENCY
-    decode_layer_overhead_s: float = 0.0
+    hbm_efficiency: float | None = None  # None: the GPU's own (a calibration device's), its fit, else DEFAULT_HBM_EFFICIENCY
+    decode_layer_overhead_s: float | None = None  # None: the GPU's fit, else 0 (layer_overhead_s)
     recurrent_flops_per_state_elem: float = 4.0
     attention_flops_per_key: float = 4.0
     expert_routing: ExpertRouting | str = "uniform"
     token_edge: bool = False
-    collective_efficiency: float = 0.8
-    collective_latency_s: float = 10e-6
+    collective_efficiency: float | None = None  # None: the GPU's fit, else 0.8
+    collective_latency_s: float | None = None  # None: the GPU's fit, else 10 us
+    attention_mfu: float | None = None  # None: the fit's attention/GEMM ratio times prefill_mfu, else prefill_mfu
+    kv_hbm_efficiency: float | None = None  # None: the fit's KV/weights ratio times the HBM efficiency
+    collective_hop_latency_s: float | None = None  # None: the GPU's fit, else 0
+    attention_floor_s: float | None = None  # None: the GPU's fit, else 0 (attention_fixed_s)
+    prefill_layer_overhead_s: float | None = None  # None: the GPU's fit, else 0 (prefill_overhead_s)
+    fitted_defaults: bool = True  # False: the plain constants, whatever the GPU (the studies' models)
     link: Link = field(default_factory=lambda: load_link(DEFAULT_LINK))
     prefill_tp: int = 1
     decode_tp: int = 1
     prefill_pp: int = 1
     decode_pp: int = 1
     calibration: str | None = field(default=None, compare=False)  # the calibration file it came from, if any
+    _fit: Any = field(default=None, init=False, repr=False, compare=False)  # the GPU's GpuFit, if any
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "gpu", load_gpu(self.gpu))
@@ -147,35 +158,138 @@ class CostModel:
         object.__setattr__(self, "decode_tp", d)
         object.__setattr__(self, "prefill_pp", check_pp("prefill_pp", self.prefill_pp))
         object.__setattr__(self, "decode_pp", check_pp("decode_pp", self.decode_pp))
-        positive_number("mfu", self.mfu, upper=1.0)
+        for name in ("mfu", "hbm_efficiency", "attention_mfu", "kv_hbm_efficiency"):
+            if getattr(self, name) is not None:
+                positive_number(name, getattr(self, name), upper=1.0)
+        if self.collective_efficiency is not None:
+            positive_number("collective_efficiency", self.collective_efficiency, upper=MAX_COLLECTIVE_EFFICIENCY)
+        for name in ("decode_layer_overhead_s", "collective_latency_s", "collective_hop_latency_s", "attention_floor_s",
+                     "prefill_layer_overhead_s"):
+            if getattr(self, name) is not None:
+                positive_number(name, getattr(self, name), allow_zero=True, upper=10.0)
+        if not isinstance(self.fitted_defaults, bool):
+            raise ConfigError(f"fitted_defaults: expected true or false, got {self.fitted_defaults!r}")
+        object.__setattr__(self, "_fit", gpu_fit(self.gpu) if self.fitted_defaults else None)
         positive_number("conv_share", self.conv_share, upper=1.0)
         positive_number("activation_hop_s", self.activation_hop_s, allow_zero=True, upper=10.0)
-        if self.hbm_efficiency is not None:
-            positive_number("hbm_efficiency", self.hbm_efficiency, upper=1.0)
-        positive_number("decode_layer_overhead_s", self.decode_layer_overhead_s, allow_zero=True, upper=10.0)
         positive_number("recurrent_flops_per_state_elem", self.recurrent_flops_per_state_elem, allow_zero=True, upper=1e6)
         positive_number("attention_flops_per_key", self.attention_flops_per_key, allow_zero=True, upper=1e3)
         object.__setattr__(self, "attention_flops_per_key", float(self.attention_flops_per_key) + 0.0)  # no -0
         object.__setattr__(self, "expert_routing", parse_routing(self.expert_routing))
         if not isinstance(self.token_edge, bool):
             raise ConfigError(f"token_edge: expected true or false, got {self.token_edge!r}")
-        positive_number("collective_efficiency", self.collective_efficiency, upper=1.0)
-        positive_number("collective_latency_s", self.collective_latency_s, allow_zero=True, upper=1.0)
 
     def replace(self, **changes) -> "CostModel":
         return replace(self, **changes)
 
+    # ---------------------------------------------- the values in force
+    # A field left None takes the GPU's fitted value (specs/fitted.py), else the plain constant.
+
+    def _fitted(self, name: str) -> float | None:
+        return None if self._fit is None else self._fit.values.get(name)
+
+    @property
+    def fit(self):
+        """The :class:`~depgraph.specs.fitted.GpuFit` the fields left ``None`` take, or ``None``."""
+        return self._fit
+
+    @property
+    def prefill_mfu(self) -> float:
+        """GEMM model FLOPs utilisation in force: the field, else the GPU's fit, else :data:`DEFAULT_MFU`."""
+        if self.mfu is not None:
+            return self.mfu
+        fitted = self._fitted("mfu")
+        return DEFAULT_MFU if fitted is None else fitted
+
+    @property
+    def attention_efficiency(self) -> float:
+        """Utilisation of prefill attention's FLOPs: the field; else the fit's attention-to-GEMM ratio times
+        :attr:`prefill_mfu` (so a given MFU moves both); else :attr:`prefill_mfu`."""
+        if self.attention_mfu is not None:
+            return self.attention_mfu
+        att, gemm = self._fitted("attention_mfu"), self._fitted("mfu")
+        if att is None or gemm is None:
+            return self.prefill_mfu
+        return min(1.0, self.prefill_mfu * att / gemm) if self.mfu is not None else att
+
     @property
     def decode_hbm_efficiency(self) -> float:
-        """The HBM efficiency in force: the field, else the GPU's own, else the default."""
+        """The HBM efficiency of weight reads in force: the field, else the GPU's own (a calibration
+        device's), else its fit, else the default."""
         if self.hbm_efficiency is not None:
             return self.hbm_efficiency
-        return self.gpu.hbm_efficiency if self.gpu.hbm_efficiency is not None else DEFAULT_HBM_EFFICIENCY
+        if self.gpu.hbm_efficiency is not None:
+            return self.gpu.hbm_efficiency
+        fitted = self._fitted("hbm_efficiency")
+        return DEFAULT_HBM_EFFICIENCY if fitted is None else fitted
+
+    @property
+    def kv_efficiency(self) -> float:
+        """The HBM efficiency of decode attention's KV reads: the field; else the fit's KV-to-weights ratio
+        times :attr:`decode_hbm_efficiency`; else :attr:`decode_hbm_efficiency`."""
+        if self.kv_hbm_efficiency is not None:
+            return self.kv_hbm_efficiency
+        kv, w = self._fitted("kv_hbm_efficiency"), self._fitted("hbm_efficiency")
+        if kv is None or w is None:
+            return self.decode_hbm_efficiency
+        return min(1.0, self.decode_hbm_efficiency * kv / w) if self.hbm_efficiency is not None else kv
+
+    @property
+    def layer_overhead_s(self) -> float:
+        """Fixed seconds per decoder layer per step in force (norms, rotary, adds, KV write, launches)."""
+        if self.decode_layer_overhead_s is not None:
+            return self.decode_layer_overhead_s
+        return self._fitted("decode_layer_overhead_s") or 0.0
+
+    @property
+    def attention_fixed_s(self) -> float:
+        """Fixed seconds of one attention kernel per step (its floor at a small batch or prompt)."""
+        if self.attention_floor_s is not None:
+            return self.attention_floor_s
+        return self._fitted("attention_floor_s") or 0.0
+
+    def layer_fixed_s(self, layer: LayerSpec) -> float:
+        """What one layer costs per decode or engine step whatever it computes: :attr:`layer_overhead_s`,
+        and :attr:`attention_fixed_s` where it attends."""
+        return self.layer_overhead_s + (self.attention_fixed_s if layer.attention_width else 0.0)
+
+    def model_fixed_s(self, model: ModelSpec) -> float:
+        """:meth:`layer_fixed_s` over every layer of ``model``."""
+        attends = sum(1 for layer in model.layers if layer.attention_width)
+        return self.layer_overhead_s * model.num_layers + self.attention_fixed_s * attends
+
+    @property
+    def allreduce_efficiency(self) -> float:
+        """Share of the interconnect's bandwidth an all-reduce's ring reaches."""
+        if self.collective_efficiency is not None:
+            return self.collective_efficiency
+        fitted = self._fitted("collective_efficiency")
+        return 0.8 if fitted is None else fitted
+
+    @property
+    def allreduce_latency_s(self) -> float:
+        """Fixed seconds of one all-reduce (its launch)."""
+        if self.collective_latency_s is not None:
+            return self.collective_latency_s
+        fitted = self._fitted("collective_latency_s")
+        return 10e-6 if fitted is None else fitted
+
+    @property
+    def allreduce_hop_latency_s(self) -> float:
+        """Seconds each of a ring's ``2 (ranks - 1)`` steps adds (within a server)."""
+        if self.collective_hop_latency_s is not None:
+            return self.collective_hop_latency_s
+        return self._fitted("collective_hop_latency_s") or 0.0
 
     @property
     def decode_bytes_per_s(self) -> float:
-        """HBM bytes per second a memory-bound decode step reads at."""
+        """HBM bytes per second a memory-bound decode step reads its weights and state at."""
         return self.gpu.hbm_bytes_per_s * self.decode_hbm_efficiency
+
+    @property
+    def kv_bytes_per_s(self) -> float:
+        """HBM bytes per second decode attention reads KV at."""
+        return self.gpu.hbm_bytes_per_s * self.kv_efficiency
 
     @property
     def parallel(self) -> dict[str, int]:
@@ -185,7 +299,7 @@ class CostModel:
 
     def describe(self) -> str:
         """The GPU and efficiencies (and the parallelism, where any), as every output names them."""
-        text = f"{self.gpu.name}, prefill MFU {self.mfu:g}, decode HBM efficiency {self.decode_hbm_efficiency:g}"
+        text = f"{self.gpu.name}, prefill MFU {self.prefill_mfu:g}, decode HBM efficiency {self.decode_hbm_efficiency:g}"
         if set(self.parallel.values()) != {1}:
             side = [f"TP {tp}" + (f" PP {pp}" if pp > 1 else "") for tp, pp in
                     ((self.prefill_tp, self.prefill_pp), (self.decode_tp, self.decode_pp))]
@@ -195,6 +309,9 @@ class CostModel:
     def assumptions(self) -> list[str]:
         """The named assumptions that differ from their defaults, in words (``describe`` lists them)."""
         out = []
+        if self._fit is not None:
+            out.append(f"attention {self.attention_efficiency:g}, KV reads {self.kv_efficiency:g}, "
+                       f"{self.layer_overhead_s * 1e6:.3g} us a layer ({self._fit.describe()})")
         if self.expert_routing.kind != "uniform":
             out.append(f"expert routing {self.expert_routing}")
         if self.attention_flops_per_key != 4.0:
@@ -205,10 +322,21 @@ class CostModel:
 
     def as_dict(self) -> dict[str, float | str]:
         """The GPU, link, efficiencies and parallelism as JSON fields."""
-        return {"gpu": self.gpu.name, "link": self.link.name, "mfu": self.mfu,
-                "hbm_efficiency": self.decode_hbm_efficiency, **self.parallel,
+        return {"gpu": self.gpu.name, "link": self.link.name, "mfu": self.prefill_mfu,
+                "hbm_efficiency": self.decode_hbm_efficiency, **self._fitted_dict(), **self.parallel,
                 "expert_routing": str(self.expert_routing), "attention_flops_per_key": self.attention_flops_per_key,
                 "token_edge": self.token_edge}
+
+    def _fitted_dict(self) -> dict[str, Any]:
+        """The fitted terms in force and the dataset they come from (nothing for a plain cost model)."""
+        if self._fit is None:
+            return {}
+        return {"attention_mfu": self.attention_efficiency, "kv_hbm_efficiency": self.kv_efficiency,
+                "decode_layer_overhead_s": self.layer_overhead_s, "collective_latency_s": self.allreduce_latency_s,
+                "collective_hop_latency_s": self.allreduce_hop_latency_s,
+                "attention_floor_s": self.attention_fixed_s, "prefill_layer_overhead_s": self.prefill_overhead_s,
+                "collective_efficiency": self.allreduce_efficiency,
+                "fitted_to": self._fit.describe()}
 
     # ------------------------------------------------------------ prefill
 
@@ -222,12 +350,51 @@ class CostModel:
         flops += self.recurrent_flops_per_state_elem * layer.recurrent_state_elems * s
         return flops
 
-    def prefill_layer_s(self, layer: LayerSpec, prompt_tokens: int) -> float:
-        """Seconds of prefill compute for one layer over the whole prompt."""
-        return self.prefill_layer_flops(layer, prompt_tokens) / (self.mfu * self.gpu.peak_bf16_flops)
+    def prefill_compute_s(self, layer: LayerSpec, prompt_tokens: int) -> float:
+        """Seconds of one layer's prefill FLOPs on one GPU: the projections and recurrence at
+        :attr:`prefill_mfu`, causal attention at :attr:`attention_efficiency`."""
+        mfu, att, peak = self.prefill_mfu, self.attention_efficiency, self.gpu.peak_bf16_flops
+        if att == mfu:  # one efficiency: one division (the studies' plain model, to the bit)
+            return self.prefill_layer_flops(layer, prompt_tokens) / (mfu * peak)
+        attn = self.prefill_attention_flops(layer, prompt_tokens)
+        rest = self.prefill_layer_flops(layer, prompt_tokens) - attn
+        return rest / (mfu * peak) + attn / (att * peak)
+
+    def prefill_layer_s(self, layer: LayerSpec, prompt_tokens: int, *, tp: int = 1) -> float:
+        """Seconds of one layer's prefill over the whole prompt on each of ``tp`` GPUs (its all-reduces
+        apart: :meth:`layer_collectives_s`): the compute split over the ranks, plus what the layer's
+        prefill costs whatever the prompt (:meth:`prefill_fixed_s`)."""
+        return self.prefill_compute_s(layer, prompt_tokens) / tp + self.prefill_fixed_s(layer)
+
+    @property
+    def prefill_overhead_s(self) -> float:
+        """Fixed seconds of one layer's prefill in force (norms, rotary, adds, launches)."""
+        if self.prefill_layer_overhead_s is not None:
+            return self.prefill_layer_overhead_s
+        return self._fitted("prefill_layer_overhead_s") or 0.0
+
+    def prefill_fixed_s(self, layer: LayerSpec) -> float:
+        """What a layer's prefill costs whatever the prompt: :attr:`prefill_overhead_s`, and the attention
+        kernel's floor where it attends."""
+        return self.prefill_overhead_s + (self.attention_fixed_s if layer.attention_width else 0.0)
+
+    def prefill_attention_flops(self, layer: LayerSpec, prompt_tokens: int) -> float:
+        """The causal-attention part of :meth:`prefill_layer_flops`."""
+        if not layer.attention_width:
+            return 0.0
+        s = float(prompt_tokens)
+        w = float(layer.kv_window_tokens) if layer.kv_window_tokens and layer.kv_window_tokens < s else s
+        return self.attention_flops_per_key * layer.attention_width * (w * s - w * w / 2.0)
 
     def prefill_s(self, model: ModelSpec, prompt_tokens: int) -> float:
-        return sum(self.prefill_layer_s(layer, prompt_tokens) for layer in model.layers)
+        return self.prefill_tp_s(model, prompt_tokens, 1)
+
+    def prefill_tp_s(self, model: ModelSpec, prompt_tokens: int, tp: int) -> float:
+        """Seconds of every layer's prefill on each of ``tp`` GPUs (all-reduces apart): the compute summed,
+        then split, plus each layer's fixed cost."""
+        compute = sum(self.prefill_compute_s(layer, prompt_tokens) for layer in model.layers) / tp
+        attends = sum(1 for layer in model.layers if layer.attention_width)
+        return compute + (self.prefill_overhead_s * model.num_layers + self.attention_fixed_s * attends)
 
     # ------------------------------------------------------------- decode
 
@@ -256,14 +423,43 @@ class CostModel:
         state = kv + batch * (layer.ssm_bytes + layer.conv_bytes)
         return weights * model.dtype_bytes + state
 
+    def decode_layer_kv_bytes(self, layer: LayerSpec, context_tokens: Sequence[int], *, tp: int = 1) -> float:
+        """The KV part of :meth:`decode_layer_bytes` (what decode attention reads, on one rank)."""
+        if not layer.kv_bytes_per_token:
+            return 0.0
+        if tp > 1:
+            return float(sum(layer.sharded_bytes("kv", int(t), tp)[0] for t in context_tokens))
+        return float(layer.kv_bytes_per_token * sum(layer.kv_tokens(int(c)) for c in context_tokens))
+
+    def decode_layer_flops(self, layer: LayerSpec, context_tokens: Sequence[int]) -> float:
+        """FLOPs of one decode step for ``layer`` (all ranks together): ``2 x active params`` and the
+        recurrent update per request, and each request's new token attending to its context (at most a
+        window's ``W`` keys), ``attention_flops_per_key x width`` a key."""
+        per_token = 2.0 * layer.active_params + self.recurrent_flops_per_state_elem * layer.recurrent_state_elems
+        flops = per_token * len(context_tokens)
+        if layer.attention_width:
+            w = layer.kv_window_tokens
+            keys = sum(min(int(c) + 1, w) if w else int(c) + 1 for c in context_tokens)
+            flops += self.attention_flops_per_key * layer.attention_width * keys
+        return flops
+
     def decode_layer_s(self, model: ModelSpec, layer: LayerSpec, context_tokens: Sequence[int] | int, *,
                        tp: int = 1) -> float:
-        """Seconds of one memory-bound decode step for ``layer`` on one of ``tp``
-        ranks (its collectives apart: :meth:`layer_collectives_s`)."""
+        """Seconds of one decode step for ``layer`` on one of ``tp`` ranks (its collectives apart:
+        :meth:`layer_collectives_s`): the layer's fixed cost plus a roofline, the larger of its reads
+        (weights and state at :attr:`decode_bytes_per_s`, KV at :attr:`kv_bytes_per_s`) and its FLOPs at
+        :attr:`prefill_mfu` (a large batch of a small model is compute-bound)."""
         if isinstance(context_tokens, int):
             context_tokens = (context_tokens,)
-        bw = self.decode_bytes_per_s
-        return self.decode_layer_overhead_s + self.decode_layer_bytes(model, layer, context_tokens, tp=tp) / bw
+        bw, kv_bw = self.decode_bytes_per_s, self.kv_bytes_per_s
+        total = self.decode_layer_bytes(model, layer, context_tokens, tp=tp)
+        if kv_bw == bw:
+            memory = total / bw
+        else:
+            kv = self.decode_layer_kv_bytes(layer, context_tokens, tp=tp)
+            memory = (total - kv) / bw + kv / kv_bw
+        compute = self.decode_layer_flops(layer, context_tokens) / (tp * self.prefill_mfu * self.gpu.peak_bf16_flops)
+        return self.layer_fixed_s(layer) + max(memory, compute)
 
     def decode_head_s(self, model: ModelSpec) -> float:
         """Seconds to read the LM head (final norm and vocabulary projection), once per
@@ -304,6 +500,28 @@ class CostModel:
             return [("attn", ("kv",), total)]
         return [("ffn", (), total)]
 
+    def operator_parts_s(self, model: ModelSpec, layer: LayerSpec, *, prefill_tokens: int = 0,
+                         context_tokens: Sequence[int] = (), tp: int = 1) -> dict[str, float]:
+        """One layer's step on one of ``tp`` ranks in two parts, each as this model charges it alone (what
+        an operator profile measures apart): ``projections`` (the layer's fixed cost, its projections and
+        recurrence, and for decode the roofline of its weight and state reads against those FLOPs) and
+        ``attention`` (the kernel's fixed cost, plus its FLOPs for a prefill of ``prefill_tokens``, or for
+        decode its KV reads over ``context_tokens``, one entry a request). In a memory-bound decode step
+        and in a prefill the two add up to :meth:`decode_layer_s` / :meth:`prefill_layer_s`."""
+        peak = self.gpu.peak_bf16_flops
+        floor = self.attention_fixed_s if layer.attention_width else 0.0
+        if prefill_tokens:
+            attn = self.prefill_attention_flops(layer, prefill_tokens)
+            rest = self.prefill_layer_flops(layer, prefill_tokens) - attn
+            return {"projections": self.prefill_overhead_s + rest / (tp * self.prefill_mfu * peak),
+                    "attention": floor + attn / (tp * self.attention_efficiency * peak)}
+        kv = self.decode_layer_kv_bytes(layer, context_tokens, tp=tp)
+        weights = self.decode_layer_bytes(model, layer, context_tokens, tp=tp) - kv
+        per_token = 2.0 * layer.active_params + self.recurrent_flops_per_state_elem * layer.recurrent_state_elems
+        compute = per_token * len(context_tokens) / (tp * self.prefill_mfu * peak)  # the projections' FLOPs
+        return {"projections": self.layer_overhead_s + max(weights / self.decode_bytes_per_s, compute),
+                "attention": floor + kv / self.kv_bytes_per_s}
+
     # -------------------------------------------------------- collectives
 
     def allreduce_s(self, nbytes: float, ranks: int) -> float:
@@ -318,11 +536,13 @@ class CostModel:
         if not bw:
             raise ConfigError(f"gpu: {self.gpu.name} has no interconnect_bytes_per_s, so tensor parallelism "
                               "cannot be costed; choose a GPU from 'depgraph gpus' or give one with --hardware")
-        latency = self.collective_latency_s
+        latency = self.allreduce_latency_s + 2 * (ranks - 1) * self.allreduce_hop_latency_s
+        efficiency = self.allreduce_efficiency
         if ranks > self.gpu.gpus_per_node:
             bw = min(bw, self.link.bytes_per_s)
             latency += 2 * (ranks - 1) * self.link.latency_s
-        return latency + 2.0 * (ranks - 1) / ranks * nbytes / (bw * self.collective_efficiency)
+            efficiency = min(1.0, efficiency)  # no switch reduces for a ring over the network
+        return latency + 2.0 * (ranks - 1) / ranks * nbytes / (bw * efficiency)
 
     def layer_collectives_s(self, model: ModelSpec, layer: LayerSpec, tokens: int, ranks: int) -> float:
         """The all-reduces one decoder layer runs at tensor-parallel size
@@ -340,7 +560,7 @@ class CostModel:
         activation hop at each stage boundary (the critical path of the
         prefill events :func:`~depgraph.single_request` builds)."""
         tp, pp = self.prefill_tp, check_pp("prefill_pp", self.prefill_pp, model.num_layers)
-        compute = sum(self.prefill_layer_s(layer, prompt_tokens) / tp
+        compute = sum(self.prefill_layer_s(layer, prompt_tokens, tp=tp)
                       + self.layer_collectives_s(model, layer, prompt_tokens, tp) for layer in model.layers)
         return compute + (pp - 1) * self.activation_hop_s
 
@@ -478,8 +698,12 @@ class StepCost:
         self._blocks = sum((layer.mixer_params > 0) + (layer.ffn_dense_params + layer.expert_params > 0)
                            for layer in layers)
         self._collectives = collectives and tp > 1
-        self._flops_per_s = cost.mfu * cost.gpu.peak_bf16_flops * tp
+        self._flops_per_s = cost.prefill_mfu * cost.gpu.peak_bf16_flops * tp
+        self._attention_flops_per_s = cost.attention_efficiency * cost.gpu.peak_bf16_flops * tp
         self._bytes_per_s = cost.decode_bytes_per_s
+        self._kv_bytes_per_s = cost.kv_bytes_per_s
+        #: what every step pays whatever it schedules: the step's overhead and each layer's fixed cost
+        self._fixed_s = self.overhead_s + cost.model_fixed_s(model)
 
     def kv_bytes(self, tokens: int) -> int:
         """Bytes of KV one GPU holds for one request of ``tokens`` tokens (a windowed layer at most ``W``)."""
@@ -515,13 +739,23 @@ class StepCost:
         if not tokens:
             return 0.0
         per_key = self.cost.attention_flops_per_key
-        flops = self.flops_per_token * tokens + per_key * self.full_width * attn
+        gemm = self.flops_per_token * tokens
+        one_rate = self._attention_flops_per_s == self._flops_per_s  # the plain model: one sum, to the bit
+        flops = gemm + per_key * self.full_width * attn if one_rate else per_key * self.full_width * attn
         kv = self.full_kv_bytes_per_token * context
         for k, (_, width, kv_token) in enumerate(self.windows):
             flops += per_key * width * win_keys[k]
             kv += kv_token * win_ctx[k]
-        memory = self.weights_bytes(tokens) + kv + self.state_bytes * len(chunks)
-        step = self.overhead_s + max(flops / self._flops_per_s, memory / self._bytes_per_s)
+        if one_rate:
+            compute = flops / self._flops_per_s
+        else:  # flops: attention's alone
+            compute = gemm / self._flops_per_s + flops / self._attention_flops_per_s
+        if self._kv_bytes_per_s == self._bytes_per_s:
+            memory = (self.weights_bytes(tokens) + kv + self.state_bytes * len(chunks)) / self._bytes_per_s
+        else:
+            memory = ((self.weights_bytes(tokens) + self.state_bytes * len(chunks)) / self._bytes_per_s
+                      + kv / self._kv_bytes_per_s)
+        step = self._fixed_s + max(compute, memory)
         if self._collectives:
             step += self._blocks * self.cost.allreduce_s(float(tokens) * self.model.hidden_size
                                                          * self.model.dtype_bytes, self.tp)

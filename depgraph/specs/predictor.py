@@ -114,14 +114,22 @@ class ServingPredictor:
         self._bytes_1: dict[str, int] | None = None
         self._engines: dict[int, StepCost] = {}
         self._weights_s: dict[int, float] = {}
+        self._compute_s: dict[int, float] = {}
         self._fixed_s: dict[int, float] = {}
-        bw = cost.decode_bytes_per_s
+        bw, kv_bw = cost.decode_bytes_per_s, cost.kv_bytes_per_s
         dtp = self.dtp
         # what one decode rank holds, times the ranks, so that the step's division by decode_tp leaves one
         # rank's reads (the same bytes, to the bit, wherever the ranks split them evenly)
         held = rank_bytes(model.layers, dtp)
-        self._kv_token_s = held.full_kv_bytes_per_token * dtp / bw
-        self._window_token_s = [(w - 1, b * dtp / bw) for w, b in held.windows]  # reads min(context, W - 1)
+        self._kv_token_s = held.full_kv_bytes_per_token * dtp / kv_bw
+        self._window_token_s = [(w - 1, b * dtp / kv_bw) for w, b in held.windows]  # reads min(context, W - 1)
+        # the roofline's other side: a context token's attention FLOPs (full-attention layers), all ranks
+        flops_per_s = cost.prefill_mfu * cost.gpu.peak_bf16_flops
+        self._attn_token_s = cost.attention_flops_per_key * sum(
+            layer.attention_width for layer in model.layers
+            if layer.attention_width and not layer.kv_window_tokens) / flops_per_s
+        #: what every step pays: the step overhead and each layer's fixed cost
+        self._base_s = step_overhead_s + cost.model_fixed_s(model)
         self._state_s = held.state_bytes * dtp / bw
         # what the cost model's whole-model step counts for one request's state (taken out of the weights' part)
         self._state_total_s = sum(layer.ssm_bytes + layer.conv_bytes for layer in model.layers) / bw
@@ -131,7 +139,7 @@ class ServingPredictor:
     # -- prefill
     def _prefill_at(self, tokens: int, tp: int, pp: int) -> float:
         """The cost model's prefill of ``tokens`` on ``tp`` x ``pp`` GPUs (all-reduces with collectives)."""
-        t = self.cost.prefill_s(self.model, tokens) / tp
+        t = self.cost.prefill_tp_s(self.model, tokens, tp)
         if self.collectives:
             t += sum(self.cost.layer_collectives_s(self.model, layer, tokens, tp) for layer in self.model.layers)
         if pp > 1:
@@ -159,22 +167,35 @@ class ServingPredictor:
         each request's, only read by a model with sliding windows), with the step overhead."""
         weights = self._weights_s.get(batch)
         if weights is None:
-            weights = self._weights_s[batch] = (self.cost.decode_step_s(self.model, [0] * batch)
-                                                - batch * self._state_total_s)
-            fixed = (self.decode_pp - 1) * self.cost.activation_hop_s
-            if self.collectives:
-                fixed += sum(self.cost.layer_collectives_s(self.model, layer, batch, self.dtp)
-                             for layer in self.model.layers)
-            self._fixed_s[batch] = fixed
+            weights = self._batch_terms(batch)
+        compute = self._compute_s[batch] + self._attn_token_s * context_tokens
         if self.plain_step:
-            return self.step_overhead_s + (weights + (self._kv_token_s * context_tokens + batch * self._state_s)) / self.dtp
+            memory = weights + (self._kv_token_s * context_tokens + batch * self._state_s)
+            return self._base_s + max(memory, compute) / self.dtp
         per_request = self._kv_token_s * context_tokens + batch * self._state_s
         if self._window_token_s:
             contexts = list(contexts)
             per_request += sum(s * sum(min(c, w) for c in contexts) for w, s in self._window_token_s)
-        step = self.step_overhead_s + (weights + per_request) / self.dtp
+        step = self._base_s + max(weights + per_request, compute) / self.dtp
         fixed = self._fixed_s[batch]
         return step + fixed if fixed else step
+
+    def _batch_terms(self, batch: int) -> float:
+        """Work out (and keep) what a step of ``batch`` requests costs whatever their contexts: the weights'
+        reads (the cost model's memory-bound step at no context, its state taken out), the projections'
+        FLOPs, and the stage hops and all-reduces; returns the first."""
+        cost, model = self.cost, self.model
+        bw = cost.decode_bytes_per_s
+        zero = [0] * batch
+        reads = sum(cost.decode_layer_bytes(model, layer, zero) / bw for layer in model.layers)
+        weights = self._weights_s[batch] = reads + cost.decode_head_s(model) - batch * self._state_total_s
+        flops = sum(cost.decode_layer_flops(layer, zero) for layer in model.layers)
+        self._compute_s[batch] = flops / (cost.prefill_mfu * cost.gpu.peak_bf16_flops)
+        fixed = (self.decode_pp - 1) * cost.activation_hop_s
+        if self.collectives:
+            fixed += sum(cost.layer_collectives_s(model, layer, batch, self.dtp) for layer in model.layers)
+        self._fixed_s[batch] = fixed
+        return weights
 
     def decode_step_fn(self) -> Callable[..., float]:
         """:meth:`decode_step_s` as a plain function, for an engine's inner loop: a step of the plain kind
@@ -183,13 +204,16 @@ class ServingPredictor:
         if not self.plain_step:
             return self.decode_step_s
         weights_s, kv_s, state_s, dtp = self._weights_s, self._kv_token_s, self._state_s, self.dtp
-        overhead_s, full = self.step_overhead_s, self.decode_step_s
+        compute_s, attn_s = self._compute_s, self._attn_token_s
+        base_s, full = self._base_s, self.decode_step_s
 
         def step_s(batch: int, context_tokens: int, contexts: Iterable[int] = ()) -> float:
             weights = weights_s.get(batch)
             if weights is None:
                 return full(batch, context_tokens, contexts)
-            return overhead_s + (weights + (kv_s * context_tokens + batch * state_s)) / dtp
+            memory = weights + (kv_s * context_tokens + batch * state_s)
+            compute = compute_s[batch] + attn_s * context_tokens
+            return base_s + (memory if memory >= compute else compute) / dtp
 
         return step_s
 

@@ -488,7 +488,7 @@ def new_graph(workload: str, model, *, prompt_tokens, link=None, mfu=None, timin
         attrs = {"assumptions": ", ".join(cost.assumptions()), **attrs}
     make = TableBuilder if as_table else nx.DiGraph
     G = make(workload=workload, model=model.name, prompt_tokens=prompt_tokens, link=cost.link.name,
-             mfu=cost.mfu, gpu=cost.gpu.name, hbm_efficiency=cost.decode_hbm_efficiency, timing=timing,
+             mfu=cost.prefill_mfu, gpu=cost.gpu.name, hbm_efficiency=cost.decode_hbm_efficiency, timing=timing,
              target_request=0, **attrs)
     return G, model, prompt_tokens, cost.link, timing, cost
 

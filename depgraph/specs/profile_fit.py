@@ -1,0 +1,529 @@
+"""Measured operator profiles (Vidur's format) against the cost model, and the fit of its defaults to them.
+
+Vidur (``microsoft/vidur``, MIT) profiles each operator of a decoder layer on a
+GPU with CUDA events: ``mlp.csv`` (the layer's projections, norms, rotary
+embedding, activation and residual adds at ``num_tokens`` tokens) and
+``attention.csv`` (the attention kernel at a prefill chunk or a decode batch
+over a KV cache), per tensor-parallel size; ``all_reduce.csv`` the NCCL
+all-reduce by message size and ranks. Times are milliseconds.
+
+A **layer time** is the sum of one layer's operators, as Vidur's own
+predictor adds them: the norms, the QKV and output projections, rotary, the
+MLP's up, activation and down projections, two residual adds, the KV-cache
+write and the attention kernel (prefill: one chunk of ``S`` tokens with no
+cache; decode: ``batch`` requests over ``context`` cached tokens each). The
+all-reduces are apart (``allreduce_rows``).
+
+The cost model's side is its own functions on a one-layer model built from
+the profile's dimensions (a Llama-shaped config: depgraph's families parse
+it as they would the real one), so what is checked is what every command
+charges:
+
+- prefill: :meth:`~depgraph.specs.cost.CostModel.prefill_layer_s` at ``tp``;
+- decode: :meth:`~depgraph.specs.cost.CostModel.decode_layer_s` at ``tp``;
+- all-reduce: :meth:`~depgraph.specs.cost.CostModel.allreduce_s`.
+
+:func:`fit_profiles` finds the values of the fitted fields
+(:data:`~depgraph.specs.fitted.FITTED_FIELDS`) that minimise the squared
+absolute relative error over those rows (the statistic the validation
+targets are stated in; each regime weighted alike): the time of every row
+is linear in the inverse efficiencies and the fixed costs once it is known
+whether its decode step is memory- or compute-bound, so the fit alternates
+an iteratively reweighted least-squares solve with that assignment, bounded
+(each efficiency at most 1, the fixed costs at least 0).
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+import numpy as np
+import pandas as pd
+
+from .._files import read_text_limited
+from ..errors import ConfigError
+from .cost import MAX_COLLECTIVE_EFFICIENCY
+from .hardware import GPU, load_gpu
+
+__all__ = ["MLP_OPERATORS", "REGIMES", "read_profile_dir", "Profiles", "operator_rows", "allreduce_rows",
+           "predict_rows", "predict_allreduce", "fit_profiles", "fit_allreduce", "error_stats", "MAX_PROFILE_BYTES",
+           "MAX_PROFILE_FILES"]
+
+#: The operators of ``mlp.csv`` one layer runs, each once, as Vidur's predictor adds them (its ``add`` is the one
+#: residual add it times).
+MLP_OPERATORS = {"input_layernorm": 1, "attn_pre_proj": 1, "attn_rope": 1, "attn_post_proj": 1,
+                 "post_attention_layernorm": 1, "mlp_up_proj": 1, "mlp_act": 1, "mlp_down_proj": 1, "add": 1}
+#: The dimensions ``mlp.csv`` names its model by.
+_MLP_DIMS = ("n_head", "n_kv_head", "n_embd", "n_expanded_embd", "vocab_size", "use_gated_mlp",
+             "num_tokens", "num_tensor_parallel_workers")
+_ATTN_DIMS = ("n_embd", "n_q_head", "n_kv_head", "num_tensor_parallel_workers", "batch_size",
+              "prefill_chunk_size", "kv_cache_size", "is_prefill")
+_AR_COLUMNS = ("num_workers", "size", "devices_per_node", "collective")
+#: The largest profile file read, and the most files a directory may hold.
+MAX_PROFILE_BYTES = 64 * 1024 * 1024
+MAX_PROFILE_FILES = 10_000
+#: The statistic of each operator's timings used (Vidur's predictor trains on the median too).
+STAT = "median"
+
+
+def _read_csv(path: Path, required: Iterable[str]) -> pd.DataFrame:
+    text = read_text_limited(path, what="profile", max_bytes=MAX_PROFILE_BYTES,
+                             cap="depgraph.specs.profile_fit.MAX_PROFILE_BYTES")
+    try:
+        frame = pd.read_csv(io.StringIO(text))
+    except (ValueError, pd.errors.ParserError) as exc:
+        raise ConfigError(f"{path}: not a CSV file ({str(exc).splitlines()[0]})") from None
+    missing = [c for c in required if c not in frame.columns]
+    if missing:
+        raise ConfigError(f"{path}: {missing[0]}: column missing (a Vidur profile has {', '.join(required)})")
+    return frame
+
+
+def _times(frame: pd.DataFrame, op: str, path: Path) -> np.ndarray:
+    col = f"time_stats.{op}.{STAT}"
+    if col not in frame.columns:
+        raise ConfigError(f"{path}: {col}: column missing")
+    values = pd.to_numeric(frame[col], errors="coerce").to_numpy(dtype=float) * 1e-3  # ms -> s
+    bad = ~np.isfinite(values) | (values < 0)
+    if bad.any():
+        raise ConfigError(f"{path}: {col}: row {int(np.argmax(bad)) + 2}: expected a time >= 0 in ms")
+    return values
+
+
+@dataclass(frozen=True)
+class Profiles:
+    """The operator profiles of one GPU: ``mlp`` and ``attention`` rows (times in seconds, columns
+    ``t_<operator>``), each with a ``model`` column naming the directory it came from, and the
+    ``allreduce`` rows (``bytes``, ``ranks``, ``t``), any of them empty."""
+
+    mlp: pd.DataFrame
+    attention: pd.DataFrame
+    allreduce: pd.DataFrame
+    where: str
+
+
+def read_profile_dir(path: str | os.PathLike) -> Profiles:
+    """Every ``mlp.csv``, ``attention.csv`` and ``all_reduce.csv`` under ``path`` (a Vidur
+    ``data/profiling/compute/<gpu>`` folder, or a network folder, or both under one), checked."""
+    root = Path(path)
+    if not root.is_dir():
+        raise ConfigError(f"--profile: {path}: not a directory of Vidur-format profiles "
+                          "(mlp.csv, attention.csv, all_reduce.csv)")
+    files = []
+    for dirpath, _, names in os.walk(root):
+        for n in names:
+            if n in ("mlp.csv", "attention.csv", "all_reduce.csv"):
+                files.append(Path(dirpath) / n)
+                if len(files) > MAX_PROFILE_FILES:
+                    raise ConfigError(f"--profile: {path}: more than {MAX_PROFILE_FILES} profile files")
+    files.sort()
+    mlp, attn, ar = [], [], []
+    for f in files:
+        model = str(f.parent.relative_to(root)) or f.parent.name
+        if f.name == "mlp.csv":
+            frame = _read_csv(f, _MLP_DIMS)
+            out = frame[list(_MLP_DIMS)].copy()
+            for op in MLP_OPERATORS:
+                out[f"t_{op}"] = _times(frame, op, f)
+            out["model"] = model
+            mlp.append(out)
+        elif f.name == "attention.csv":
+            frame = _read_csv(f, _ATTN_DIMS)
+            out = frame[list(_ATTN_DIMS)].copy()
+            for op in ("attn_prefill", "attn_decode", "attn_kv_cache_save"):
+                col = f"time_stats.{op}.{STAT}"
+                out[f"t_{op}"] = (pd.to_numeric(frame[col], errors="coerce").to_numpy(dtype=float) * 1e-3
+                                  if col in frame.columns else np.nan)
+            out["model"] = model
+            attn.append(out)
+        else:
+            frame = _read_csv(f, _AR_COLUMNS)
+            frame = frame[frame["collective"] == "all_reduce"]
+            t = _times(frame, "all_reduce", f)
+            elements = pd.to_numeric(frame["size"], errors="coerce").to_numpy(dtype=float)
+            ranks = pd.to_numeric(frame["num_workers"], errors="coerce").to_numpy(dtype=float)
+            per_node = pd.to_numeric(frame["devices_per_node"], errors="coerce").to_numpy(dtype=float)
+            # Vidur's collectives benchmark reduces ``size`` float16 elements (collectives_impl.py)
+            ar.append(pd.DataFrame({"bytes": elements * 2.0, "ranks": ranks, "devices_per_node": per_node, "t": t,
+                                    "where": str(f.parent.relative_to(root)) or f.parent.name}))
+    if not files:
+        raise ConfigError(f"--profile: {path}: no mlp.csv, attention.csv or all_reduce.csv under it")
+    cat = (lambda xs: pd.concat(xs, ignore_index=True) if xs else pd.DataFrame())
+    return Profiles(cat(mlp), cat(attn), cat(ar), str(root))
+
+
+# ------------------------------------------------------------------ layer rows
+
+
+def _model_key(n_embd, n_head, n_kv_head, n_expanded, vocab, gated) -> tuple:
+    return (int(n_embd), int(n_head), int(n_kv_head), int(n_expanded), int(vocab), bool(gated))
+
+
+def layer_model(key: tuple):
+    """A one-layer Llama-shaped :class:`~depgraph.specs.models.ModelSpec` of a profile's dimensions."""
+    from .families import model_from_config
+
+    n_embd, n_head, n_kv, n_exp, vocab, gated = key
+    if not gated:
+        raise ConfigError("profile: a non-gated MLP (use_gated_mlp false) has no Llama-shaped config here")
+    cfg = dict(architectures=["LlamaForCausalLM"], model_type="llama", hidden_size=n_embd,
+               intermediate_size=n_exp, num_attention_heads=n_head, num_key_value_heads=n_kv,
+               num_hidden_layers=1, vocab_size=vocab, torch_dtype="float16")
+    return model_from_config(cfg, name=f"profiled-{n_embd}x{n_exp}")
+
+
+#: The regimes of :func:`operator_rows`: the layer's non-attention operators (mlp.csv) at a prefill of
+#: ``tokens`` or a decode batch of ``tokens``; the attention kernel alone; and the two summed.
+REGIMES = ("prefill", "decode", "attention-prefill", "attention-decode", "layer-prefill", "layer-decode")
+#: The ranges compared (each point a profile measured within them): prompts, decode batches, decode contexts.
+PREFILL_TOKENS = (512, 4096)
+DECODE_BATCHES = (1, 256)
+DECODE_CONTEXTS = (128, 8192)
+
+
+def _within(value: int, bounds: tuple[int, int]) -> bool:
+    return bounds[0] <= value <= bounds[1]
+
+
+def _true(series: pd.Series) -> np.ndarray:
+    return series.astype(str).str.lower().eq("true").to_numpy()
+
+
+def operator_rows(p: Profiles) -> pd.DataFrame:
+    """One row per measured time: ``regime`` (:data:`REGIMES`), ``model`` (the profile's folder), ``tp``,
+    ``tokens`` (prompt or batch), ``context`` (decode), ``measured_s`` and ``key`` (the dimensions).
+
+    - ``prefill`` / ``decode``: mlp.csv's operators of one layer summed as Vidur's predictor adds them
+      (:data:`MLP_OPERATORS`) at ``tokens`` = a prompt within :data:`PREFILL_TOKENS` or a batch within
+      :data:`DECODE_BATCHES` (the mean where Vidur measured a point twice);
+    - ``attention-prefill``: the prefill kernel on one prompt with no cache; ``attention-decode``: the
+      decode kernel, ``tokens`` requests over ``context`` cached tokens each (within :data:`DECODE_CONTEXTS`),
+      plus the KV-cache write where the file has it;
+    - ``layer-*``: the two summed where both were measured at the same dimensions, TP and tokens."""
+    mlp_rows: list[dict] = []
+    if not p.mlp.empty:
+        mlp = p.mlp[_true(p.mlp["use_gated_mlp"])].copy()
+        mlp["t"] = sum(n * mlp[f"t_{op}"] for op, n in MLP_OPERATORS.items())
+        group = ["model", "n_embd", "n_head", "n_kv_head", "n_expanded_embd", "vocab_size",
+                 "num_tensor_parallel_workers", "num_tokens"]
+        mean = mlp.groupby(group, sort=True)["t"].mean().reset_index()
+        for r in mean.itertuples(index=False):
+            key = _model_key(r.n_embd, r.n_head, r.n_kv_head, r.n_expanded_embd, r.vocab_size, True)
+            tokens, tp = int(r.num_tokens), int(r.num_tensor_parallel_workers)
+            for regime, grid in (("prefill", PREFILL_TOKENS), ("decode", DECODE_BATCHES)):
+                if _within(tokens, grid):
+                    mlp_rows.append(dict(regime=regime, model=r.model, tp=tp, tokens=tokens, context=0,
+                                         measured_s=float(r.t), key=key))
+    attn_rows: list[dict] = []
+    if not p.attention.empty:
+        a = p.attention
+        widths = {(k[0], k[1], k[2]): k for k in (row["key"] for row in mlp_rows)}
+        prefill = _true(a["is_prefill"])
+        for r, is_prefill in zip(a.itertuples(index=False), prefill):
+            head = (int(r.n_embd), int(r.n_q_head), int(r.n_kv_head))
+            key = widths.get(head, _model_key(*head, 4 * head[0], 32_000, True))
+            tp = int(r.num_tensor_parallel_workers)
+            save = r.t_attn_kv_cache_save if np.isfinite(r.t_attn_kv_cache_save) else 0.0
+            if is_prefill:
+                s = int(r.prefill_chunk_size)
+                if _within(s, PREFILL_TOKENS) and int(r.kv_cache_size) == 0 and int(r.batch_size) == 1 \
+                        and np.isfinite(r.t_attn_prefill):
+                    attn_rows.append(dict(regime="attention-prefill", model=str(r.model), tp=tp, tokens=s, context=0,
+                                          measured_s=float(r.t_attn_prefill + save), key=key))
+            else:
+                b, c = int(r.batch_size), int(r.kv_cache_size)
+                if _within(b, DECODE_BATCHES) and _within(c, DECODE_CONTEXTS) and np.isfinite(r.t_attn_decode):
+                    attn_rows.append(dict(regime="attention-decode", model=str(r.model), tp=tp, tokens=b, context=c,
+                                          measured_s=float(r.t_attn_decode + save), key=key))
+    if attn_rows:  # one attention row per geometry and point (a profile names no model)
+        attn_rows = list({(r["regime"], r["key"][:3], r["tp"], r["tokens"], r["context"]): r
+                          for r in attn_rows}.values())
+    layers: list[dict] = []
+    by_head: dict[tuple, list[dict]] = {}
+    for row in mlp_rows:
+        by_head.setdefault((row["regime"], row["key"][:3], row["tp"], row["tokens"]), []).append(row)
+    for row in attn_rows:
+        kind = row["regime"].removeprefix("attention-")
+        for m in by_head.get((kind, row["key"][:3], row["tp"], row["tokens"]), ()):
+            layers.append(dict(regime=f"layer-{kind}", model=m["model"], tp=row["tp"], tokens=row["tokens"],
+                               context=row["context"], measured_s=m["measured_s"] + row["measured_s"], key=m["key"]))
+    out = pd.DataFrame(mlp_rows + attn_rows + layers)
+    if out.empty:
+        return out
+    out["regime"] = pd.Categorical(out["regime"], categories=REGIMES, ordered=True)
+    out = out.sort_values(["regime", "model", "tp", "tokens", "context"], kind="mergesort")
+    out["regime"] = out["regime"].astype(str)
+    return out.reset_index(drop=True)
+
+
+def _one_layer(models: dict, key: tuple):
+    m = models.get(key)
+    if m is None:
+        m = models[key] = layer_model(key)
+    return m, m.layers[0]
+
+
+def predict_rows(rows: pd.DataFrame, cost) -> np.ndarray:
+    """The cost model's time of each row of :func:`operator_rows` (``cost``: a
+    :class:`~depgraph.specs.cost.CostModel` on the profiled GPU): the part of
+    :meth:`~depgraph.specs.cost.CostModel.operator_parts_s` the row measured, or for a ``layer-*`` row
+    :meth:`~depgraph.specs.cost.CostModel.prefill_layer_s` / ``decode_layer_s`` themselves."""
+    models: dict[tuple, Any] = {}
+    out = np.zeros(len(rows))
+    for i, r in enumerate(rows.itertuples(index=False)):
+        m, layer = _one_layer(models, r.key)
+        ctx = [int(r.context)] * int(r.tokens)
+        if r.regime == "layer-prefill":
+            out[i] = cost.prefill_layer_s(layer, int(r.tokens), tp=int(r.tp))
+        elif r.regime == "layer-decode":
+            out[i] = cost.decode_layer_s(m, layer, ctx, tp=int(r.tp))
+        else:
+            prefill = r.regime.endswith("prefill")
+            parts = cost.operator_parts_s(m, layer, prefill_tokens=int(r.tokens) if prefill else 0,
+                                          context_tokens=() if prefill else ctx, tp=int(r.tp))
+            out[i] = parts["attention" if r.regime.startswith("attention") else "projections"]
+    return out
+
+
+def _features(rows: pd.DataFrame, gpu: GPU) -> dict[str, np.ndarray]:
+    """Per row, what the cost model's time is made of, efficiency-free: FLOPs over peak, bytes over peak
+    bandwidth, per rank (the same functions the cost model charges with)."""
+    from .cost import CostModel
+
+    probe = CostModel(gpu=gpu, fitted_defaults=False)
+    peak, bw = gpu.peak_bf16_flops, gpu.hbm_bytes_per_s
+    models: dict[tuple, Any] = {}
+    out = {k: np.zeros(len(rows)) for k in ("gemm", "attn", "weights", "kv")}
+    for i, r in enumerate(rows.itertuples(index=False)):
+        m, layer = _one_layer(models, r.key)
+        tp, n = int(r.tp), int(r.tokens)
+        if r.regime.endswith("prefill"):
+            attn = probe.prefill_attention_flops(layer, n)
+            out["gemm"][i] = (probe.prefill_layer_flops(layer, n) - attn) / tp / peak
+            out["attn"][i] = attn / tp / peak
+        else:
+            ctx = [int(r.context)] * n
+            kv = probe.decode_layer_kv_bytes(layer, ctx, tp=tp)
+            out["weights"][i] = (probe.decode_layer_bytes(m, layer, ctx, tp=tp) - kv) / bw
+            out["kv"][i] = kv / bw
+            out["gemm"][i] = 2.0 * layer.active_params * n / tp / peak
+    return out
+
+
+def _bounded_lstsq(a: np.ndarray, b: np.ndarray, lower: np.ndarray) -> np.ndarray:
+    """Least squares ``a x ~ b`` with ``x >= lower``: fix a violated bound, solve the rest, repeat."""
+    fixed = np.zeros(a.shape[1], dtype=bool)
+    x = lower.copy()
+    for _ in range(a.shape[1] + 1):
+        free = ~fixed
+        rhs = b - a[:, fixed] @ lower[fixed]
+        sol, *_ = np.linalg.lstsq(a[:, free], rhs, rcond=None)
+        x = lower.copy()
+        x[free] = sol
+        bad = free & (x < lower)
+        if not bad.any():
+            return x
+        fixed |= bad
+    return np.maximum(x, lower)
+
+
+def _robust_fit(a: np.ndarray, measured: np.ndarray, lower: np.ndarray, weight: np.ndarray | None = None,
+                iterations: int = 100) -> np.ndarray:
+    """``x`` with ``a x ~ measured`` minimising the (weighted) sum of absolute relative errors, the
+    statistic the targets are stated in (iteratively reweighted least squares; ``x >= lower``)."""
+    weight = np.ones(len(measured)) if weight is None else weight
+    scaled = a / measured[:, None]
+    w = weight.copy()
+    x = lower.copy()
+    for _ in range(iterations):
+        x = _bounded_lstsq(scaled * w[:, None], w, lower)
+        r = np.abs(scaled @ x - 1.0)
+        w = weight / np.sqrt(np.maximum(r, 1e-4))
+    return x
+
+
+def fit_profiles(rows: pd.DataFrame, gpu: GPU | str) -> dict[str, float]:
+    """The fitted fields the rows can identify, fitting them best (the sum of absolute relative errors,
+    each regime weighted alike, efficiencies at most 1, fixed costs at least 0):
+
+    - from the ``prefill`` and ``decode`` rows: ``mfu``, ``hbm_efficiency``, ``decode_layer_overhead_s``
+      and ``prefill_layer_overhead_s`` (a decode row is memory- or compute-bound as the fit in force
+      says: the fit alternates a solve with that assignment until it holds);
+    - from the ``attention-*`` rows: ``attention_mfu``, ``kv_hbm_efficiency`` and ``attention_floor_s``.
+    """
+    gpu = load_gpu(gpu)
+    out: dict[str, float] = {}
+    f = _features(rows, gpu) if len(rows) else {}
+    m = rows["measured_s"].to_numpy(dtype=float) if len(rows) else np.zeros(0)
+    regime = rows["regime"].to_numpy() if len(rows) else np.zeros(0, dtype=object)
+
+    def weights(*names: str) -> tuple[np.ndarray, np.ndarray]:
+        pick = np.isin(regime, names)
+        w = np.zeros(len(rows))
+        for name in names:
+            k = regime == name
+            if k.any():
+                w[k] = 1.0 / math.sqrt(k.sum())
+        return pick, w
+
+    pick, w = weights("prefill", "decode")
+    if pick.any():
+        pre = regime == "prefill"
+        memory_bound = np.ones(len(rows), dtype=bool)
+        for _ in range(50):  # unknowns: [decode overhead_s, 1/mfu, 1/hbm, prefill overhead_s]
+            a = np.zeros((len(rows), 4))
+            a[~pre, 0] = 1.0
+            a[pre, 3] = 1.0
+            a[pre, 1] = f["gemm"][pre]
+            dec = regime == "decode"
+            a[dec & memory_bound, 2] = f["weights"][dec & memory_bound]
+            a[dec & ~memory_bound, 1] = f["gemm"][dec & ~memory_bound]
+            x = _robust_fit(a[pick], m[pick], np.array([0.0, 1.0, 1.0, 0.0]), w[pick])
+            now = f["weights"] * x[2] >= f["gemm"] * x[1]
+            if np.array_equal(now[dec], memory_bound[dec]):
+                break
+            memory_bound = now
+        out.update(mfu=1 / x[1], hbm_efficiency=1 / x[2], decode_layer_overhead_s=float(x[0]),
+                   prefill_layer_overhead_s=float(x[3]))
+    pick, w = weights("attention-prefill", "attention-decode")
+    if pick.any():  # unknowns: [floor_s, 1/attention, 1/kv]
+        a = np.column_stack([np.ones(len(rows)), f["attn"], f["kv"]])
+        x = _robust_fit(a[pick], m[pick], np.array([0.0, 1.0, 1.0]), w[pick])
+        has = [(regime == "attention-prefill").any(), (regime == "attention-decode").any()]
+        out["attention_floor_s"] = float(x[0])
+        if has[0]:
+            out["attention_mfu"] = 1 / x[1]
+        if has[1]:
+            out["kv_hbm_efficiency"] = 1 / x[2]
+    if not out:
+        raise ConfigError("profile: no operator times to fit (mlp.csv or attention.csv rows on the grid)")
+    return out
+
+
+# ------------------------------------------------------------------ all-reduce
+
+
+def allreduce_rows(p: Profiles, *, max_bytes: float = 4096 * 8192 * 2.0) -> pd.DataFrame:
+    """The all-reduce rows within one server (``devices_per_node`` = ranks), at most ``max_bytes``
+    (4,096 tokens of an 8,192-wide model in 16-bit)."""
+    ar = p.allreduce
+    if ar.empty:
+        return ar
+    keep = (ar["ranks"] >= 2) & (ar["devices_per_node"] >= ar["ranks"]) & (ar["bytes"] <= max_bytes)
+    out = ar[keep].sort_values(["ranks", "bytes"], kind="mergesort")
+    return out.drop_duplicates(subset=["ranks", "bytes"], keep="first").reset_index(drop=True)
+
+
+def predict_allreduce(rows: pd.DataFrame, cost) -> np.ndarray:
+    """:meth:`~depgraph.specs.cost.CostModel.allreduce_s` of each row."""
+    return np.array([cost.allreduce_s(float(r.bytes), int(r.ranks)) for r in rows.itertuples(index=False)])
+
+
+def fit_allreduce(rows: pd.DataFrame, gpu: GPU | str) -> dict[str, float]:
+    """``collective_latency_s`` (a launch), ``collective_hop_latency_s`` (each ring step) and
+    ``collective_efficiency`` (of the interconnect's bandwidth, as a ring moves the data) fitting the rows
+    best (the sum of absolute relative errors; the latencies at least 0, the efficiency at most
+    :data:`~depgraph.specs.cost.MAX_COLLECTIVE_EFFICIENCY`)."""
+    gpu = load_gpu(gpu)
+    if rows.empty:
+        raise ConfigError("profile: no all-reduce rows to fit (all_reduce.csv within one server)")
+    bw = gpu.interconnect_bytes_per_s
+    if not bw:
+        raise ConfigError(f"gpu: {gpu.name} has no interconnect_bytes_per_s to fit an all-reduce against")
+    n = rows["ranks"].to_numpy(dtype=float)
+    m = rows["t"].to_numpy(dtype=float)
+    a = np.column_stack([np.ones_like(n), 2 * (n - 1), 2 * (n - 1) / n * rows["bytes"].to_numpy(dtype=float) / bw])
+    # the efficiency may pass 1: NCCL's NVLink SHARP (NVLS) reduces in the switch and moves less than a ring
+    x = _robust_fit(a, m, np.array([0.0, 0.0, 1.0 / MAX_COLLECTIVE_EFFICIENCY]))
+    return {"collective_latency_s": float(x[0]), "collective_hop_latency_s": float(x[1]),
+            "collective_efficiency": 1 / x[2]}
+
+
+def error_stats(predicted: np.ndarray, measured: np.ndarray) -> dict[str, float]:
+    """``n``, the median and 90th-percentile absolute relative error, and the median signed one
+    (predicted / measured - 1; positive: the model is slower)."""
+    err = np.asarray(predicted, dtype=float) / np.asarray(measured, dtype=float) - 1.0
+    if not len(err):
+        return {"n": 0, "median_abs_error": math.nan, "p90_abs_error": math.nan, "median_error": math.nan}
+    return {"n": int(len(err)), "median_abs_error": float(np.median(np.abs(err))),
+            "p90_abs_error": float(np.quantile(np.abs(err), 0.9)), "median_error": float(np.median(err))}
+
+
+# ------------------------------------------------------------------ the shipped fits
+
+#: Where the shipped profiles are (``depgraph/specs/data/measured/vidur``), and for each GPU with one the
+#: compute and network folders its fit reads.
+SHIPPED_PROFILES = {"a100-80g": ("compute/a100", "network/a100_dgx"), "h100-sxm": ("compute/h100", "network/h100_dgx")}
+_COMPUTE_FIELDS = ("mfu", "attention_mfu", "hbm_efficiency", "kv_hbm_efficiency", "decode_layer_overhead_s",
+                   "prefill_layer_overhead_s", "attention_floor_s")
+#: Catalog GPUs without a profile of their own, the GPU whose fit they borrow, and which fields (all but
+#: the all-reduce's where their interconnect is not the donor's NVLink and NVSwitch).
+BORROW = {"h200": ("h100-sxm", None), "b200": ("h100-sxm", None),
+          "h100-pcie": ("h100-sxm", _COMPUTE_FIELDS), "l40s": ("a100-80g", _COMPUTE_FIELDS)}
+_ATTENTION_FIELDS = ("attention_mfu", "kv_hbm_efficiency", "attention_floor_s")
+
+
+def shipped_root() -> Path:
+    from importlib import resources
+
+    return Path(str(resources.files("depgraph.specs") / "data" / "measured" / "vidur"))
+
+
+def shipped_fits() -> dict[str, Any]:
+    """``data/fitted.json`` as the shipped profiles give it: each profiled GPU's fit (a GPU without an
+    attention profile takes another's attention terms as ratios to its GEMM MFU and HBM efficiency, and
+    its fixed cost, and says so), and the catalog GPUs that borrow one (:data:`BORROW`)."""
+    root = shipped_root()
+    fits: dict[str, Any] = {}
+    for gpu, (compute, network) in SHIPPED_PROFILES.items():
+        values = fit_profiles(operator_rows(read_profile_dir(root / compute)), gpu)
+        values.update(fit_allreduce(allreduce_rows(read_profile_dir(root / network)), gpu))
+        fits[gpu] = {"values": values, "sources": [f"vidur/{compute}", f"vidur/{network}"]}
+    for gpu, entry in fits.items():
+        values = entry["values"]
+        if all(k in values for k in _ATTENTION_FIELDS):
+            continue
+        donor = next(g for g, e in fits.items() if all(k in e["values"] for k in _ATTENTION_FIELDS))
+        d = fits[donor]["values"]
+        values["attention_mfu"] = values["mfu"] * d["attention_mfu"] / d["mfu"]
+        values["kv_hbm_efficiency"] = min(1.0, values["hbm_efficiency"] * d["kv_hbm_efficiency"] / d["hbm_efficiency"])
+        values["attention_floor_s"] = d["attention_floor_s"]
+        entry["attention_from"] = donor
+    out: dict[str, Any] = {"fits": {}, "borrow": {}}
+    for gpu, entry in fits.items():
+        text = "Vidur's profiles (" + ", ".join(entry["sources"]) + ")"
+        if "attention_from" in entry:
+            text += f"; attention from {entry['attention_from']}'s profile (none of this GPU), as ratios"
+        # six significant figures: the file reads the same whatever the machine's last bits of the solve
+        out["fits"][gpu] = {"dataset": text, "values": {k: float(f"{float(entry['values'][k]):.6g}")
+                                                         for k in sorted(entry["values"])}}
+    for gpu, (donor, fields) in BORROW.items():
+        out["borrow"][gpu] = {"from": donor, **({"fields": list(fields)} if fields else {})}
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m depgraph.specs.profile_fit [--check]``: write ``data/fitted.json`` from the shipped
+    profiles (``--check``: exit 1 if the shipped file differs)."""
+    import json
+    import sys
+
+    argv = sys.argv[1:] if argv is None else argv
+    text = json.dumps(shipped_fits(), indent=1, sort_keys=True) + "\n"
+    path = shipped_root().parent.parent / "fitted.json"
+    if "--check" in argv:
+        same = path.read_text(encoding="utf-8") == text
+        print(f"{path}: {'as the profiles give it' if same else 'differs from what the profiles give'}")
+        return 0 if same else 1
+    path.write_text(text, encoding="utf-8")
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
