@@ -6,8 +6,13 @@ burstiness or concurrency cap, and its requests' lengths, in order) through
 describes, and fits the free parameters of the cost model to the
 *distributions* of TTFT and TPOT: the residuals are the log ratios of
 predicted to measured percentiles (10, 25, 50, 75, 90, 99) of both, for
-every file (a file without per-request fields contributes its reported
-mean, median and p99). The parameters (:data:`FREE`):
+every file (where a file has no per-request values of a metric, as one with
+``ttfts`` but no ``itls``, the statistics it reports instead: mean, median,
+p90 and p99 of TPOT and ITL, each against the same statistic of the
+simulated run, as ``calculate_metrics`` in ``vllm/benchmarks/serve.py``
+defines it). A burst (``request_rate`` ``inf``) is replayed as one: every
+request at 0, in order, the client's ``max_concurrency`` held, on a server of
+vLLM's default ``max_num_seqs`` for the GPU unless told. The parameters (:data:`FREE`):
 
 ``prefill_mfu``
     prefill efficiency (FLOPs over the GPU's peak);
@@ -27,7 +32,8 @@ Jacobians; intervals are a bootstrap over requests through the linearised
 fit (each resample's measured percentiles move the fit by the Jacobian's
 pseudo-inverse), 5th to 95th percentile of their spread, centred on the fit; the leave-one-file-out error fits on
 the other files and predicts the one left out. Deterministic: the replay's
-arrivals use a fixed seed and the bootstrap its own.
+arrivals use a fixed seed and the bootstrap its own. :func:`predicted_intervals`
+carries a saved calibration's intervals into a load test's TTFT and TPOT.
 """
 
 from __future__ import annotations
