@@ -46,7 +46,9 @@ def add_loadtest_command(sub) -> None:
                    help="a --deployment's servers hold unlimited KV (slots only, no preemption); default: KV blocks "
                         "and recurrent state in what HBM leaves beside the weights, preempting when they run out")
     p.add_argument("--calibration", default=None, metavar="FILE",
-                   help="a file depgraph calibrate -o wrote: its fitted values replace the load model's defaults")
+                   help="a file depgraph calibrate -o wrote: its fitted values replace the load model's defaults; "
+                        "where it has intervals, TTFT and TPOT are also run at their ends (two more runs) and "
+                        "reported as intervals")
     p.add_argument("--kv-pool-gb", type=_number(float, "--kv-pool-gb"), default=None, metavar="G",
                    help="a --deployment's KV and state memory per GPU, in GB, instead of what HBM leaves beside "
                         "the weights (a what-if)")
@@ -101,13 +103,19 @@ def _cmd_loadtest(args) -> int:
             if given:
                 raise DepgraphError(f"{flag}: applies to a --deployment (colocated, or <P>P<D>D for "
                                     "--max-num-batched-tokens); the default load model has one decode server")
-    result = loadtest(args.model, handoff=args.handoff, qps=args.qps, prompt_tokens=args.prompt_tokens,
-                      out_tokens=args.out_tokens, num_prompts=args.num_prompts, max_num_seqs=args.max_num_seqs,
-                      seed=args.seed, arrival=args.arrival, trace=args.trace, tp=args.tp,
-                      burstiness=args.burstiness, range_ratio=args.range_ratio, **slo, **engine,
-                      max_concurrency=args.max_concurrency, calibration=args.calibration,
-                      slot_scope=args.slot_scope, **_field_values(args, _LOADTEST_FIELDS))
+    run_args = dict(handoff=args.handoff, qps=args.qps, prompt_tokens=args.prompt_tokens,
+                    out_tokens=args.out_tokens, num_prompts=args.num_prompts, max_num_seqs=args.max_num_seqs,
+                    seed=args.seed, arrival=args.arrival, trace=args.trace, tp=args.tp,
+                    burstiness=args.burstiness, range_ratio=args.range_ratio, **slo, **engine,
+                    max_concurrency=args.max_concurrency, slot_scope=args.slot_scope,
+                    **_field_values(args, _LOADTEST_FIELDS))
+    result = loadtest(args.model, calibration=args.calibration, **run_args)
     s = result.summary
+    intervals = {}
+    if args.calibration is not None:  # two more runs, at the ends of the fitted values' intervals, if it has them
+        from ..serving.calibrate import predicted_intervals
+
+        intervals = predicted_intervals(args.model, calibration=args.calibration, summary=s, **run_args)
     if args.plot:
         from ..serving.plots import plot_loadtest
 
@@ -120,9 +128,11 @@ def _cmd_loadtest(args) -> int:
     if args.requests_csv:
         atomic_write_text(Path(args.requests_csv), result.requests.to_csv(index=False, float_format="%.9g"))
     if args.json:  # a statistic with no value (TPOT of one-token answers, a rate of one request) is null
-        print(_dumps({k: None if isinstance(v, float) and math.isnan(v) else v for k, v in s.items()}))
+        print(_dumps({**{k: None if isinstance(v, float) and math.isnan(v) else v for k, v in s.items()},
+                      **intervals}))
         return 0
-    print(loadtest_text(result, wrote=(("plot", args.plot), ("trace", args.perfetto), ("requests", args.requests_csv))))
+    print(loadtest_text(result, intervals=intervals,
+                        wrote=(("plot", args.plot), ("trace", args.perfetto), ("requests", args.requests_csv))))
     return 0
 
 
@@ -312,8 +322,8 @@ def add_calibrate_command(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--deployment", default="colocated",
                    help="colocated, colocated:N or <P>P<D>D, as the runs were served (default colocated)")
     p.add_argument("--handoff", default=None, help="push, pull or pull-thread (a <P>P<D>D deployment)")
-    p.add_argument("--max-num-seqs", type=_number(int, "--max-num-seqs"), default=256, metavar="S",
-                   help="the server's max_num_seqs (default 256, vLLM's)")
+    p.add_argument("--max-num-seqs", type=_number(int, "--max-num-seqs"), default=None, metavar="S",
+                   help="the server's max_num_seqs (default vLLM's for the GPU: 1024 on an H100 or H200, else 256)")
     p.add_argument("--max-num-batched-tokens", type=_number(int, "--max-num-batched-tokens"), default=None,
                    metavar="N", help="the server's token budget (default vLLM's for the GPU)")
     p.add_argument("--no-chunked-prefill", action="store_true", help="the server ran without chunked prefill")

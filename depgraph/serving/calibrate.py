@@ -6,8 +6,13 @@ burstiness or concurrency cap, and its requests' lengths, in order) through
 describes, and fits the free parameters of the cost model to the
 *distributions* of TTFT and TPOT: the residuals are the log ratios of
 predicted to measured percentiles (10, 25, 50, 75, 90, 99) of both, for
-every file (a file without per-request fields contributes its reported
-mean, median and p99). The parameters (:data:`FREE`):
+every file (where a file has no per-request values of a metric, as one with
+``ttfts`` but no ``itls``, the statistics it reports instead: mean, median,
+p90 and p99 of TPOT and ITL, each against the same statistic of the
+simulated run, as ``calculate_metrics`` in ``vllm/benchmarks/serve.py``
+defines it). A burst (``request_rate`` ``inf``) is replayed as one: every
+request at 0, in order, the client's ``max_concurrency`` held, on a server of
+vLLM's default ``max_num_seqs`` for the GPU unless told. The parameters (:data:`FREE`):
 
 ``prefill_mfu``
     prefill efficiency (FLOPs over the GPU's peak);
@@ -27,7 +32,8 @@ Jacobians; intervals are a bootstrap over requests through the linearised
 fit (each resample's measured percentiles move the fit by the Jacobian's
 pseudo-inverse), 5th to 95th percentile of their spread, centred on the fit; the leave-one-file-out error fits on
 the other files and predicts the one left out. Deterministic: the replay's
-arrivals use a fixed seed and the bootstrap its own.
+arrivals use a fixed seed and the bootstrap its own. :func:`predicted_intervals`
+carries a saved calibration's intervals into a load test's TTFT and TPOT.
 """
 
 from __future__ import annotations
@@ -43,16 +49,19 @@ import pandas as pd
 from .._validate import one_of, positive_int
 from ..errors import ConfigError
 from ..io.benchjson import MeasuredRun, quantiles, read_bench_result
-from ..specs.calibration import FREE, read_calibration
+from ..specs.calibration import CORNERS, FREE, read_calibration
+from ..specs.hardware import load_gpu
 from ..specs.models import load_model
+from .params import default_max_num_seqs
+from .results import INTERVAL_FIELDS
 from .simulator import LoadModel, arrivals, loadtest
 
 __all__ = ["FREE", "QUANTILES", "Calibration", "calibrate", "calibrate_operations", "read_operations", "replay",
+           "replay_table", "replay_traffic", "predicted_intervals", "INTERVAL_STATS",
            "write_calibration", "read_calibration", "calibration_overrides", "OPERATION_COLUMNS"]
 
 #: The percentiles of TTFT and TPOT each file's residuals compare.
 QUANTILES = (10, 25, 50, 75, 90, 99)
-_REPORTED = ("mean", "p50", "p99")
 _STEP = 0.05  # finite-difference step in log-parameter space
 _MIN_EFFECT = 0.02  # a parameter moving no residual by this much (log) over a +-5% change is not identified
 _LOO_ITERATIONS = 4
@@ -99,13 +108,17 @@ def _model_ref(model) -> str:
 
 def replay_table(run: MeasuredRun, seed: int = 0) -> pd.DataFrame:
     """A measured run's requests as a load-test trace: their send times where
-    the file has them (``start_times``), else arrival times drawn at its
-    request rate and burstiness (all at 0 for ``"inf"``), its requests'
-    lengths in order (a file without them: its mean lengths)."""
+    the file has them (``start_times``; in the order they were sent, the
+    file's order on a tie: a burst's many tasks need not start in list
+    order), else arrival times drawn at its request rate and burstiness,
+    or, for ``"inf"`` (a burst: ``vllm bench serve``'s ``get_request``
+    gives every request a delay of 0), every request at 0 in the file's
+    order; its requests' lengths (a file without them: its mean lengths)."""
     if sent_times_known(run):
-        return pd.DataFrame({"arrival_s": run.requests.sent_s.to_numpy(dtype=float),
-                             "prompt_tokens": run.requests.prompt_tokens.to_numpy(dtype=np.int64),
-                             "output_tokens": run.requests.output_tokens.to_numpy(dtype=np.int64)})
+        order = np.argsort(run.requests.sent_s.to_numpy(dtype=float), kind="stable")
+        return pd.DataFrame({"arrival_s": run.requests.sent_s.to_numpy(dtype=float)[order],
+                             "prompt_tokens": run.requests.prompt_tokens.to_numpy(dtype=np.int64)[order],
+                             "output_tokens": run.requests.output_tokens.to_numpy(dtype=np.int64)[order]})
     if run.requests is not None:
         prompts = run.requests.prompt_tokens.to_numpy()
         outs = run.requests.output_tokens.to_numpy()
@@ -123,6 +136,17 @@ def replay_table(run: MeasuredRun, seed: int = 0) -> pd.DataFrame:
                          "output_tokens": outs.astype(np.int64)})
 
 
+def replay_traffic(run: MeasuredRun) -> str:
+    """How :func:`replay` sends a run's requests, in words (the calibrate output names it per file)."""
+    cap = "" if run.max_concurrency is None else f", at most {run.max_concurrency} in flight"
+    if sent_times_known(run):
+        return "its measured send times" + (" (a burst)" if math.isinf(run.request_rate_rps) else "")
+    if math.isinf(run.request_rate_rps):
+        return "a burst: every request sent at 0, in the file's order" + cap
+    process = "Poisson" if run.burstiness == 1.0 else f"gamma (burstiness {run.burstiness:g})"
+    return f"{run.request_rate_rps:g} req/s, {process}" + cap
+
+
 def sent_times_known(run: MeasuredRun) -> bool:
     """Whether the file gives each request's send time (``start_times``, newer vLLM)."""
     return run.requests is not None and "sent_s" in run.requests and bool(run.requests.sent_s.notna().all())
@@ -136,25 +160,79 @@ def replay(model, run: MeasuredRun, setup: dict[str, Any], values: dict[str, flo
     return loadtest(model, trace=replay_table(run), max_concurrency=cap, **kw, **values)
 
 
-def _targets(run: MeasuredRun) -> tuple[np.ndarray, list[str]]:
-    """A run's measured statistics (log seconds) and their names."""
-    if run.requests is not None:
-        t = quantiles(run.requests.ttft_s.to_numpy())
-        p = quantiles(run.requests.tpot_s.to_numpy())
-        names = [f"ttft_p{q}" for q in QUANTILES] + [f"tpot_p{q}" for q in QUANTILES]
-        vals = np.concatenate([t, p])
-    else:
-        names = [f"{m}_{s}" for m in ("ttft", "tpot") for s in _REPORTED if f"{m}_{s}_s" in run.reported]
-        vals = np.array([run.reported[f"{n}_s"] for n in names])
-    keep = np.isfinite(vals) & (vals > 0)
-    return np.log(vals[keep]), [n for n, k in zip(names, keep) if k]
+#: The reported statistics a file's targets come from where it has no per-request values of that metric
+#: (vLLM's ``mean_*_ms``, ``median_*_ms``, ``p90_*_ms``, ``p99_*_ms``; :mod:`~depgraph.io.benchjson`).
+_REPORTED = ("mean", "p50", "p90", "p99")
+
+
+@dataclass(frozen=True)
+class Targets:
+    """What one file is fitted to: its statistics (``log_s``: log seconds), their ``names``
+    (``metric_stat``: ``ttft_p10``, ``tpot_mean``, ``itl_p99``...), which of them are percentiles of the
+    file's own requests (``sampled``: the bootstrap resamples those; the others are statistics the file
+    reports, held as they are) and, in words, where each metric's came from (``described``)."""
+
+    log_s: np.ndarray
+    names: list[str]
+    sampled: np.ndarray
+    described: str
+
+
+def _per_request_stats(requests: pd.DataFrame) -> dict[str, float]:
+    """The :data:`QUANTILES` of a file's per-request TTFT and TPOT (NaN where it has none)."""
+    t = quantiles(requests.ttft_s.to_numpy())
+    p = quantiles(requests.tpot_s.to_numpy())
+    return dict(zip([f"ttft_p{q}" for q in QUANTILES] + [f"tpot_p{q}" for q in QUANTILES], np.concatenate([t, p])))
+
+
+def _targets(run: MeasuredRun) -> Targets:
+    """A run's measured statistics: the TTFT and TPOT percentiles of its requests where it has them, else
+    (a file without per-request fields, or with ``ttfts`` but no ``itls``) the TPOT and ITL statistics it
+    reports, as vLLM computes them (``calculate_metrics`` in ``vllm/benchmarks/serve.py``: TPOT over the
+    requests of more than one output token, ``(latency - ttft) / (output_len - 1)``; ITL over every gap
+    between streamed chunks), each compared with the same statistic of the simulated run."""
+    names: list[str] = []
+    vals: list[float] = []
+    sampled: list[bool] = []
+    words: list[str] = []
+
+    def reported(metric: str) -> None:
+        got = [s for s in _REPORTED if f"{metric}_{s}_s" in run.reported and run.reported[f"{metric}_{s}_s"] > 0]
+        names.extend(f"{metric}_{s}" for s in got)
+        vals.extend(run.reported[f"{metric}_{s}_s"] for s in got)
+        sampled.extend([False] * len(got))
+        if got:
+            words.append(f"{metric.upper()} reported {', '.join(got)}")
+
+    stats = _per_request_stats(run.requests) if run.requests is not None else {}
+    for metric in ("ttft", "tpot"):
+        mine = [q for q in QUANTILES if np.isfinite(stats.get(f"{metric}_p{q}", math.nan))
+                and stats[f"{metric}_p{q}"] > 0]
+        if mine:
+            names.extend(f"{metric}_p{q}" for q in mine)
+            vals.extend(stats[f"{metric}_p{q}"] for q in mine)
+            sampled.extend([True] * len(mine))
+            words.append(f"{metric.upper()} p{mine[0]}-p{mine[-1]} of its requests")
+        else:
+            reported(metric)
+            if metric == "tpot":  # no per-token times: the inter-token latencies it reports say the same
+                reported("itl")
+    if not words:
+        words.append("nothing")
+    return Targets(log_s=np.log(np.array(vals, dtype=float)), names=names, sampled=np.array(sampled, dtype=bool),
+                   described="; ".join(words))
 
 
 def _predicted(result, names: list[str]) -> np.ndarray:
+    """The simulated run's statistics ``names`` (as :func:`_targets` names them), log seconds: TTFT and
+    TPOT over its requests (TPOT over those of more than one token), ITL over every token gap."""
     df = result.requests
     out = []
     for name in names:
         metric, stat = name.split("_")
+        if metric == "itl":  # per token gap, not per request: the summary's (latency_summary)
+            out.append(float(result.summary[f"itl_{stat}_s"]))
+            continue
         v = df[f"{metric}_s"].to_numpy(dtype=float)
         v = v[~np.isnan(v)]
         if not len(v):
@@ -187,9 +265,9 @@ class _Problem:
         if key not in self.cache:
             vals = self.values(x)
             parts = []
-            for run, (target, names) in zip(self.runs, self.targets):
-                pred = _predicted(replay(self.model, run, self.setup, vals), names)
-                parts.append(pred - target)
+            for run, target in zip(self.runs, self.targets):
+                pred = _predicted(replay(self.model, run, self.setup, vals), target.names)
+                parts.append(pred - target.log_s)
             self.cache[key] = np.concatenate(parts)
         return self.cache[key]
 
@@ -229,7 +307,7 @@ def _lm(problem: _Problem, x: np.ndarray, iterations: int) -> np.ndarray:
 
 def calibrate(model, files: Sequence[str | Path | MeasuredRun], *, gpu: str = "h200", deployment: str | None = None,
               handoff: str | None = None, tp: int = 8, prefill_tp: int | None = None, decode_tp: int | None = None,
-              max_num_seqs: int = 256, max_num_batched_tokens: int | None = None, chunked_prefill: bool = True,
+              max_num_seqs: int | None = None, max_num_batched_tokens: int | None = None, chunked_prefill: bool = True,
               params: Sequence[str] = tuple(FREE), prior: LoadModel | None = None, iterations: int = 8,
               bootstrap: int = 200, seed: int = 0, leave_one_out: bool = True, **deployment_args) -> Calibration:
     """Fit the cost model's free parameters to measured runs (see the module).
@@ -244,6 +322,8 @@ def calibrate(model, files: Sequence[str | Path | MeasuredRun], *, gpu: str = "h
     other argument of ``loadtest`` that describes the deployment (``link``,
     ``router``, ``prefill_pp``, ``decode_pp``, ``collectives``, ``memory``,
     ``kv_pool_bytes``, ``slot_scope``, ``prefill_servers``...), passed to every replay.
+    ``max_num_seqs``: the measured server's (``None``: vLLM's default on ``gpu``,
+    :func:`~depgraph.serving.params.default_max_num_seqs`: 1,024 on an H100 or H200, else 256).
     """
     model_ref = _model_ref(model)
     model = load_model(model)
@@ -254,7 +334,10 @@ def calibrate(model, files: Sequence[str | Path | MeasuredRun], *, gpu: str = "h
     prior = prior or LoadModel()
     base = {name: float(getattr(prior, name)) for name in FREE}
     colocated = deployment is not None and deployment.strip().lower().startswith("colocated")
-    setup: dict[str, Any] = {"gpu": gpu, "tp": positive_int("tp", tp, upper=1024), "max_num_seqs": max_num_seqs}
+    if max_num_seqs is None:  # what the server ran with when its flags did not say: vLLM's default on that GPU
+        max_num_seqs = default_max_num_seqs(load_gpu(gpu))
+    setup: dict[str, Any] = {"gpu": gpu, "tp": positive_int("tp", tp, upper=1024),
+                             "max_num_seqs": positive_int("max_num_seqs", max_num_seqs, upper=1_000_000)}
     for key, value in (("deployment", deployment), ("handoff", handoff), ("prefill_tp", prefill_tp),
                        ("decode_tp", decode_tp), ("max_num_batched_tokens", max_num_batched_tokens)):
         if value is not None:
@@ -276,8 +359,8 @@ def calibrate(model, files: Sequence[str | Path | MeasuredRun], *, gpu: str = "h
                                        " deployment: left at its prior"
     replay(model, runs[0], setup, base)  # refuses a bad deployment before any fitting
     problem = _Problem(model, runs, setup, base, names)
-    for run, (target, _) in zip(runs, problem.targets):
-        if not len(target):
+    for run, target in zip(runs, problem.targets):
+        if not len(target.names):
             raise ConfigError(f"{run.path}: no TTFT or TPOT to fit (no per-request values and no statistic of "
                               "either); leave it out")
     x0 = np.log([base[n] for n in names])
@@ -307,7 +390,7 @@ def calibrate(model, files: Sequence[str | Path | MeasuredRun], *, gpu: str = "h
     x = _lm(problem, x0, iterations) if fit_names else x0
     values = problem.values(x)
     r = problem.residuals(x)
-    resampled = any(run.requests is not None for run in runs)  # reported statistics alone: nothing to resample
+    resampled = any(t.sampled.any() for t in problem.targets)  # reported statistics alone: nothing to resample
     intervals = _bootstrap(problem, x, runs, bootstrap, seed) if fit_names and resampled else {}
     curves: list[dict[str, Any]] = []
     per_file = _per_file(model, runs, setup, values, curves)
@@ -329,20 +412,17 @@ def _bootstrap(problem: _Problem, x: np.ndarray, runs: list[MeasuredRun], count:
     J = problem.jacobian(x)
     pinv = np.linalg.pinv(J)
     rng = np.random.default_rng(seed)
-    base = np.concatenate([t for t, _ in problem.targets])
+    base = np.concatenate([t.log_s for t in problem.targets])
     draws = []
     for _ in range(count):
         parts = []
-        for run, (target, names) in zip(runs, problem.targets):
-            if run.requests is None:  # no requests to resample: its reported statistics stay
-                parts.append(target)
+        for run, target in zip(runs, problem.targets):
+            if run.requests is None or not target.sampled.any():  # nothing to resample: its reported statistics stay
+                parts.append(target.log_s)
                 continue
-            df = run.requests.iloc[rng.integers(0, len(run.requests), len(run.requests))]
-            t = quantiles(df.ttft_s.to_numpy())
-            p = quantiles(df.tpot_s.to_numpy())
-            full = dict(zip([f"ttft_p{q}" for q in QUANTILES] + [f"tpot_p{q}" for q in QUANTILES],
-                            np.concatenate([t, p])))
-            parts.append(np.log(np.array([full[n] for n in names])))
+            full = _per_request_stats(run.requests.iloc[rng.integers(0, len(run.requests), len(run.requests))])
+            resampled = np.log(np.array([full[n] if k else math.nan for n, k in zip(target.names, target.sampled)]))
+            parts.append(np.where(target.sampled, resampled, target.log_s))  # a reported statistic is held
         moved = np.concatenate(parts) - base
         draws.append(x + pinv @ moved)
     draws = np.array(draws)
@@ -362,13 +442,15 @@ def _per_file(model, runs: list[MeasuredRun], setup: dict, values: dict[str, flo
               curves: list | None = None) -> pd.DataFrame:
     rows = []
     for run in runs:
-        pred = replay(model, run, setup, values).requests
+        result = replay(model, run, setup, values)
+        pred = result.requests
         if curves is not None:
             curves.append({"file": run.name, "rate_rps": run.request_rate_rps,
                            "ttft_predicted_s": pred.ttft_s.to_numpy(), "tpot_predicted_s": pred.tpot_s.to_numpy(),
                            "ttft_measured_s": None if run.requests is None else run.requests.ttft_s.to_numpy(),
                            "tpot_measured_s": None if run.requests is None else run.requests.tpot_s.to_numpy()})
-        row: dict[str, Any] = {"file": run.name, "requests": len(pred), "failed_skipped": run.failed}
+        row: dict[str, Any] = {"file": run.name, "requests": len(pred), "failed_skipped": run.failed,
+                               "traffic": replay_traffic(run), "targets": _targets(run).described}
         for metric in ("ttft", "tpot"):
             p = pred[f"{metric}_s"].dropna().to_numpy()
             m = run.requests[f"{metric}_s"].dropna().to_numpy() if run.requests is not None else None
@@ -379,6 +461,9 @@ def _per_file(model, runs: list[MeasuredRun], setup: dict, values: dict[str, flo
                 row[f"{metric}_p{q}_measured_s"] = (float(np.percentile(m, q)) if m is not None and len(m) else
                                                     run.reported.get(f"{metric}_p{q}_s", math.nan))
                 row[f"{metric}_p{q}_predicted_s"] = float(np.percentile(p, q)) if len(p) else math.nan
+        for stat in ("mean", "p50", "p90", "p99"):  # ITL per token gap: only what the file reports is measured
+            row[f"itl_{stat}_measured_s"] = run.reported.get(f"itl_{stat}_s", math.nan)
+            row[f"itl_{stat}_predicted_s"] = float(result.summary[f"itl_{stat}_s"])
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -428,6 +513,32 @@ def write_calibration(cal: Calibration, path: str | Path) -> None:
     lines += ["", "[intervals]  # 5th to 95th percentile, bootstrap over requests"]
     lines += [f"{k} = {lit(list(v))}" for k, v in cal.intervals.items()]
     atomic_write_text(Path(path), "\n".join(lines) + "\n")
+
+
+#: The load-test statistics a calibration's intervals are carried into (:data:`~depgraph.serving.results.INTERVAL_FIELDS`).
+INTERVAL_STATS = tuple(k[:-len("_interval")] for k in INTERVAL_FIELDS)
+
+
+def predicted_intervals(model, *, calibration: str | Path, summary: dict[str, Any] | None = None,
+                        **loadtest_args) -> dict[str, list[float | None]]:
+    """A prediction's intervals from its calibration's: ``{"ttft_p50_s_interval": [low, high], ...}``
+    (:data:`INTERVAL_STATS`), each the smallest and largest of that statistic over the load test at the
+    fitted values (``summary``, when the caller ran it already) and at the ``slow`` and ``fast`` corners
+    of the fitted values' intervals (``loadtest(..., calibration_corner=...)``): two more runs, so ``{}``
+    and no run for a calibration without intervals. A bound on what the intervals allow, not a
+    confidence level of its own: the corners move every value to its end together (the fitted values'
+    correlation is not kept), and a statistic that is not monotone in the values is still bracketed by
+    the three runs only. ``loadtest_args``: :func:`~depgraph.serving.simulator.loadtest`'s."""
+    if not read_calibration(calibration)["intervals"]:
+        return {}
+    runs = [summary if summary is not None else loadtest(model, calibration=calibration, **loadtest_args).summary]
+    runs += [loadtest(model, calibration=calibration, calibration_corner=c, **loadtest_args).summary
+             for c in CORNERS]
+    out: dict[str, list[float | None]] = {}
+    for stat in INTERVAL_STATS:
+        got = [float(r[stat]) for r in runs if r[stat] is not None and math.isfinite(r[stat])]
+        out[f"{stat}_interval"] = [min(got), max(got)] if got else [None, None]
+    return out
 
 
 def calibration_overrides(path: str | Path) -> dict[str, float]:

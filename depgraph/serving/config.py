@@ -217,7 +217,7 @@ def resolve(model: ModelSpec, *, handoff: str | None = None, deployment: str | N
             max_concurrency: int | None = None, router: str = "round-robin", memory: bool | None = None,
             slo_ttft_s: float | None = None, slo_tpot_s: float | None = None, kv_pool_bytes: int | None = None,
             calibration: str | Path | None = None, params: LoadModel | None = None,
-            **overrides) -> ServingConfig:
+            calibration_corner: str | None = None, **overrides) -> ServingConfig:
     """The load test's configuration from :func:`~depgraph.serving.simulator.loadtest`'s keywords (the
     same names and defaults; ``overrides`` replace fields of ``params``), with every cross-check in
     one place: a calibration's values in place of the defaults (never given twice, only for the model,
@@ -228,8 +228,11 @@ def resolve(model: ModelSpec, *, handoff: str | None = None, deployment: str | N
     :meth:`ServingConfig.check_traffic`'s."""
     from .results import check_slos
 
+    if calibration_corner is not None and calibration is None:
+        raise ConfigError("calibration_corner: runs a calibration's values at an end of their intervals; give "
+                          "the calibration")
     if calibration is not None:
-        from ..specs.calibration import check_fits, read_calibration
+        from ..specs.calibration import CORNERS, check_fits, read_calibration
 
         cal = read_calibration(calibration)
         for name in cal["values"]:
@@ -238,7 +241,12 @@ def resolve(model: ModelSpec, *, handoff: str | None = None, deployment: str | N
         base = params or LoadModel()
         check_fits(cal, model=model, gpu=overrides.get("gpu", base.gpu),
                    collectives=overrides.get("collectives", base.collectives))
-        overrides = {**overrides, **calibrated_fields(cal, target="load")}
+        if calibration_corner is not None:
+            one_of("calibration_corner", calibration_corner, CORNERS)
+            if not cal["intervals"]:
+                raise ConfigError(f"calibration_corner: the calibration {calibration} has no intervals (fitted with "
+                                  "--bootstrap 0, or from reported statistics alone)")
+        overrides = {**overrides, **calibrated_fields(cal, target="load", corner=calibration_corner)}
     deploy = None if deployment is None else parse_deployment(deployment)
     colocated = deploy is not None and deploy.kind == "colocated"
     if not colocated:

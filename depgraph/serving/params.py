@@ -16,7 +16,8 @@ from ..specs.routing import ROUTING_HELP, parse_routing
 from .client import ROUTERS
 from .memory import GPU_MEMORY_UTILIZATION
 
-__all__ = ["Deployment", "parse_deployment", "EngineConfig", "default_max_num_batched_tokens", "ROUTERS",
+__all__ = ["Deployment", "parse_deployment", "EngineConfig", "default_max_num_batched_tokens", "default_max_num_seqs",
+           "ROUTERS",
            "HANDOFFS", "SLOT_SCOPES", "LoadModel", "FieldFlag", "LOAD_MODEL_FLAGS"]
 
 HANDOFFS = ("push", "pull", "pull-thread")
@@ -29,7 +30,21 @@ def default_max_num_batched_tokens(gpu: GPU) -> int:
     """vLLM's default token budget of an OpenAI-compatible server: 8,192 on a GPU
     of at least 70 GiB that is not an A100, else 2,048 (``EngineArgs.get_batch_defaults``
     in ``vllm/engine/arg_utils.py``)."""
-    return 8192 if gpu.hbm_bytes >= 70 * GIB and not gpu.name.startswith("a100") else 2048
+    return 8192 if _large_gpu(gpu) else 2048
+
+
+def default_max_num_seqs(gpu: GPU) -> int:
+    """vLLM's default ``--max-num-seqs`` of an OpenAI-compatible server, by the same rule: 1,024 on a GPU
+    of at least 70 GiB that is not an A100 (an H100 or H200), else 256 (``EngineArgs.get_batch_defaults``
+    in ``vllm/engine/arg_utils.py``). What a measured server ran with when its flags did not say: a burst
+    of 1,000 requests (``vllm bench serve``'s defaults) runs all at once on an H200, not 256 at a time."""
+    return 1024 if _large_gpu(gpu) else 256
+
+
+def _large_gpu(gpu: GPU) -> bool:
+    """The branch of ``get_batch_defaults`` that gives the larger defaults (the A100 is excluded there: a
+    larger budget slowed it, vLLM PR #17885)."""
+    return gpu.hbm_bytes >= 70 * GIB and not gpu.name.startswith("a100")
 
 
 @dataclass(frozen=True, slots=True)

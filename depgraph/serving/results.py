@@ -19,7 +19,7 @@ import pandas as pd
 from .._validate import positive_number
 from ..errors import ConfigError
 
-__all__ = ["LoadResult", "SUMMARY_FIELDS", "complete_summary", "meets_slos", "steady_state", "STEADY_STATE_MARGIN", "STEADY_STATE_MIN_REQUESTS",
+__all__ = ["LoadResult", "SUMMARY_FIELDS", "INTERVAL_FIELDS", "complete_summary", "meets_slos", "steady_state", "STEADY_STATE_MARGIN", "STEADY_STATE_MIN_REQUESTS",
            "check_slos", "latency_summary", "kv_used", "step_series", "time_average"]
 
 
@@ -142,6 +142,15 @@ SUMMARY_FIELDS: dict[str, str] = {
     "arrival_rate_rps": "requests arriving per second over the arrival window",
     "completion_rate_window_rps": "requests finishing per second within the arrival window",
 }
+
+
+#: What ``depgraph loadtest --calibration FILE`` adds after the summary's keys when FILE has intervals (and
+#: only then: a run without them prints the summary alone): each a ``[low, high]`` pair, seconds, of a summary
+#: statistic over three runs of the same traffic: at the fitted values and at the slow and fast corners of
+#: their intervals (:func:`~depgraph.serving.calibrate.predicted_intervals`; null where the run has no value).
+INTERVAL_FIELDS: dict[str, str] = {
+    f"{key}_interval": f"{SUMMARY_FIELDS[key]}: [low, high] over the fitted values' intervals"
+    for key in ("ttft_p50_s", "ttft_p90_s", "ttft_p99_s", "tpot_p50_s", "tpot_p90_s", "tpot_p99_s")}
 
 
 def complete_summary(summary: dict[str, Any], **known: Any) -> dict[str, Any]:

@@ -63,7 +63,8 @@ def loadtest(model: ModelSpec | str, *, handoff: str | None = None, qps: float |
              max_num_batched_tokens: int | None = None, chunked_prefill: bool = True,
              max_concurrency: int | None = None, router: str = "round-robin", memory: bool | None = None,
              slo_ttft_s: float | None = None, slo_tpot_s: float | None = None, kv_pool_bytes: int | None = None,
-             calibration: str | Path | None = None, **overrides) -> LoadResult:
+             calibration: str | Path | None = None, calibration_corner: str | None = None,
+             **overrides) -> LoadResult:
     """Simulate a load test; return per-request rows and a summary.
 
     Either ``qps``, ``prompt_tokens``, ``out_tokens`` and ``num_prompts``
@@ -110,7 +111,10 @@ def loadtest(model: ModelSpec | str, *, handoff: str | None = None, qps: float |
     ``calibration``: a file ``depgraph calibrate -o`` wrote; its fitted values
     replace the :class:`LoadModel` defaults (the summary's ``calibration``
     names it; a value also given in ``overrides`` is refused, as is a GPU
-    other than the one it was fitted on). ``burstiness`` draws gamma arrivals as ``vllm bench
+    other than the one it was fitted on); ``calibration_corner`` ``"slow"`` or ``"fast"`` runs each fitted
+    value with an interval at the end of it that slows or speeds the run
+    (:func:`~depgraph.specs.cost.calibrated_fields`; ``depgraph loadtest --calibration`` reports the
+    intervals those runs give). ``burstiness`` draws gamma arrivals as ``vllm bench
     serve --burstiness`` does; ``range_ratio`` varies the lengths;
     ``max_concurrency`` caps the requests in flight (the client sends the
     next when one finishes; a request's ``arrival_s`` is when it was sent,
@@ -125,7 +129,7 @@ def loadtest(model: ModelSpec | str, *, handoff: str | None = None, qps: float |
                   max_num_batched_tokens=max_num_batched_tokens, chunked_prefill=chunked_prefill,
                   max_concurrency=max_concurrency, router=router, memory=memory, slo_ttft_s=slo_ttft_s,
                   slo_tpot_s=slo_tpot_s, kv_pool_bytes=kv_pool_bytes, calibration=calibration, params=params,
-                  **overrides)
+                  calibration_corner=calibration_corner, **overrides)
     if trace is None and num_prompts is not None and not isinstance(num_prompts, bool) and isinstance(num_prompts, int):
         # the simulation keeps a record per request and per loop iteration (about 1 KB each)
         if num_prompts > _traffic.MAX_REQUESTS:

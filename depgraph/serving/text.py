@@ -49,11 +49,12 @@ def _wrote(wrote: Iterable[tuple[str, Any]]) -> list[str]:
     return [f"  wrote {what}: {path}" for what, path in wrote if path]
 
 
-def loadtest_text(result, *, wrote: Iterable[tuple[str, Any]] = ()) -> str:
+def loadtest_text(result, *, intervals: dict[str, Any] | None = None, wrote: Iterable[tuple[str, Any]] = ()) -> str:
     """A load test's summary: the setup, TTFT and TPOT percentiles, the steady-state verdict,
-    slots, throughput and goodput, and (disaggregated) busy shares, memory and the mean TTFT parts."""
+    slots, throughput and goodput, and (disaggregated) busy shares, memory and the mean TTFT parts.
+    ``intervals`` (:func:`~depgraph.serving.calibrate.predicted_intervals`): a line under TTFT and TPOT each."""
     if result.kind == "colocated":
-        return _colocated_text(result, wrote=wrote)
+        return _colocated_text(result, intervals=intervals, wrote=wrote)
     s = result.summary
     lines = [f"{result.config['model']}, {s['handoff']} handoff, {s['requests']} requests, max_num_seqs {s['max_num_seqs']}; "
              f"{s['gpu']}, prefill TP {s['prefill_tp']}{pp_text(s['prefill_pp'])}, decode TP {s['decode_tp']}"
@@ -63,7 +64,9 @@ def loadtest_text(result, *, wrote: Iterable[tuple[str, Any]] = ()) -> str:
                                         if s["max_concurrency"] is not None else "")]
     lines += _fitted(s)
     lines.append(f"  TTFT   p50 {s['ttft_p50_s'] * 1e3:9.1f} ms   p90 {s['ttft_p90_s'] * 1e3:9.1f} ms   p99 {s['ttft_p99_s'] * 1e3:9.1f} ms")
+    lines += _interval_line(intervals, "ttft", 1)
     lines.append(f"  TPOT   p50 {s['tpot_p50_s'] * 1e3:9.2f} ms   p90 {s['tpot_p90_s'] * 1e3:9.2f} ms   p99 {s['tpot_p99_s'] * 1e3:9.2f} ms")
+    lines += _interval_line(intervals, "tpot", 2)
     lines.append(f"  {s['steady_state_reason']}")  # "no steady state: the queue grows through the run (...)" when false
     servers, seqs = s.get("decode_servers", 1), s["max_num_seqs"]
     each = f" ({servers} servers x {seqs})" if servers > 1 else ""
@@ -88,6 +91,22 @@ def loadtest_text(result, *, wrote: Iterable[tuple[str, Any]] = ()) -> str:
     return "\n".join(lines + _wrote(wrote))
 
 
+def _interval_line(intervals: dict[str, Any] | None, metric: str, digits: int) -> list[str]:
+    """A metric's p50, p90 and p99 intervals (ms) from the calibration's, under its line (none without).
+
+    >>> _interval_line({"ttft_p50_s_interval": [0.1, 0.12], "ttft_p90_s_interval": [0.2, 0.25],
+    ...                 "ttft_p99_s_interval": [None, None]}, "ttft", 1)
+    ["         interval p50 100.0 to 120.0 ms, p90 200.0 to 250.0 ms, p99 n/a (the ends of the calibration's intervals)"]
+    """
+    if not intervals:
+        return []
+    parts = []
+    for q in (50, 90, 99):
+        lo, hi = intervals.get(f"{metric}_p{q}_s_interval", (None, None))
+        parts.append(f"p{q} n/a" if lo is None else f"p{q} {lo * 1e3:.{digits}f} to {hi * 1e3:.{digits}f} ms")
+    return ["         interval " + ", ".join(parts) + " (the ends of the calibration's intervals)"]
+
+
 def _fitted(s: dict) -> list[str]:
     """The calibration and the expert routing a run used, where they are not the defaults."""
     lines = []
@@ -98,7 +117,7 @@ def _fitted(s: dict) -> list[str]:
     return lines
 
 
-def _colocated_text(result, *, wrote: Iterable[tuple[str, Any]] = ()) -> str:
+def _colocated_text(result, *, intervals: dict[str, Any] | None = None, wrote: Iterable[tuple[str, Any]] = ()) -> str:
     s = result.summary
     lines = [f"{result.config['model']}, {s['deployment']} ({s['servers']} x TP {s['tp']} = {s['gpus']} GPUs), "
              f"{s['requests']} requests; max_num_seqs {s['max_num_seqs']}, max_num_batched_tokens "
@@ -109,6 +128,8 @@ def _colocated_text(result, *, wrote: Iterable[tuple[str, Any]] = ()) -> str:
     for name, label, digits in (("ttft", "TTFT", 1), ("tpot", "TPOT", 2), ("itl", "ITL", 2), ("e2e", "E2E", 1)):
         lines.append(f"  {label:<6} p50 {s[f'{name}_p50_s'] * 1e3:9.{digits}f} ms   p90 "
                      f"{s[f'{name}_p90_s'] * 1e3:9.{digits}f} ms   p99 {s[f'{name}_p99_s'] * 1e3:9.{digits}f} ms")
+        if name in ("ttft", "tpot"):
+            lines += _interval_line(intervals, name, digits)
     lines.append(f"  {s['steady_state_reason']}")
     lines.append(f"  throughput {s['throughput_rps']:.3f} req/s ({s['output_tokens_per_s']:,.0f} output tokens/s); "
                  f"{goodput_text(s)}")
@@ -181,9 +202,12 @@ def calibration_text(cal, *, model: str, gpu: str, where: str, tp: int, profiled
             continue
         ms = lambda v: "n/a" if not math.isfinite(v) else f"{1e3 * v:.1f}"  # noqa: E731 (a statistic the file lacks)
         parts = [f"{m.upper()} {q} {ms(row[f'{m}_{q}_measured_s'])}/{ms(row[f'{m}_{q}_predicted_s'])}"
-                 for m in ("ttft", "tpot") for q in ("mean", "p50", "p90", "p99")]
+                 for m in ("ttft", "tpot", "itl") for q in ("mean", "p50", "p90", "p99")
+                 if m != "itl" or math.isfinite(row.get(f"itl_{q}_measured_s", math.nan))]
         lines.append(f"    {row['file']}: {row['requests']} requests ({row['failed_skipped']} failed, skipped); "
                      + ", ".join(parts))
+        if "targets" in row:  # which of its statistics the fit used, and how its traffic was replayed
+            lines.append(f"      fitted to {row['targets']}; replayed as {row['traffic']}")
     if len(cal.leave_one_out):
         lines.append("  leave one file out (fit on the others, predict it), error of predicted against measured:")
         for row in cal.leave_one_out.to_dict(orient="records"):

@@ -13,7 +13,8 @@ from typing import Any
 from .._files import read_text_limited
 from ..errors import ConfigError
 
-__all__ = ["FREE", "read_calibration", "check_fits", "check_fits_grid", "SETUP_KEYS", "MAX_CALIBRATION_BYTES"]
+__all__ = ["FREE", "read_calibration", "check_fits", "check_fits_grid", "SETUP_KEYS", "MAX_CALIBRATION_BYTES",
+           "SLOWER_END", "CORNERS"]
 
 #: The parameters a calibration may fit, each with the bounds it stays in (seconds, or a fraction).
 FREE: dict[str, tuple[float, float]] = {
@@ -22,6 +23,11 @@ FREE: dict[str, tuple[float, float]] = {
     "decode_step_overhead_s": (1e-5, 0.5),
     "posting_base_s": (1e-5, 1.0),
 }
+#: Which end of a fitted value's interval makes a run slower (0: the low end, a lower efficiency; 1: the high
+#: end, a longer fixed time): the ``slow`` corner takes that end of every interval, the ``fast`` corner the other.
+SLOWER_END: dict[str, int] = {"prefill_mfu": 0, "hbm_efficiency": 0, "decode_step_overhead_s": 1, "posting_base_s": 1}
+#: The corners of a calibration's intervals a prediction can run at (:func:`~depgraph.specs.cost.calibrated_fields`).
+CORNERS = ("slow", "fast")
 #: What of a calibration's setup decides how its values apply: the model, GPU and sides it was fitted on, and
 #: whether its fit held the all-reduces (``collectives`` false: they are in its MFU and step overhead).
 SETUP_KEYS = ("model", "gpu", "tp", "prefill_tp", "decode_tp", "collectives")
@@ -74,7 +80,8 @@ MAX_CALIBRATION_BYTES = 1 << 20
 
 
 def read_calibration(path: str | Path) -> dict[str, Any]:
-    """A saved calibration: ``{"setup": ..., "values": ...}``; one-line errors for a bad file."""
+    """A saved calibration: ``{"setup": ..., "values": ..., "intervals": ...}`` (``intervals``: ``{name: (low,
+    high)}`` of the fitted values, ``{}`` for a file without them); one-line errors for a bad file."""
     import tomllib
 
     text = read_text_limited(path, what="calibration file", max_bytes=MAX_CALIBRATION_BYTES,
@@ -95,6 +102,29 @@ def read_calibration(path: str | Path) -> dict[str, Any]:
             raise ConfigError(f"{path}: values.{name}: expected a number from {lo:g} to {hi:g}, got {value!r}")
         out[name] = float(value)
     setup = data.get("setup") if isinstance(data.get("setup"), dict) else {}
-    return {"setup": setup, "values": out, "path": str(path)}
+    return {"setup": setup, "values": out, "intervals": _intervals(path, data.get("intervals"), out),
+            "path": str(path)}
+
+
+def _intervals(path: str | Path, raw: Any, values: dict[str, float]) -> dict[str, tuple[float, float]]:
+    """A calibration's ``[intervals]``: ``name = [low, high]`` for fitted values (none in an older file, or
+    one fitted with ``--bootstrap 0``: ``{}``)."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: intervals: expected a table of name = [low, high], got {type(raw).__name__}")
+    out = {}
+    for name, pair in raw.items():
+        if name not in values:
+            raise ConfigError(f"{path}: intervals.{name}: no such value in [values]; expected one of "
+                              f"{', '.join(values) or 'none (the file has no values)'}")
+        lo, hi = FREE[name]
+        if (not isinstance(pair, list) or len(pair) != 2
+                or any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in pair)
+                or not lo <= pair[0] <= pair[1] <= hi):
+            raise ConfigError(f"{path}: intervals.{name}: expected [low, high] with {lo:g} <= low <= high <= {hi:g}, "
+                              f"got {str(pair)[:60]}")
+        out[name] = (float(pair[0]), float(pair[1]))
+    return out
 
 

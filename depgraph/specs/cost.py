@@ -762,7 +762,8 @@ class StepCost:
         return step
 
 
-def calibrated_fields(cal: dict[str, Any], *, target: str, model: Any = None, gpu: Any = None) -> dict[str, Any]:
+def calibrated_fields(cal: dict[str, Any], *, target: str, model: Any = None, gpu: Any = None,
+                      corner: str | None = None) -> dict[str, Any]:
     """The one place a calibration is applied: the fields its fitted values set, in the terms of the model
     it is applied to (every command and every sweep point comes here).
 
@@ -781,8 +782,21 @@ def calibrated_fields(cal: dict[str, Any], *, target: str, model: Any = None, gp
     ``cal`` is :func:`~depgraph.specs.calibration.read_calibration`'s ``{"setup", "values"}`` (a setup may hold only
     :data:`~depgraph.specs.calibration.SETUP_KEYS`); ``model`` and ``gpu``, the model and GPU it is applied
     to, stand in for a setup that names none (:func:`~depgraph.specs.calibration.check_fits` refuses
-    another model or GPU than the fitted one), so a command and a sweep point apply a file alike."""
+    another model or GPU than the fitted one), so a command and a sweep point apply a file alike.
+
+    ``corner``: ``None`` (the fitted values), or ``"slow"`` / ``"fast"``: each value that has an interval
+    (``cal["intervals"]``) at the end of it that makes a run slower / faster
+    (:data:`~depgraph.specs.calibration.SLOWER_END`), the others as fitted: what ``loadtest --calibration``
+    runs to carry the intervals into its prediction."""
     setup, values = cal.get("setup") or {}, cal["values"]
+    if corner is not None:
+        from .calibration import CORNERS, SLOWER_END
+
+        if corner not in CORNERS:
+            raise ValueError(f"corner: expected one of {CORNERS}, got {corner!r}")
+        ends = cal.get("intervals") or {}
+        values = {k: ends[k][SLOWER_END[k] if corner == "slow" else 1 - SLOWER_END[k]] if k in ends else v
+                  for k, v in values.items()}
     if target == "load":
         return dict(values)
     if target != "cost":
