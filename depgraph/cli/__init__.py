@@ -25,6 +25,7 @@ from .parser import _build_parser
 from .serving import _cmd_loadtest, run_calibrate_command, run_capacity_command, run_plan_command
 from .single import _cmd_draw, _cmd_trace, _cmd_ttft
 from .sweep import _cmd_reproduce, run_anomalies_command, run_sweep_command
+from .validate import run_validate_command
 
 # The names the flat depgraph/cli.py had, where tests and scripts import them from.
 from .args import LINK_HELP, _COMMON_HELP, _gb_bytes, _HelpFormatter, _number, _Parser  # noqa: F401
@@ -40,7 +41,7 @@ _COMMANDS = {"models": _cmd_models, "gpus": _cmd_gpus, "links": _cmd_links, "byt
              "trace": _cmd_trace, "sweep": run_sweep_command, "loadtest": _cmd_loadtest,
              "schedule": _cmd_schedule, "reproduce": _cmd_reproduce,
              "capacity": run_capacity_command, "anomalies": run_anomalies_command, "plan": run_plan_command,
-             "calibrate": run_calibrate_command}
+             "calibrate": run_calibrate_command, "validate": run_validate_command}
 
 
 def _warm_up(argv: Sequence[str]) -> None:

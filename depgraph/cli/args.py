@@ -196,6 +196,8 @@ def _add_field_flags(p: argparse.ArgumentParser, fields: Sequence[str], *, defau
             kw["help"] = f.help
         if f.kind is None:
             p.add_argument(f.flag, action="store_true", **kw)
+        elif f.kind is False:
+            p.add_argument(f.flag, action="store_const", const=False, **kw)
         else:
             p.add_argument(f.flag, type=_number(int, f.flag) if f.kind is int else None, metavar=f.metavar, **kw)
 

@@ -12,6 +12,7 @@ from .serving import (add_calibrate_command, add_capacity_command, add_loadtest_
                       add_plan_command)
 from .single import add_request_commands
 from .sweep import add_anomalies_command, add_reproduce_command, add_sweep_command
+from .validate import add_validate_command
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -30,6 +31,7 @@ def _build_parser() -> argparse.ArgumentParser:
     add_anomalies_command(sub)
     add_plan_command(sub)
     add_calibrate_command(sub)
+    add_validate_command(sub)
     add_schedule_command(sub)
     add_loadtest_command(sub)
     add_reproduce_command(sub)

@@ -10,6 +10,7 @@ import math
 from pathlib import Path
 
 from ..errors import DepgraphError
+from ..specs.cost import DEFAULT_GPU
 from .args import (LINK_HELP, _add_field_flags, _add_routing_arg, _add_side_flags, _field_values, _gb_bytes, _int_list, _number,
                    _workers_arg)
 from .output import _dumps, _json_safe
@@ -64,7 +65,8 @@ def add_loadtest_command(sub) -> None:
     p.add_argument("--prompt-tokens", type=_number(int, "--prompt-tokens"), default=None, metavar="N")
     p.add_argument("--out-tokens", type=_number(int, "--out-tokens"), default=None, metavar="M")
     p.add_argument("--num-prompts", type=_number(int, "--num-prompts"), default=None, metavar="R")
-    p.add_argument("--max-num-seqs", type=_number(int, "--max-num-seqs"), default=8, metavar="S")
+    p.add_argument("--max-num-seqs", type=_number(int, "--max-num-seqs"), default=None, metavar="S",
+                   help="running requests per server (default vLLM's for the GPU: 1,024 on an H100 or H200, else 256)")
     _add_field_flags(p, ("tp",), defaults={"tp": LoadModel().tp})
     _add_side_flags(p, pp_default=None)
     _add_field_flags(p, ("collectives", "link", "gpu", "expert_routing"))
@@ -168,7 +170,7 @@ def add_capacity_command(subparsers) -> argparse.ArgumentParser:
                    help="share of --max-num-seqs to stay under, in (0, 1] (default 0.8)")
     p.add_argument("--kv-dtype", default=None, help="store KV in this dtype, e.g. fp8")
     p.add_argument("--ssm-dtype", default=None, help="store the recurrent state in this dtype, e.g. float32 (vLLM --mamba-ssm-cache-dtype)")
-    p.add_argument("--gpu", default=None, help="decode GPU for the memory check (default h200, the study's)")
+    p.add_argument("--gpu", default=None, help=f"decode GPU for the memory check (default {DEFAULT_GPU})")
     p.add_argument("--gpu-memory-utilization", type=_number(float, "--gpu-memory-utilization"), default=0.9,
                    metavar="U", help="share of HBM for weights and KV, in (0, 1] (default 0.9, as vLLM)")
     p.add_argument("--json", action="store_true", help="print the plan as one JSON object")
@@ -232,7 +234,7 @@ def add_plan_command(subparsers) -> argparse.ArgumentParser:
     --slo-tpot-ms B [--json] [--plot FILE]``."""
     p = subparsers.add_parser("plan", help="rank deployments (colocated, xPyD) by goodput per GPU under SLOs")
     p.add_argument("model")
-    p.add_argument("--gpu", required=True, help="GPU type (depgraph gpus)")
+    p.add_argument("--gpu", default=DEFAULT_GPU, help=f"GPU type (depgraph gpus; default {DEFAULT_GPU})")
     p.add_argument("--gpus", type=_number(int, "--gpus"), required=True, metavar="N", help="GPU budget")
     p.add_argument("--qps", type=_number(float, "--qps"), required=True, help="offered request rate")
     p.add_argument("--prompt-tokens", type=_number(int, "--prompt-tokens"), required=True, metavar="P")
@@ -314,7 +316,7 @@ def add_calibrate_command(subparsers) -> argparse.ArgumentParser:
                    help="vllm bench serve --save-result JSON files (--save-detailed for per-request fits), or one "
                         "per-operation CSV (op,prompt_tokens,batch,context_tokens,seconds) for a profiled server")
     p.add_argument("--gpu", required=True, help="GPU type the runs were measured on (depgraph gpus)")
-    p.add_argument("--tp", type=_number(int, "--tp"), default=8, metavar="T", help="tensor-parallel size (default 8)")
+    p.add_argument("--tp", type=_number(int, "--tp"), default=1, metavar="T", help="tensor-parallel size (default 1)")
     p.add_argument("--prefill-tp", type=_number(int, "--prefill-tp"), default=None, metavar="P",
                    help="a disaggregated deployment's prefill side (default --tp)")
     p.add_argument("--decode-tp", type=_number(int, "--decode-tp"), default=None, metavar="D",
@@ -333,8 +335,9 @@ def add_calibrate_command(subparsers) -> argparse.ArgumentParser:
                    help="pipeline stages of the prefill side (default 1)")
     p.add_argument("--decode-pp", type=_number(int, "--decode-pp"), default=None, metavar="P",
                    help="pipeline stages of the decode side (default 1)")
-    p.add_argument("--collectives", action="store_true", default=None,
-                   help="add the cost model's all-reduces to every step (for an overhead without them)")
+    p.add_argument("--no-collectives", dest="collectives", action="store_const", const=False, default=None,
+                   help="leave the cost model's all-reduces out of every step (the fitted overhead then holds "
+                        "them); by default they are in, fitted to measured NCCL times")
     p.add_argument("--no-memory", action="store_true", help="the servers' KV memory is not modelled (slots only)")
     p.add_argument("--kv-pool-gb", type=_number(float, "--kv-pool-gb"), default=None, metavar="G",
                    help="the KV and state memory per GPU, in GB (default: what HBM leaves beside the weights)")

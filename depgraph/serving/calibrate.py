@@ -50,6 +50,7 @@ from .._validate import one_of, positive_int
 from ..errors import ConfigError
 from ..io.benchjson import MeasuredRun, quantiles, read_bench_result
 from ..specs.calibration import CORNERS, FREE, read_calibration
+from ..specs.cost import DEFAULT_GPU
 from ..specs.hardware import load_gpu
 from ..specs.models import load_model
 from .params import default_max_num_seqs
@@ -95,6 +96,16 @@ class Calibration:
                 "residual_rms": self.residual_rms, "files": self.files,
                 "per_file": self.per_file.to_dict(orient="records"),
                 "leave_one_out": self.leave_one_out.to_dict(orient="records")}
+
+
+def prior_values(prior: LoadModel, gpu: str) -> dict[str, float]:
+    """The starting value of every free parameter: the load model's, and where it leaves one to the cost
+    model (``None``), the cost model's on ``gpu`` (its fit)."""
+    from ..specs.cost import CostModel
+
+    cost = CostModel(gpu=gpu, fitted_defaults=prior.fitted_defaults)
+    resolved = {"prefill_mfu": cost.prefill_mfu, "hbm_efficiency": cost.decode_hbm_efficiency}
+    return {name: float(resolved[name] if getattr(prior, name) is None else getattr(prior, name)) for name in FREE}
 
 
 def _model_ref(model) -> str:
@@ -305,8 +316,8 @@ def _lm(problem: _Problem, x: np.ndarray, iterations: int) -> np.ndarray:
     return x
 
 
-def calibrate(model, files: Sequence[str | Path | MeasuredRun], *, gpu: str = "h200", deployment: str | None = None,
-              handoff: str | None = None, tp: int = 8, prefill_tp: int | None = None, decode_tp: int | None = None,
+def calibrate(model, files: Sequence[str | Path | MeasuredRun], *, gpu: str = DEFAULT_GPU, deployment: str | None = None,
+              handoff: str | None = None, tp: int = 1, prefill_tp: int | None = None, decode_tp: int | None = None,
               max_num_seqs: int | None = None, max_num_batched_tokens: int | None = None, chunked_prefill: bool = True,
               params: Sequence[str] = tuple(FREE), prior: LoadModel | None = None, iterations: int = 8,
               bootstrap: int = 200, seed: int = 0, leave_one_out: bool = True, **deployment_args) -> Calibration:
@@ -332,7 +343,7 @@ def calibrate(model, files: Sequence[str | Path | MeasuredRun], *, gpu: str = "h
         raise ConfigError("files: expected at least one measured run")
     names = [one_of("params", p, tuple(FREE)) for p in dict.fromkeys(params)]
     prior = prior or LoadModel()
-    base = {name: float(getattr(prior, name)) for name in FREE}
+    base = prior_values(prior, gpu)
     colocated = deployment is not None and deployment.strip().lower().startswith("colocated")
     if max_num_seqs is None:  # what the server ran with when its flags did not say: vLLM's default on that GPU
         max_num_seqs = default_max_num_seqs(load_gpu(gpu))
@@ -613,7 +624,7 @@ def read_operations(path: str | Path) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=list(OPERATION_COLUMNS))
 
 
-def calibrate_operations(model, path: str | Path, *, gpu: str = "h200", tp: int = 8, prior: LoadModel | None = None,
+def calibrate_operations(model, path: str | Path, *, gpu: str = DEFAULT_GPU, tp: int = 1, prior: LoadModel | None = None,
                          bootstrap: int = 200, seed: int = 0) -> Calibration:
     """Fit to profiled operations (:func:`read_operations`) on a server of ``tp`` GPUs: decode steps
     give the step overhead and the bandwidth efficiency by least squares (a memory-bound step is
@@ -628,7 +639,7 @@ def calibrate_operations(model, path: str | Path, *, gpu: str = "h200", tp: int 
     model = load_model(model)
     ops = read_operations(path)
     prior = prior or LoadModel()
-    base = {name: float(getattr(prior, name)) for name in FREE}
+    base = prior_values(prior, gpu)
     tp = positive_int("tp", tp, upper=1024)
     def engine_step(mfu: float, hbm_efficiency: float, overhead_s: float):  # the engine's step, as it charges it
         cost = CostModel(gpu=gpu, mfu=mfu, hbm_efficiency=hbm_efficiency)

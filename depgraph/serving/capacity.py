@@ -301,8 +301,8 @@ def plan(model: str | ModelSpec, *, qps: float, prompt_tokens: int, out_tokens: 
     ssm_dtype
         Store the recurrent state in this dtype (vLLM's ``--mamba-ssm-cache-dtype``).
     gpu
-        Decode GPU, for the memory check (default ``"h200"``, 141 GB: the
-        push vs pull study's servers, as in :class:`~depgraph.serving.params.LoadModel`).
+        Decode GPU, for the memory check (default ``"h100-sxm"``, every command's, as in
+        :class:`~depgraph.serving.params.LoadModel`).
     gpu_memory_utilization
         Share of HBM the engine may use for weights and KV, in (0, 1]
         (default 0.9, vLLM's default). Activations are not counted otherwise.

@@ -30,7 +30,7 @@ from ..specs.parallel import check_pp
 from ..specs.predictor import ServingPredictor
 from .client import ROUTERS
 from .memory import check_sides
-from .params import HANDOFFS, Deployment, EngineConfig, LoadModel, parse_deployment
+from .params import HANDOFFS, Deployment, EngineConfig, LoadModel, default_max_num_seqs, parse_deployment
 
 __all__ = ["ServingConfig", "CostSection", "PrefillSection", "DecodeSection", "HandoffSection", "ClientSection",
            "resolve"]
@@ -48,10 +48,10 @@ class CostSection:
     """The GPU: a catalog name (``depgraph gpus``) or a ``--hardware`` entry."""
     link: str
     """The link of one GPU (``depgraph links``, ``<n>gbps``, ``<n>GBps``)."""
-    prefill_mfu: float
-    """Prefill model FLOPs utilisation, a fraction."""
-    hbm_efficiency: float
-    """The share of HBM bandwidth a decode step reads at."""
+    prefill_mfu: float | None
+    """Prefill model FLOPs utilisation, a fraction (``None``: the cost model's, the GPU's fit)."""
+    hbm_efficiency: float | None
+    """The share of HBM bandwidth a decode step reads at (``None``: the cost model's, the GPU's fit)."""
     step_overhead_s: float
     """Fixed seconds per decode or engine step (launches, scheduling, and the all-reduces unless
     ``collectives``)."""
@@ -61,6 +61,9 @@ class CostSection:
     """How a MoE model's tokens spread over its experts (:mod:`depgraph.specs.routing`)."""
     calibration: str | None
     """The calibration file whose fitted values these are (``None``: none)."""
+    fitted_defaults: bool = True
+    """Whether the cost model's terms left unset take the GPU's fitted values (``False``: its plain
+    constants, as the push vs pull study's load model)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,7 +160,8 @@ class ServingConfig:
         c = self.cost
         return CostModel(gpu=c.gpu, mfu=c.prefill_mfu, hbm_efficiency=c.hbm_efficiency, link=c.link,
                          prefill_tp=self.prefill.tp, decode_tp=self.decode.tp, prefill_pp=self.prefill.pp,
-                         decode_pp=self.decode.pp, expert_routing=c.expert_routing)
+                         decode_pp=self.decode.pp, expert_routing=c.expert_routing,
+                         fitted_defaults=c.fitted_defaults)
 
     def predictor(self, model: ModelSpec, cost: CostModel) -> ServingPredictor:
         """The step predictor of this configuration: ``cost``'s durations with the step overhead, the
@@ -199,7 +203,8 @@ def _sections(deploy: Deployment | None, params: LoadModel, *, handoff: str | No
         deployment=deploy, params=p,
         cost=CostSection(gpu=p.gpu, link=p.link, prefill_mfu=p.prefill_mfu, hbm_efficiency=p.hbm_efficiency,
                          step_overhead_s=p.decode_step_overhead_s, collectives=p.collectives,
-                         expert_routing=p.expert_routing, calibration=calibration),
+                         expert_routing=p.expert_routing, calibration=calibration,
+                         fitted_defaults=p.fitted_defaults),
         prefill=PrefillSection(servers=p.prefill_servers, tp=p.ptp, pp=p.prefill_pp,
                                max_num_batched_tokens=p.prefill_max_num_batched_tokens),
         decode=DecodeSection(servers=p.decode_servers if engine is None else deploy.servers, tp=p.dtp, pp=p.decode_pp,
@@ -212,7 +217,8 @@ def _sections(deploy: Deployment | None, params: LoadModel, *, handoff: str | No
         engine=engine)
 
 
-def resolve(model: ModelSpec, *, handoff: str | None = None, deployment: str | None = None, max_num_seqs: int = 8,
+def resolve(model: ModelSpec, *, handoff: str | None = None, deployment: str | None = None,
+            max_num_seqs: int | None = None,
             max_num_batched_tokens: int | None = None, chunked_prefill: bool = True,
             max_concurrency: int | None = None, router: str = "round-robin", memory: bool | None = None,
             slo_ttft_s: float | None = None, slo_tpot_s: float | None = None, kv_pool_bytes: int | None = None,
@@ -231,6 +237,8 @@ def resolve(model: ModelSpec, *, handoff: str | None = None, deployment: str | N
     if calibration_corner is not None and calibration is None:
         raise ConfigError("calibration_corner: runs a calibration's values at an end of their intervals; give "
                           "the calibration")
+    if max_num_seqs is None:  # vLLM's default for the servers' GPU
+        max_num_seqs = default_max_num_seqs(overrides.get("gpu", (params or LoadModel()).gpu))
     if calibration is not None:
         from ..specs.calibration import CORNERS, check_fits, read_calibration
 

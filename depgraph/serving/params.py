@@ -9,6 +9,7 @@ from typing import Any
 
 from .._validate import one_of, positive_int, positive_number
 from ..errors import ConfigError
+from ..specs.cost import DEFAULT_GPU
 from ..specs.hardware import DEFAULT_LINK, GPU, LINK_HELP, load_gpu, load_link
 from ..specs.parallel import check_pp, check_tp_pair
 from ..specs.predictor import posting_s
@@ -29,16 +30,16 @@ GIB = 1024 ** 3
 def default_max_num_batched_tokens(gpu: GPU) -> int:
     """vLLM's default token budget of an OpenAI-compatible server: 8,192 on a GPU
     of at least 70 GiB that is not an A100, else 2,048 (``EngineArgs.get_batch_defaults``
-    in ``vllm/engine/arg_utils.py``)."""
+    in ``vllm/engine/arg_utils.py``, usage context ``OPENAI_API_SERVER``)."""
     return 8192 if _large_gpu(gpu) else 2048
 
 
-def default_max_num_seqs(gpu: GPU) -> int:
+def default_max_num_seqs(gpu: GPU | str) -> int:
     """vLLM's default ``--max-num-seqs`` of an OpenAI-compatible server, by the same rule: 1,024 on a GPU
     of at least 70 GiB that is not an A100 (an H100 or H200), else 256 (``EngineArgs.get_batch_defaults``
     in ``vllm/engine/arg_utils.py``). What a measured server ran with when its flags did not say: a burst
     of 1,000 requests (``vllm bench serve``'s defaults) runs all at once on an H200, not 256 at a time."""
-    return 1024 if _large_gpu(gpu) else 256
+    return 1024 if _large_gpu(load_gpu(gpu)) else 256
 
 
 def _large_gpu(gpu: GPU) -> bool:
@@ -87,8 +88,8 @@ def parse_deployment(text: Any, *, field_name: str = "deployment") -> Deployment
 
 @dataclass(frozen=True, slots=True)
 class EngineConfig:
-    """The engine's settings (vLLM's flags): ``max_num_seqs``,
-    ``max_num_batched_tokens`` (``None``: vLLM's default for the GPU),
+    """The engine's settings (vLLM's flags): ``max_num_seqs`` (``None``: vLLM's default for the GPU,
+    :func:`default_max_num_seqs`), ``max_num_batched_tokens`` (``None``: vLLM's default for the GPU),
     ``chunked_prefill`` (on, as vLLM's V1 engine), ``block_tokens``,
     ``gpu_memory_utilization``, ``memory`` (``False``: unlimited KV, for
     tests and bounds), ``kv_pool_bytes`` (the KV and state memory per GPU,
@@ -96,7 +97,7 @@ class EngineConfig:
     ``router`` across servers and the client's ``max_concurrency``
     (``None``: open loop)."""
 
-    max_num_seqs: int = 256
+    max_num_seqs: int | None = None
     max_num_batched_tokens: int | None = None
     chunked_prefill: bool = True
     block_tokens: int = 16
@@ -107,7 +108,8 @@ class EngineConfig:
     kv_pool_bytes: int | None = None
 
     def __post_init__(self) -> None:
-        positive_int("max_num_seqs", self.max_num_seqs, upper=1_000_000)
+        if self.max_num_seqs is not None:
+            positive_int("max_num_seqs", self.max_num_seqs, upper=1_000_000)
         if self.max_num_batched_tokens is not None:
             positive_int("max_num_batched_tokens", self.max_num_batched_tokens, upper=10_000_000)
         for name in ("chunked_prefill", "memory"):
@@ -126,25 +128,31 @@ class EngineConfig:
 class LoadModel:
     """Every assumption of the load model, with its default and why.
 
-    ``gpu = "h200"``, ``tp = 8`` (``prefill_tp`` and ``decode_tp`` set the
+    The defaults are vLLM's on a real GPU, with the cost model's validated terms: ``gpu = "h100-sxm"``
+    (:data:`~depgraph.specs.cost.DEFAULT_GPU`, every command's), ``tp = 1``, ``prefill_mfu = None``
+    and ``hbm_efficiency = None`` (the cost model's: the GPU's fit to measured operator profiles,
+    ``depgraph validate``), ``collectives = True`` (the cost model's all-reduces, fitted to the
+    measured NCCL table, on every prefill and step), ``decode_step_overhead_s = 0`` (no time per
+    step beyond the per-layer and per-kernel fixed costs the profiles measured: vLLM V1 prepares the
+    next step while the GPU runs this one; docs/validation.md gives what measured serving runs say
+    of it) and ``fitted_defaults = True`` (``False``: the cost model's plain constants, as the push
+    vs pull study's load model, which the study's scenario pins with its own values:
+    ``h200``, TP 8, MFU 0.4, HBM efficiency 1.0, 4.4 ms a step, no all-reduces;
+    ``depgraph.studies.runlength.PUSHPULL_LOAD_MODEL``).
+
+    ``prefill_tp`` and ``decode_tp`` set the
     sides apart: prefill over the first, decode steps and slot memory over
     the second, a handoff over as many NICs as the smaller has),
     ``prefill_pp = decode_pp = 1`` (pipeline stages: an activation hop of the
     cost model's 0.05 ms per stage boundary on a prefill and on a decode
     step, slot memory per stage, the handoff spread over the stages' NICs;
     one batch in flight, vLLM's overlap of several is not modelled),
-    ``collectives = False``: the fitted ``prefill_mfu`` and
-    ``decode_step_overhead_s`` below already hold the tensor-parallel
-    all-reduces of the study's servers; ``True`` adds the cost model's
-    per-layer all-reduces (:meth:`~depgraph.specs.cost.CostModel.allreduce_s`)
-    to every prefill and decode step, for an MFU and overhead measured
-    without them (kernel profiles),
+    ``collectives``: ``False`` leaves the all-reduces out, for an MFU and
+    step overhead fitted with them inside (a calibration without them, the
+    study's 4.4 ms),
     ``link = "ib-ndr"`` (400 Gbit/s = 50 GB/s)
-    per GPU: the study's servers (the study's scenario names ``50GBps``, the
-    same bandwidth without the per-message latency). ``prefill_mfu = 0.4``. ``hbm_efficiency = 1.0``: decode reads
-    at the GPU's peak HBM bandwidth, everything else the step costs being in
-    ``decode_step_overhead_s`` (the two are calibrated together, below; the
-    cost model's real-hardware default, 0.8, would count part of it twice).
+    per GPU (the push vs pull study's servers' bandwidth too; its scenario names ``50GBps``, the
+    same bandwidth without the per-message latency).
     ``decode_servers = 1`` decode servers, each with its own ``max_num_seqs``
     slots, loop and posting thread, the proxy picking one per request as it
     arrives (``router``: ``round-robin`` or ``least-outstanding``).
@@ -159,14 +167,12 @@ class LoadModel:
     pool never queues (the study's 540 ms push TTFT at 8 req/s with 16k
     prompts is below what one 8-GPU H200 server could prefill at bf16, so its
     prefill pool was not the bottleneck; the study is about the decode side).
-    ``decode_step_overhead_s = 4.4 ms``: fixed time per decode step (launches,
-    tensor-parallel all-reduce, scheduling) on top of the memory-bound reads,
-    calibrated so that push at 8 req/s with 16k prompts gives the study's
-    7.0 ms per token. ``posting_base_s`` and ``posting_per_block_s``: the
+    ``posting_base_s`` and ``posting_per_block_s``: the
     decode loop's posting work per request is ``base + per_block x blocks``
-    (``block_tokens = 16``); 11.06 ms + 29.1 µs per block gives the study's
+    (``block_tokens = 16``); 11.06 ms + 29.1 µs per block gives the push vs pull study's
     14.7 ms at 2,000 tokens and, at 16k tokens, the 40.9 ms that turns the
-    study's push 7.0 ms per token into pull's 10.4 ms at 8 req/s.
+    study's push 7.0 ms per token into pull's 10.4 ms at 8 req/s (with its 4.4 ms a step;
+    no measurement of a pull handoff's posting work was found to fit them to).
     ``relay_s = 1 ms``: the router relaying where the blocks are.
     ``slot_scope = "running"``: a slot (one of ``max_num_seqs``) is held
     from the step a request joins to its last token, as vLLM counts running
@@ -179,27 +185,28 @@ class LoadModel:
     the experts a step reads.
     """
 
-    gpu: str = "h200"
-    tp: int = 8
+    gpu: str = DEFAULT_GPU
+    tp: int = 1
     prefill_tp: int | None = None  # None: tp
     decode_tp: int | None = None  # None: tp
     link: str = DEFAULT_LINK
-    prefill_mfu: float = 0.4
-    hbm_efficiency: float = 1.0
+    prefill_mfu: float | None = None
+    hbm_efficiency: float | None = None
     prefill_servers: int = 0
     prefill_max_num_batched_tokens: int | None = None
     decode_servers: int = 1
     router: str = "round-robin"
     prefill_pp: int = 1
     decode_pp: int = 1
-    collectives: bool = False
-    decode_step_overhead_s: float = 4.4e-3
+    collectives: bool = True
+    decode_step_overhead_s: float = 0.0
     posting_base_s: float = 11.06e-3
     posting_per_block_s: float = 29.1e-6
     block_tokens: int = 16
     relay_s: float = 1e-3
     slot_scope: str = "running"
     expert_routing: str = "uniform"
+    fitted_defaults: bool = True
 
     def __post_init__(self) -> None:
         one_of("slot_scope", self.slot_scope, SLOT_SCOPES)
@@ -213,10 +220,12 @@ class LoadModel:
         check_tp_pair(self.ptp, self.dtp)
         object.__setattr__(self, "prefill_pp", check_pp("prefill_pp", self.prefill_pp))
         object.__setattr__(self, "decode_pp", check_pp("decode_pp", self.decode_pp))
-        if not isinstance(self.collectives, bool):
-            raise ConfigError(f"collectives: expected true or false, got {self.collectives!r}")
-        positive_number("prefill_mfu", self.prefill_mfu, upper=1.0)
-        positive_number("hbm_efficiency", self.hbm_efficiency, upper=1.0)
+        for name in ("collectives", "fitted_defaults"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"{name}: expected true or false, got {getattr(self, name)!r}")
+        for name in ("prefill_mfu", "hbm_efficiency"):
+            if getattr(self, name) is not None:
+                positive_number(name, getattr(self, name), upper=1.0)
         positive_int("prefill_servers", self.prefill_servers, upper=100_000, allow_zero=True)
         positive_int("decode_servers", self.decode_servers, upper=100_000)
         if self.prefill_max_num_batched_tokens is not None:
@@ -251,14 +260,14 @@ class LoadModel:
 @dataclass(frozen=True, slots=True)
 class FieldFlag:
     """How a command line sets one :class:`LoadModel` field (as the workload registry's parameters set a
-    workload's): its flag, what it parses to (``int``, ``str``, or ``None`` for a switch), its help."""
+    workload's): its flag, what it parses to (``int``, ``str``, or a switch), its help."""
 
     field: str
     """The :class:`LoadModel` field."""
     flag: str
     """The command-line flag."""
-    kind: type | None
-    """``int`` or ``str``; ``None``: a switch that sets the field true."""
+    kind: type | bool | None
+    """``int`` or ``str``; ``None``: a switch that sets the field true; ``False``: one that sets it false."""
     help: str | None = None
     """What the flag does, in words (``None``: its name says it; the formatter adds its default)."""
     metavar: str | None = None
@@ -278,11 +287,11 @@ LOAD_MODEL_FLAGS: dict[str, FieldFlag] = {f.field: f for f in (
                 metavar=side[0].upper()) for side in ("prefill", "decode")),
     *(FieldFlag(f"{side}_pp", f"--{side}-pp", int, f"pipeline stages of the {side} side (default 1)", metavar="S")
       for side in ("prefill", "decode")),
-    FieldFlag("collectives", "--collectives", None,
-              "add the cost model's per-layer all-reduces to every prefill and decode step (for an MFU and step "
-              "overhead measured without them; the defaults are fitted with them inside)"),
-    FieldFlag("link", "--link", str, f"{LINK_HELP} (default ib-ndr: 400 Gbit/s, the study's bandwidth)"),
-    FieldFlag("gpu", "--gpu", str, "GPU of the prefill and decode servers (default h200, the study's)"),
+    FieldFlag("collectives", "--no-collectives", False,
+              "leave the cost model's per-layer all-reduces out of every prefill and decode step (for an MFU and "
+              "step overhead fitted with them inside; by default they are in, fitted to measured NCCL times)"),
+    FieldFlag("link", "--link", str, f"{LINK_HELP} (default ib-ndr: 400 Gbit/s)"),
+    FieldFlag("gpu", "--gpu", str, f"GPU of the prefill and decode servers (default {DEFAULT_GPU})"),
     FieldFlag("expert_routing", "--expert-routing", str, f"{ROUTING_HELP} (default uniform)", metavar="MODEL"),
     FieldFlag("prefill_servers", "--prefill-servers", int, "prefill servers (0: the prefill pool never queues)"),
     FieldFlag("slot_scope", "--slot-scope", str, "running or reserved"),

@@ -57,7 +57,7 @@ __all__ = ["HANDOFFS", "LoadModel", "LoadResult", "loadtest", "arrivals", "meets
 
 def loadtest(model: ModelSpec | str, *, handoff: str | None = None, qps: float | None = None,
              prompt_tokens: int | None = None, out_tokens: int | None = None, num_prompts: int | None = None,
-             max_num_seqs: int = 8, seed: int = 0, arrival: str = "poisson",
+             max_num_seqs: int | None = None, seed: int = 0, arrival: str = "poisson",
              trace: str | Path | pd.DataFrame | None = None, params: LoadModel | None = None,
              deployment: str | None = None, burstiness: float | None = None, range_ratio: float = 0.0,
              max_num_batched_tokens: int | None = None, chunked_prefill: bool = True,

@@ -463,7 +463,7 @@ _COMPUTE_FIELDS = ("mfu", "attention_mfu", "hbm_efficiency", "kv_hbm_efficiency"
                    "prefill_layer_overhead_s", "attention_floor_s")
 #: Catalog GPUs without a profile of their own, the GPU whose fit they borrow, and which fields (all but
 #: the all-reduce's where their interconnect is not the donor's NVLink and NVSwitch).
-BORROW = {"h200": ("h100-sxm", None), "b200": ("h100-sxm", None),
+BORROW = {"a100-40g": ("a100-80g", None), "h200": ("h100-sxm", None), "b200": ("h100-sxm", None),
           "h100-pcie": ("h100-sxm", _COMPUTE_FIELDS), "l40s": ("a100-80g", _COMPUTE_FIELDS)}
 _ATTENTION_FIELDS = ("attention_mfu", "kv_hbm_efficiency", "attention_floor_s")
 

@@ -275,7 +275,7 @@ def _cap(ctx, field_name, **kw):
     from ..serving.capacity import plan
 
     args = {"qps": 8, "prompt_tokens": 16_000, "out_tokens": 128, "tpot_s": 10.4e-3, "max_num_seqs": 8,
-            "link": "50GBps", "tp": 8, **kw}
+            "link": "50GBps", "tp": 8, "gpu": "h200", **kw}
     return getattr(plan("qwen3-32b", **args), field_name)
 
 
@@ -341,7 +341,9 @@ def posting_context() -> dict:
     tokens, and pull-thread over pull time per token at 2k, 8 req/s."""
     from ..serving.simulator import LoadModel, loadtest
 
-    kw = dict(qps=8, prompt_tokens=2000, out_tokens=128, num_prompts=300, max_num_seqs=64, seed=0)
+    from .runlength import PUSHPULL_LOAD_MODEL
+
+    kw = dict(qps=8, prompt_tokens=2000, out_tokens=128, num_prompts=300, max_num_seqs=64, seed=0, **PUSHPULL_LOAD_MODEL)
     pull = loadtest("qwen3-32b", handoff="pull", **kw).summary["tpot_p50_s"]
     thread = loadtest("qwen3-32b", handoff="pull-thread", **kw).summary["tpot_p50_s"]
     return {"posting_2k_s": LoadModel().posting_s(2000), "thread_ratio": thread / pull}

@@ -28,11 +28,18 @@ import pandas as pd
 
 from ..errors import ConfigError
 
-__all__ = ["STUDY_CASE", "RUN_LENGTHS", "SEEDS", "run_length_table", "inferred_run_length", "plot_run_length"]
+__all__ = ["PUSHPULL_LOAD_MODEL", "STUDY_CASE", "RUN_LENGTHS", "SEEDS", "run_length_table", "inferred_run_length", "plot_run_length"]
 
+#: The push vs pull study's load model, the one place its settings are written in Python (its scenario,
+#: scenarios/pushpull.toml, pins the same; a test holds the two together): its servers (8-GPU H200 at TP 8)
+#: and the assumptions its figures were calibrated with (docs/calibration.md): prefill MFU 0.4, HBM
+#: efficiency 1.0, 4.4 ms a step that holds the all-reduces, and the cost model's plain constants, not
+#: the fits to measured profiles that every command defaults to.
+PUSHPULL_LOAD_MODEL = dict(gpu="h200", tp=8, prefill_mfu=0.4, hbm_efficiency=1.0, decode_step_overhead_s=4.4e-3,
+                           collectives=False, fitted_defaults=False)
 #: The study's load test (its Role 3): what every run of the table shares.
-STUDY_CASE = dict(model="qwen3-32b", qps=8, prompt_tokens=16384, out_tokens=128, max_num_seqs=8, gpu="h200", tp=8,
-                  link="50GBps")
+STUDY_CASE = dict(model="qwen3-32b", qps=8, prompt_tokens=16384, out_tokens=128, max_num_seqs=8, link="50GBps",
+                  **PUSHPULL_LOAD_MODEL)
 #: Run lengths tried (requests sent), and the seeds each is run with.
 RUN_LENGTHS = (25, 50, 70, 100, 150, 200, 300, 400)
 SEEDS = tuple(range(10))

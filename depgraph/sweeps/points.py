@@ -139,12 +139,14 @@ def _loadtest_row(point: dict[str, Any]) -> dict[str, Any]:
     is the largest decode batch the loop ran)."""
     from ..serving.simulator import loadtest
 
-    optional = ("prefill_tp", "decode_tp", "prefill_pp", "decode_pp", "collectives", "deployment", "burstiness",
-                "max_num_batched_tokens", "max_concurrency", "slo_ttft_s", "slo_tpot_s")
-    defaults = {"range_ratio": 0.0, "chunked_prefill": True, "router": "round-robin", "memory": True}
+    optional = ("prefill_tp", "decode_tp", "prefill_pp", "decode_pp", "deployment", "burstiness",
+                "max_num_batched_tokens", "max_concurrency", "slo_ttft_s", "slo_tpot_s", "hbm_efficiency",
+                "decode_step_overhead_s", "max_num_seqs")
+    defaults = {"range_ratio": 0.0, "chunked_prefill": True, "router": "round-robin", "memory": True,
+                "collectives": True, "fitted_defaults": True}
     r = loadtest(point["model"], handoff=point.get("handoff"), qps=point["qps"], prompt_tokens=point["prompt_tokens"],
                  out_tokens=point["out_tokens"], num_prompts=point["num_prompts"],
-                 max_num_seqs=point["max_num_seqs"], seed=point["seed"], link=point["link"], tp=point["tp"],
+                 seed=point["seed"], link=point["link"], tp=point["tp"],
                  prefill_mfu=point["mfu"], **({"gpu": point["gpu"]} if point.get("gpu") else {}),
                  **{k: point[k] for k in optional if point.get(k) is not None},
                  **{k: point[k] for k in defaults if point.get(k, defaults[k]) != defaults[k]},
