@@ -261,6 +261,9 @@ def plot_validation(regimes: list[Regime]):
         ax.set_title(serving[0].dataset, fontsize=8)
     ax.axhline(0, color="black", lw=0.8)
     ax.set_ylabel("predicted / measured - 1 (%)")
-    ax.legend(fontsize=7)
+    if serving:
+        ax.legend(fontsize=7)
+    else:
+        ax.set_title("serving: not run (--no-serving)", fontsize=8)
     fig.tight_layout()
     return fig
