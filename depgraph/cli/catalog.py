@@ -79,20 +79,24 @@ def _cmd_gpus(args) -> int:
     from ..specs.hardware import gpus
 
     rows = [{"name": g.name, "peak_bf16_flops": g.peak_bf16_flops, "peak_fp8_flops": g.peak_fp8_flops,
-             "hbm_bytes_per_s": g.hbm_bytes_per_s, "hbm_bytes": g.hbm_bytes, "interconnect": g.interconnect,
+             "hbm_bytes_per_s": g.hbm_bytes_per_s, "hbm_bytes": g.hbm_bytes,
+             "hbm_datasheet_bytes": g.hbm_datasheet_bytes, "hbm_source": g.hbm_source, "interconnect": g.interconnect,
              "interconnect_bytes_per_s": g.interconnect_bytes_per_s, "hbm_efficiency": g.hbm_efficiency,
              "description": g.description, "source": g.source} for g in gpus()]
     if args.json:
         print(_dumps(rows, indent=2))
         return 0
-    print(f"{'gpu':<16} {'bf16 TFLOP/s':>12} {'fp8 TFLOP/s':>11} {'HBM TB/s':>8} {'HBM GB':>6}  {'interconnect':<26}")
+    print(f"{'gpu':<16} {'bf16 TFLOP/s':>12} {'fp8 TFLOP/s':>11} {'HBM TB/s':>8} {'HBM GiB':>7} {'datasheet GB':>12}  "
+          f"{'interconnect':<26}")
     for r in rows:
         fp8 = f"{r['peak_fp8_flops'] / 1e12:,.0f}" if r["peak_fp8_flops"] else "-"
         link = f"{r['interconnect']} {r['interconnect_bytes_per_s'] / 1e9:,.0f} GB/s" \
             if r["interconnect_bytes_per_s"] else (r["interconnect"] or "-")
+        sheet = f"{r['hbm_datasheet_bytes'] / 1e9:,.0f}" if r["hbm_datasheet_bytes"] else "-"
         print(f"{r['name']:<16} {r['peak_bf16_flops'] / 1e12:>12,.0f} {fp8:>11} {r['hbm_bytes_per_s'] / 1e12:>8.2f} "
-              f"{r['hbm_bytes'] / 1e9:>6,.0f}  {link:<26}")
-    print("dense peaks (no sparsity); interconnect per GPU, per direction; sources: depgraph gpus --json")
+              f"{r['hbm_bytes'] / 2**30:>7,.2f} {sheet:>12}  {link:<26}")
+    print("dense peaks (no sparsity); HBM GiB: the usable total the driver reports (what vLLM multiplies by "
+          "gpu_memory_utilization); interconnect per GPU, per direction; sources: depgraph gpus --json")
     return 0
 
 

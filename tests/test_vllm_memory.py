@@ -1,0 +1,104 @@
+"""vLLM's start-up memory budget (depgraph.specs.memory) against vLLM's own start-up logs."""
+
+import csv
+from importlib import resources
+
+import pytest
+
+import depgraph as dg
+from depgraph.errors import ConfigError, MemoryFitError
+from depgraph.specs.memory import GIB, batch_defaults, vllm_memory
+
+ROWS = list(csv.DictReader(resources.files("depgraph.specs").joinpath("data/measured/vllm-logs.csv")
+                           .read_text().splitlines()))
+
+# 5%: the brief's tolerance; the profiled terms (activation peak, non-torch memory) are estimated with
+# constants fitted to these logs, and the usable total differs by driver (79.19 vs 79.22 GiB on an H100).
+KV_TOLERANCE = 0.05
+
+
+def _predict(row):
+    return vllm_memory(dg.load_model(row["model"]), gpu=row["gpu"], tp=int(row["tp"]), pp=int(row["pp"]),
+                       gpu_memory_utilization=float(row["gpu_memory_utilization"]),
+                       max_model_len=int(row["max_model_len"]),
+                       max_num_batched_tokens=int(row["max_num_batched_tokens"]),
+                       max_num_seqs=int(row["max_num_seqs"]))
+
+
+def test_the_logs_are_many():
+    assert len(ROWS) >= 10
+    assert all(r["source"].startswith("https://github.com/") for r in ROWS)
+
+
+@pytest.mark.parametrize("row", ROWS, ids=lambda r: f"{r['model']}-tp{r['tp']}-pp{r['pp']}-{r['max_model_len']}")
+def test_kv_cache_within_5_percent_of_the_log(row):
+    m = _predict(row)
+    logged = float(row["kv_cache_gib"]) * GIB
+    assert m.kv_cache_bytes == pytest.approx(logged, rel=KV_TOLERANCE)
+    if row["kv_cache_tokens"]:
+        assert m.kv_cache_tokens == pytest.approx(int(row["kv_cache_tokens"]), rel=KV_TOLERANCE)
+    if row["max_concurrency"]:
+        assert m.max_concurrency(int(row["max_model_len"])) == pytest.approx(float(row["max_concurrency"]),
+                                                                              rel=KV_TOLERANCE)
+
+
+def test_the_terms_add_up_and_blocks_follow_vllms_rule():
+    m = vllm_memory(dg.load_model("llama-3.1-8b"), gpu="h100-sxm", max_model_len=8192)
+    assert m.requested_bytes == int(m.total_bytes * 0.9)
+    assert m.kv_cache_bytes == (m.requested_bytes - m.weights_bytes - m.activation_bytes - m.non_torch_bytes
+                                - m.cudagraph_bytes)
+    assert m.page_size_bytes == 2 * 16 * 8 * 128 * 2  # K and V, 16 tokens, 8 KV heads of 128, bf16
+    assert m.num_gpu_blocks == m.kv_cache_bytes // m.page_size_bytes // 32
+    assert m.kv_cache_tokens == m.num_gpu_blocks * 16
+    assert m.max_concurrency(8192) == m.num_gpu_blocks / 512
+
+
+def test_cudagraph_memory_comes_out_of_the_kv_cache():
+    model = dg.load_model("llama-3.1-8b")
+    base = vllm_memory(model, max_model_len=8192)
+    graphs = vllm_memory(model, max_model_len=8192, cudagraph_bytes=GIB)
+    assert base.kv_cache_bytes - graphs.kv_cache_bytes == GIB
+
+
+def test_a_hybrid_model_raises_its_attention_block_to_the_mamba_page():
+    model = dg.load_model("qwen3.6-35b-a3b")
+    m = vllm_memory(model, gpu="h200", tp=1, max_model_len=32_768)
+    attn = next(layer for layer in model.layers if "kv" in layer.components)
+    gdn = next(layer for layer in model.layers if "ssm" in layer.components)
+    state = sum(gdn.sharded_bytes(c, 1, 1)[0] for c in ("ssm", "conv"))
+    per_token = attn.sharded_bytes("kv", 1, 1)[0]
+    assert m.block_size % 16 == 0 and m.block_size > 16
+    assert m.page_size_bytes == m.block_size * per_token >= state > (m.block_size - 16) * per_token
+    assert m.group_size == 10 and len(m.groups) == 4  # 10 attention + 30 GDN layers: 1 + 3 groups of 10
+    assert m.kv_cache_tokens == m.num_gpu_blocks // 4 * m.block_size
+    assert m.max_concurrency(32_768) == m.num_gpu_blocks / (-(-32_768 // m.block_size) + 3)
+
+
+def test_sliding_window_layers_need_only_their_window():
+    m = vllm_memory(dg.load_model("gpt-oss-20b"), gpu="h100-sxm", max_model_len=131_072)
+    assert {kind for kind, _ in m.groups} == {"full", "window"}
+    full_only = -(-131_072 // 16)
+    assert m.blocks_per_request(131_072) == full_only + -(-(127 + 8192) // 16) + 1
+
+
+@pytest.mark.parametrize("gpu, expected", [("h100-sxm", (8192, 1024)), ("h200", (8192, 1024)),
+                                           ("a100-80g", (2048, 256)), ("l40s", (2048, 256))])
+def test_batch_defaults_follow_the_gpu(gpu, expected):
+    assert batch_defaults(gpu) == expected
+
+
+@pytest.mark.parametrize("kwargs, field", [
+    ({"tp": 0}, "tp"), ({"gpu_memory_utilization": 1.5}, "gpu_memory_utilization"),
+    ({"block_size": 0}, "block_size"), ({"max_model_len": 10**7}, "max_model_len"),
+    ({"max_num_seqs": 0}, "max_num_seqs"), ({"gpu": "tpu"}, "gpu"), ({"cudagraph_bytes": -1}, "cudagraph_bytes"),
+])
+def test_bad_input_names_the_field(kwargs, field):
+    with pytest.raises(ConfigError, match=f"^{field}: "):
+        vllm_memory(dg.load_model("llama-3.1-8b"), **kwargs)
+
+
+def test_a_model_that_does_not_fit_is_refused():
+    with pytest.raises(MemoryFitError, match="^gpu_memory_utilization: "):
+        vllm_memory(dg.load_model("qwen3-32b"), gpu="l40s", tp=1)
+    with pytest.raises(MemoryFitError, match="^max_model_len: "):
+        vllm_memory(dg.load_model("qwen3-32b"), gpu="l40s", tp=2, gpu_memory_utilization=0.85, max_model_len=40_960)
