@@ -9,8 +9,13 @@ import depgraph as dg
 from depgraph.errors import ConfigError, MemoryFitError
 from depgraph.specs.memory import GIB, batch_defaults, vllm_memory
 
-ROWS = list(csv.DictReader(resources.files("depgraph.specs").joinpath("data/measured/vllm-logs.csv")
-                           .read_text().splitlines()))
+MEASURED = resources.files("depgraph.specs").joinpath("data/measured")
+ROWS = list(csv.DictReader(MEASURED.joinpath("vllm-logs.csv").read_text().splitlines()))
+
+
+def _model(name):
+    """A row's model: a catalog name, or a config file beside the logs (``configs/<name>.json``)."""
+    return dg.load_model(str(MEASURED.joinpath(name)) if name.endswith(".json") else name)
 
 # 5%: the brief's tolerance; the profiled terms (activation peak, non-torch memory) are estimated with
 # constants fitted to these logs, and the usable total differs by driver (79.19 vs 79.22 GiB on an H100).
@@ -18,7 +23,7 @@ KV_TOLERANCE = 0.05
 
 
 def _predict(row):
-    return vllm_memory(dg.load_model(row["model"]), gpu=row["gpu"], tp=int(row["tp"]), pp=int(row["pp"]),
+    return vllm_memory(_model(row["model"]), gpu=row["gpu"], tp=int(row["tp"]), pp=int(row["pp"]),
                        gpu_memory_utilization=float(row["gpu_memory_utilization"]),
                        max_model_len=int(row["max_model_len"]),
                        max_num_batched_tokens=int(row["max_num_batched_tokens"]),
@@ -30,7 +35,7 @@ def test_the_logs_are_many():
     assert all(r["source"].startswith("https://github.com/") for r in ROWS)
 
 
-@pytest.mark.parametrize("row", ROWS, ids=lambda r: f"{r['model']}-tp{r['tp']}-pp{r['pp']}-{r['max_model_len']}")
+@pytest.mark.parametrize("row", ROWS, ids=lambda r: f"{r['model'].removeprefix('configs/').removesuffix('.json')}-tp{r['tp']}-pp{r['pp']}-{r['max_model_len']}")
 def test_kv_cache_within_5_percent_of_the_log(row):
     m = _predict(row)
     logged = float(row["kv_cache_gib"]) * GIB
@@ -43,7 +48,7 @@ def test_kv_cache_within_5_percent_of_the_log(row):
 
 
 def test_the_terms_add_up_and_blocks_follow_vllms_rule():
-    m = vllm_memory(dg.load_model("llama-3.1-8b"), gpu="h100-sxm", max_model_len=8192)
+    m = vllm_memory(_model("configs/llama-3.1-8b.json"), gpu="h100-sxm", max_model_len=8192)
     assert m.requested_bytes == int(m.total_bytes * 0.9)
     assert m.kv_cache_bytes == (m.requested_bytes - m.weights_bytes - m.activation_bytes - m.non_torch_bytes
                                 - m.cudagraph_bytes)
@@ -54,7 +59,7 @@ def test_the_terms_add_up_and_blocks_follow_vllms_rule():
 
 
 def test_cudagraph_memory_comes_out_of_the_kv_cache():
-    model = dg.load_model("llama-3.1-8b")
+    model = _model("configs/llama-3.1-8b.json")
     base = vllm_memory(model, max_model_len=8192)
     graphs = vllm_memory(model, max_model_len=8192, cudagraph_bytes=GIB)
     assert base.kv_cache_bytes - graphs.kv_cache_bytes == GIB
@@ -94,7 +99,7 @@ def test_batch_defaults_follow_the_gpu(gpu, expected):
 ])
 def test_bad_input_names_the_field(kwargs, field):
     with pytest.raises(ConfigError, match=f"^{field}: "):
-        vllm_memory(dg.load_model("llama-3.1-8b"), **kwargs)
+        vllm_memory(_model("configs/llama-3.1-8b.json"), **kwargs)
 
 
 def test_a_model_that_does_not_fit_is_refused():
@@ -102,3 +107,65 @@ def test_a_model_that_does_not_fit_is_refused():
         vllm_memory(dg.load_model("qwen3-32b"), gpu="l40s", tp=1)
     with pytest.raises(MemoryFitError, match="^max_model_len: "):
         vllm_memory(dg.load_model("qwen3-32b"), gpu="l40s", tp=2, gpu_memory_utilization=0.85, max_model_len=40_960)
+
+
+# ---------------------------------------------------------------------- depgraph memory
+
+
+def _cli(capsys, *argv):
+    from depgraph.cli import main
+
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_memory_command_prints_what_vllm_logs(capsys):
+    code, out, err = _cli(capsys, "memory", str(MEASURED.joinpath("configs/llama-3.1-8b.json")), "--gpu-memory-utilization", "0.95", "--max-model-len",
+                          "16384")
+    assert code == 0 and not err
+    m = vllm_memory(_model("configs/llama-3.1-8b.json"), gpu_memory_utilization=0.95, max_model_len=16_384)
+    assert "total_gpu_memory (79.22GiB) x gpu_memory_utilization (0.95)" in out
+    assert f"Available KV cache memory: {m.kv_cache_bytes / GIB:.2f} GiB" in out
+    assert f"GPU KV cache size: {m.kv_cache_tokens:,} tokens" in out
+    assert f"Maximum concurrency for 16,384 tokens per request: {m.max_concurrency():.2f}x" in out
+
+
+def test_memory_command_json(capsys):
+    import json
+
+    code, out, _ = _cli(capsys, "memory", "qwen3.6-35b-a3b", "--gpu", "h200", "--tp", "2", "--json")
+    row = json.loads(out)
+    m = vllm_memory(dg.load_model("qwen3.6-35b-a3b"), gpu="h200", tp=2)
+    assert code == 0 and row["kv_cache_bytes"] == m.kv_cache_bytes and row["num_gpu_blocks"] == m.num_gpu_blocks
+    assert row["max_model_len"] == 262_144 and row["max_concurrency"] == m.max_concurrency()
+    assert {g["kind"] for g in row["groups"]} == {"full", "mamba"}
+    for key in ("total_bytes", "requested_bytes", "weights_bytes", "activation_bytes", "non_torch_bytes",
+                "cudagraph_bytes", "block_size", "page_size_bytes", "kv_cache_tokens"):
+        assert key in row
+
+
+@pytest.mark.parametrize("argv, field", [
+    (["--tp", "0"], "tp: "), (["--tp", "3"], "tp: "), (["--pp", "0"], "pp: "),
+    (["--gpu-memory-utilization", "1.2"], "gpu_memory_utilization: "),
+    (["--gpu-memory-utilization", "x"], "--gpu-memory-utilization"), (["--max-model-len", "0"], "max_model_len: "),
+    (["--max-model-len", "40000"], "max_model_len: "), (["--block-size", "0"], "block_size: "),
+    (["--max-num-seqs", "-1"], "max_num_seqs: "), (["--gpu", "tpu"], "gpu: "), (["--kv-dtype", "fp7"], "kv_dtype: "),
+    (["--cudagraph-bytes", "-5"], "cudagraph_bytes: "),
+])
+def test_memory_command_bad_input_is_one_line(capsys, argv, field):
+    from depgraph.cli import main
+
+    try:
+        code = main(["memory", "mistral-7b-v0.1", *argv])
+    except SystemExit as exc:  # argparse's own errors (a value that is not a number)
+        code = exc.code
+    err = capsys.readouterr().err
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and field in lines[0] and "Traceback" not in err
+
+
+def test_memory_command_refuses_a_model_that_does_not_fit(capsys):
+    code, _, err = _cli(capsys, "memory", "qwen3-32b", "--gpu", "l40s")
+    assert code == 2 and err.count("\n") == 1 and err.startswith("depgraph: error: gpu_memory_utilization: ")

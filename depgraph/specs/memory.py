@@ -20,10 +20,12 @@ The two profiled terms cannot be derived from a config; they are estimated with 
 vLLM 0.19.0 start-up logs (``data/measured/vllm-logs.csv``; docs/models.md, "Memory"):
 
 >>> import depgraph as dg
->>> m = vllm_memory(dg.load_model("llama-3.1-8b"), gpu="h100-sxm", gpu_memory_utilization=0.95,
-...                 max_model_len=16_384)
->>> m.num_gpu_blocks, m.kv_cache_tokens, round(m.max_concurrency(16_384), 2)   # vLLM logged 476,016 tokens, 29.05x
-(29782, 476512, 29.08)
+>>> m = vllm_memory(dg.load_model("qwen3-32b"), gpu="h100-sxm", tp=2, max_model_len=32_768)
+>>> round(m.kv_cache_bytes / GIB, 2), m.num_gpu_blocks, m.kv_cache_tokens, round(m.max_concurrency(), 2)
+(36.45, 18663, 298608, 9.11)
+
+Llama-3.1-8B (``data/measured/configs``) at 0.95 and 16,384 tokens on an H100 gives 476,512 tokens and
+29.08x where vLLM 0.19.0 logged 476,016 tokens and 29.05x (docs/models.md, "Memory").
 """
 
 from __future__ import annotations
