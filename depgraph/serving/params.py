@@ -10,6 +10,7 @@ from typing import Any
 from .._validate import one_of, positive_int, positive_number
 from ..errors import ConfigError
 from ..specs.hardware import DEFAULT_LINK, GPU, LINK_HELP, load_gpu, load_link
+from ..specs.memory import batch_defaults
 from ..specs.parallel import check_pp, check_tp_pair
 from ..specs.predictor import posting_s
 from ..specs.routing import ROUTING_HELP, parse_routing
@@ -22,14 +23,12 @@ __all__ = ["Deployment", "parse_deployment", "EngineConfig", "default_max_num_ba
 HANDOFFS = ("push", "pull", "pull-thread")
 SLOT_SCOPES = ("running", "reserved")
 
-GIB = 1024 ** 3
-
-
 def default_max_num_batched_tokens(gpu: GPU) -> int:
-    """vLLM's default token budget of an OpenAI-compatible server: 8,192 on a GPU
-    of at least 70 GiB that is not an A100, else 2,048 (``EngineArgs.get_batch_defaults``
-    in ``vllm/engine/arg_utils.py``)."""
-    return 8192 if gpu.hbm_bytes >= 70 * GIB and not gpu.name.startswith("a100") else 2048
+    """vLLM's default token budget of an OpenAI-compatible server for ``gpu``: the first of
+    :func:`~depgraph.specs.memory.batch_defaults` (``EngineArgs.get_batch_defaults`` in
+    ``vllm/engine/arg_utils.py``: 8,192 on a GPU whose driver reports at least 70 GiB and that is not
+    an A100, else 2,048)."""
+    return batch_defaults(gpu)[0]
 
 
 @dataclass(frozen=True, slots=True)

@@ -40,7 +40,7 @@ from .hardware import GPU, load_gpu
 from .modelspec import LayerSpec, ModelSpec
 from .parallel import check_pp, stage_placement
 
-__all__ = ["VllmMemory", "vllm_memory", "batch_defaults", "weights_per_gpu_bytes", "stage_weights_bytes",
+__all__ = ["VllmMemory", "vllm_memory", "stage_kv_cache_bytes", "stage_budgets", "StageBudget", "batch_defaults", "weights_per_gpu_bytes", "stage_weights_bytes",
            "stage_layers", "GPU_MEMORY_UTILIZATION", "BLOCK_SIZE", "KERNEL_BLOCK_ALIGNMENT", "GIB",
            "SAMPLER_LOGIT_COPIES", "FORWARD_INTERMEDIATE_COPIES", "NON_TORCH_BYTES_TP1", "NON_TORCH_BYTES_TP",
            "NON_TORCH_BYTES_PP", "FIT_DATASET", "MAX_MODEL_LEN"]
@@ -249,6 +249,66 @@ def _layout(specs: list[tuple[tuple[str, int], int]], block_size: int, where: st
     return block_size, page, group_size, groups
 
 
+@dataclass(frozen=True, slots=True)
+class StageBudget:
+    """One GPU of one pipeline stage: its share of ``requested_bytes`` and what is left for the KV cache
+    (``kv_cache_bytes``, negative when the rest does not fit)."""
+
+    total_bytes: int
+    requested_bytes: int
+    weights_bytes: int
+    activation_bytes: int
+    non_torch_bytes: int
+    cudagraph_bytes: int
+    kv_cache_bytes: int
+    max_num_batched_tokens: int
+    max_num_seqs: int
+
+
+def stage_budgets(model: ModelSpec, *, gpu: str | GPU = "h100-sxm", tp: int = 1, pp: int = 1,
+                  gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION, max_num_batched_tokens: int | None = None,
+                  max_num_seqs: int | None = None, cudagraph_bytes: int = 0) -> list[StageBudget]:
+    """One :class:`StageBudget` per pipeline stage (vLLM's ``determine_available_memory`` on one of its
+    GPUs), ``max_num_batched_tokens`` and ``max_num_seqs`` vLLM's for the GPU unless given."""
+    gpu = load_gpu(gpu)
+    tp = positive_int("tp", tp, upper=1024)
+    pp = check_pp("pp", pp, model.num_layers)
+    gmu = positive_number("gpu_memory_utilization", gpu_memory_utilization, upper=1.0)
+    cudagraph_bytes = positive_int("cudagraph_bytes", cudagraph_bytes, upper=10 ** 15, allow_zero=True)
+    default_tokens, default_seqs = batch_defaults(gpu)
+    mnbt = positive_int("max_num_batched_tokens", default_tokens if max_num_batched_tokens is None
+                        else max_num_batched_tokens, upper=10_000_000)
+    seqs = positive_int("max_num_seqs", default_seqs if max_num_seqs is None else max_num_seqs, upper=1_000_000)
+    total = int(gpu.hbm_bytes)
+    requested = int(total * gmu)
+    out = []
+    for k, (layers, weights) in enumerate(zip(stage_layers(model, pp), stage_weights_bytes(model, tp=tp, pp=pp))):
+        activation = _activation_bytes(model, layers, tp=tp, last=k == pp - 1, max_num_batched_tokens=mnbt,
+                                       max_num_seqs=seqs)
+        non_torch = _non_torch_bytes(tp, pp)
+        kv = requested - int(weights) - activation - non_torch - cudagraph_bytes
+        out.append(StageBudget(total, requested, int(weights), activation, non_torch, cudagraph_bytes, kv, mnbt, seqs))
+    return out
+
+
+def stage_kv_cache_bytes(model: ModelSpec, *, gpu: str | GPU = "h100-sxm", tp: int = 1, pp: int = 1,
+                         gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION,
+                         max_num_batched_tokens: int | None = None, max_num_seqs: int | None = None,
+                         cudagraph_bytes: int = 0) -> list[int]:
+    """Per pipeline stage, the KV cache bytes one of its GPUs gets (vLLM's "Available KV cache memory":
+    :func:`vllm_memory`'s ``kv_cache_bytes`` for that stage), negative where the weights, activations and
+    non-torch memory alone exceed ``gpu_memory_utilization`` of the GPU. The pool the serving engine's KV
+    blocks and recurrent states share (:mod:`depgraph.serving.memory`).
+
+    >>> import depgraph as dg
+    >>> [round(b / GIB, 2) for b in stage_kv_cache_bytes(dg.load_model("qwen3-32b"), gpu="h200", tp=8)]
+    [113.87]
+    """
+    return [b.kv_cache_bytes for b in stage_budgets(
+        model, gpu=load_gpu(gpu), tp=tp, pp=pp, gpu_memory_utilization=gpu_memory_utilization,
+        max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs, cudagraph_bytes=cudagraph_bytes)]
+
+
 def vllm_memory(model: ModelSpec, *, gpu: str | GPU = "h100-sxm", tp: int = 1, pp: int = 1,
                 gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION, max_model_len: int | None = None,
                 max_num_batched_tokens: int | None = None, max_num_seqs: int | None = None,
@@ -262,36 +322,29 @@ def vllm_memory(model: ModelSpec, *, gpu: str | GPU = "h100-sxm", tp: int = 1, p
     graph memory" (pass that figure). A ``max_model_len`` one request cannot hold is refused, as vLLM refuses
     it (:class:`~depgraph.errors.MemoryFitError`)."""
     gpu = load_gpu(gpu)
-    tp = positive_int("tp", tp, upper=1024)
-    pp = check_pp("pp", pp, model.num_layers)
-    gmu = positive_number("gpu_memory_utilization", gpu_memory_utilization, upper=1.0)
     block_size = positive_int("block_size", block_size, upper=1_000_000)
-    cudagraph_bytes = positive_int("cudagraph_bytes", cudagraph_bytes, upper=10 ** 15, allow_zero=True)
-    default_tokens, default_seqs = batch_defaults(gpu)
-    mnbt = positive_int("max_num_batched_tokens", default_tokens if max_num_batched_tokens is None
-                        else max_num_batched_tokens, upper=10_000_000)
-    seqs = positive_int("max_num_seqs", default_seqs if max_num_seqs is None else max_num_seqs, upper=1_000_000)
+    budgets = stage_budgets(model, gpu=gpu, tp=tp, pp=pp, gpu_memory_utilization=gpu_memory_utilization,
+                             max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs,
+                             cudagraph_bytes=cudagraph_bytes)
+    tp, pp, gmu = int(tp), int(pp), float(gpu_memory_utilization)
+    mnbt, seqs = budgets[0].max_num_batched_tokens, budgets[0].max_num_seqs
     if max_model_len is None:
         if model.max_position_embeddings is None:
             raise ConfigError(f"max_model_len: {model.name}'s config gives no context length; give max_model_len")
         max_model_len = model.max_position_embeddings
     max_model_len = model.check_context(positive_int("max_model_len", max_model_len, upper=MAX_MODEL_LEN),
                                         field="max_model_len", what="a max_model_len")
-    total = int(gpu.hbm_bytes)
-    requested = int(total * gmu)
+    total, requested = budgets[0].total_bytes, budgets[0].requested_bytes
     stages = []
-    for k, (layers, weights) in enumerate(zip(stage_layers(model, pp), stage_weights_bytes(model, tp=tp, pp=pp))):
+    for k, (layers, b) in enumerate(zip(stage_layers(model, pp), budgets)):
         specs = _spec_kinds(layers, tp)
         if not specs:
             raise ConfigError(f"pp: stage {k} of {model.name} holds no attention or recurrent layer; vLLM "
                               "needs a KV cache on every stage")
         bs, page, group_size, groups = _layout(specs, block_size, model.name)
-        activation = _activation_bytes(model, layers, tp=tp, last=k == pp - 1, max_num_batched_tokens=mnbt,
-                                       max_num_seqs=seqs)
-        non_torch = _non_torch_bytes(tp, pp)
-        kv = requested - int(weights) - activation - non_torch - cudagraph_bytes
-        blocks = max(0, kv // page // group_size)
-        stages.append((blocks, int(weights), activation, non_torch, kv, bs, page, group_size, groups))
+        blocks = max(0, b.kv_cache_bytes // page // group_size)
+        stages.append((blocks, b.weights_bytes, b.activation_bytes, b.non_torch_bytes, b.kv_cache_bytes, bs, page,
+                       group_size, groups))
     blocks, weights, activation, non_torch, kv, bs, page, group_size, groups = min(stages, key=lambda s: s[0])
     if kv <= 0:
         raise MemoryFitError(f"gpu_memory_utilization: {model.name} at TP {tp} x PP {pp} needs {weights / GIB:.2f} "
@@ -300,7 +353,7 @@ def vllm_memory(model: ModelSpec, *, gpu: str | GPU = "h100-sxm", tp: int = 1, p
                              "raise tp, pp or gpu_memory_utilization")
     min_block = bs if any(kind != "mamba" for kind, _ in groups) else max_model_len
     out = VllmMemory(total_bytes=total, gpu_memory_utilization=gmu, requested_bytes=requested, weights_bytes=weights,
-                     activation_bytes=activation, non_torch_bytes=non_torch, cudagraph_bytes=cudagraph_bytes,
+                     activation_bytes=activation, non_torch_bytes=non_torch, cudagraph_bytes=budgets[0].cudagraph_bytes,
                      kv_cache_bytes=int(kv), block_size=bs, page_size_bytes=int(page), num_gpu_blocks=int(blocks),
                      kv_cache_tokens=int(blocks // len(groups) * min_block), max_model_len=max_model_len,
                      max_num_batched_tokens=mnbt, max_num_seqs=seqs, group_size=group_size, groups=groups)
