@@ -169,3 +169,15 @@ def test_memory_command_bad_input_is_one_line(capsys, argv, field):
 def test_memory_command_refuses_a_model_that_does_not_fit(capsys):
     code, _, err = _cli(capsys, "memory", "qwen3-32b", "--gpu", "l40s")
     assert code == 2 and err.count("\n") == 1 and err.startswith("depgraph: error: gpu_memory_utilization: ")
+
+
+def test_a_hybrid_attention_block_and_token_count_as_vllm_0_20_logged_them():
+    # vLLM 0.20.0, RedHatAI/Qwen3.6-35B-A3B-NVFP4 at TP 1, --kv-cache-dtype fp8_e4m3 (a public deployment note's
+    # log): "Setting attention block size to 2096 tokens", "Available KV cache memory: 2.95 GiB", "GPU KV cache
+    # size: 75,456 tokens". The weights are NVFP4 (not modelled), so the KV cache is given as logged; the block
+    # follows from the GDN state (2,146,304 B) over fp8 KV (1,024 B a token) in steps of 16 tokens.
+    m = vllm_memory(dg.load_model("qwen3.6-35b-a3b", kv_dtype="fp8"), gpu="h100-sxm", max_model_len=65_536,
+                    kv_cache_memory_bytes=int(2.95 * GIB))
+    assert m.block_size == 2096 and m.page_size_bytes == 2096 * 1024
+    assert m.kv_cache_tokens == 75_456
+    assert (m.group_size, len(m.groups)) == (10, 4)

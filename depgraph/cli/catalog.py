@@ -37,8 +37,8 @@ def add_bytes_command(sub) -> None:
 
 def add_memory_command(sub) -> None:
     """Add ``depgraph memory MODEL [--gpu G] [--tp N] [--pp N] [--gpu-memory-utilization F] [--max-model-len L]
-    [--max-num-batched-tokens T] [--max-num-seqs S] [--block-size B] [--cudagraph-bytes C] [--kv-dtype D]
-    [--ssm-dtype D] [--json]``."""
+    [--max-num-batched-tokens T] [--max-num-seqs S] [--block-size B] [--cudagraph-bytes C]
+    [--kv-cache-memory-bytes K] [--kv-dtype D] [--ssm-dtype D] [--json]``."""
     p = sub.add_parser("memory", help="vLLM's start-up memory budget: KV cache bytes, blocks, tokens, concurrency")
     p.add_argument("model", help="catalog name (see 'depgraph models') or path to a config.json")
     p.add_argument("--gpu", default="h100-sxm", help="a GPU from 'depgraph gpus' (default h100-sxm)")
@@ -58,6 +58,8 @@ def add_memory_command(sub) -> None:
     p.add_argument("--cudagraph-bytes", type=_number(int, "--cudagraph-bytes"), default=0, metavar="C",
                    help="CUDA-graph memory taken from the KV cache before it is sized (default 0: vLLM before 0.21; "
                         "from 0.21, its 'Estimated CUDA graph memory' line)")
+    p.add_argument("--kv-cache-memory-bytes", type=_number(int, "--kv-cache-memory-bytes"), default=None, metavar="K",
+                   help="the KV cache per GPU given outright, as vLLM's --kv-cache-memory-bytes (no profiling)")
     p.add_argument("--kv-dtype", default=None, help="store KV in this dtype, e.g. fp8 (vLLM --kv-cache-dtype)")
     p.add_argument("--ssm-dtype", default=None,
                    help="store the recurrent state in this dtype, e.g. float32 (vLLM --mamba-ssm-cache-dtype)")
@@ -187,7 +189,8 @@ def _cmd_memory(args) -> int:
     m = load_model(args.model, kv_dtype=args.kv_dtype, ssm_dtype=args.ssm_dtype)
     r = vllm_memory(m, gpu=args.gpu, tp=args.tp, pp=args.pp, gpu_memory_utilization=args.gpu_memory_utilization,
                     max_model_len=args.max_model_len, max_num_batched_tokens=args.max_num_batched_tokens,
-                    max_num_seqs=args.max_num_seqs, block_size=args.block_size, cudagraph_bytes=args.cudagraph_bytes)
+                    max_num_seqs=args.max_num_seqs, block_size=args.block_size, cudagraph_bytes=args.cudagraph_bytes,
+                    kv_cache_memory_bytes=args.kv_cache_memory_bytes)
     concurrency = r.max_concurrency(r.max_model_len)
     if args.json:
         out = {"model": m.name, "gpu": args.gpu, "tp": args.tp, "pp": args.pp, **asdict(r),

@@ -312,17 +312,22 @@ def stage_kv_cache_bytes(model: ModelSpec, *, gpu: str | GPU = "h100-sxm", tp: i
 def vllm_memory(model: ModelSpec, *, gpu: str | GPU = "h100-sxm", tp: int = 1, pp: int = 1,
                 gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION, max_model_len: int | None = None,
                 max_num_batched_tokens: int | None = None, max_num_seqs: int | None = None,
-                block_size: int = BLOCK_SIZE, cudagraph_bytes: int = 0) -> VllmMemory:
+                block_size: int = BLOCK_SIZE, cudagraph_bytes: int = 0,
+                kv_cache_memory_bytes: int | None = None) -> VllmMemory:
     """vLLM V1's start-up budget for ``model`` on ``tp`` x ``pp`` GPUs of ``gpu`` (:class:`VllmMemory`).
 
     ``max_model_len`` defaults to the model's context; ``max_num_batched_tokens`` and ``max_num_seqs`` to
     vLLM's for the GPU (:func:`batch_defaults`). ``cudagraph_bytes``: CUDA-graph memory taken from the KV
     cache before it is sized; 0, as in vLLM before 0.21 (graphs captured after the KV cache, in the share
     ``gpu_memory_utilization`` leaves); from 0.21 vLLM estimates it at start-up and logs "Estimated CUDA
-    graph memory" (pass that figure). A ``max_model_len`` one request cannot hold is refused, as vLLM refuses
-    it (:class:`~depgraph.errors.MemoryFitError`)."""
+    graph memory" (pass that figure). ``kv_cache_memory_bytes``: vLLM's ``--kv-cache-memory-bytes``, the KV
+    cache given outright (profiling skipped, ``gpu_memory_utilization`` not applied; the other terms are still
+    reported). A ``max_model_len`` one request cannot hold is refused, as vLLM refuses it
+    (:class:`~depgraph.errors.MemoryFitError`)."""
     gpu = load_gpu(gpu)
     block_size = positive_int("block_size", block_size, upper=1_000_000)
+    if kv_cache_memory_bytes is not None:
+        kv_cache_memory_bytes = positive_int("kv_cache_memory_bytes", kv_cache_memory_bytes, upper=10 ** 15)
     budgets = stage_budgets(model, gpu=gpu, tp=tp, pp=pp, gpu_memory_utilization=gpu_memory_utilization,
                              max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs,
                              cudagraph_bytes=cudagraph_bytes)
@@ -342,9 +347,10 @@ def vllm_memory(model: ModelSpec, *, gpu: str | GPU = "h100-sxm", tp: int = 1, p
             raise ConfigError(f"pp: stage {k} of {model.name} holds no attention or recurrent layer; vLLM "
                               "needs a KV cache on every stage")
         bs, page, group_size, groups = _layout(specs, block_size, model.name)
-        blocks = max(0, b.kv_cache_bytes // page // group_size)
-        stages.append((blocks, b.weights_bytes, b.activation_bytes, b.non_torch_bytes, b.kv_cache_bytes, bs, page,
-                       group_size, groups))
+        kv = b.kv_cache_bytes if kv_cache_memory_bytes is None else kv_cache_memory_bytes
+        blocks = max(0, kv // page // group_size)
+        stages.append((blocks, b.weights_bytes, b.activation_bytes, b.non_torch_bytes, kv, bs, page, group_size,
+                       groups))
     blocks, weights, activation, non_torch, kv, bs, page, group_size, groups = min(stages, key=lambda s: s[0])
     if kv <= 0:
         raise MemoryFitError(f"gpu_memory_utilization: {model.name} at TP {tp} x PP {pp} needs {weights / GIB:.2f} "
