@@ -35,7 +35,11 @@ def test_the_logs_are_many():
     assert all(r["source"].startswith("https://github.com/") for r in ROWS)
 
 
-@pytest.mark.parametrize("row", ROWS, ids=lambda r: f"{r['model'].removeprefix('configs/').removesuffix('.json')}-tp{r['tp']}-pp{r['pp']}-{r['max_model_len']}")
+def _row_id(r):
+    return f"{r['model'].removeprefix('configs/').removesuffix('.json')}-tp{r['tp']}-pp{r['pp']}-{r['max_model_len']}"
+
+
+@pytest.mark.parametrize("row", ROWS, ids=_row_id)
 def test_kv_cache_within_5_percent_of_the_log(row):
     m = _predict(row)
     logged = float(row["kv_cache_gib"]) * GIB
@@ -121,8 +125,8 @@ def _cli(capsys, *argv):
 
 
 def test_memory_command_prints_what_vllm_logs(capsys):
-    code, out, err = _cli(capsys, "memory", str(MEASURED.joinpath("configs/llama-3.1-8b.json")), "--gpu-memory-utilization", "0.95", "--max-model-len",
-                          "16384")
+    config = str(MEASURED.joinpath("configs/llama-3.1-8b.json"))
+    code, out, err = _cli(capsys, "memory", config, "--gpu-memory-utilization", "0.95", "--max-model-len", "16384")
     assert code == 0 and not err
     m = vllm_memory(_model("configs/llama-3.1-8b.json"), gpu_memory_utilization=0.95, max_model_len=16_384)
     assert "total_gpu_memory (79.22GiB) x gpu_memory_utilization (0.95)" in out

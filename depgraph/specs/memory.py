@@ -40,7 +40,8 @@ from .hardware import GPU, load_gpu
 from .modelspec import LayerSpec, ModelSpec
 from .parallel import check_pp, stage_placement
 
-__all__ = ["VllmMemory", "vllm_memory", "stage_kv_cache_bytes", "stage_budgets", "StageBudget", "batch_defaults", "weights_per_gpu_bytes", "stage_weights_bytes",
+__all__ = ["VllmMemory", "vllm_memory", "stage_kv_cache_bytes", "stage_budgets", "StageBudget", "batch_defaults",
+           "weights_per_gpu_bytes", "stage_weights_bytes",
            "stage_layers", "GPU_MEMORY_UTILIZATION", "BLOCK_SIZE", "KERNEL_BLOCK_ALIGNMENT", "GIB",
            "SAMPLER_LOGIT_COPIES", "FORWARD_INTERMEDIATE_COPIES", "NON_TORCH_BYTES_TP1", "NON_TORCH_BYTES_TP",
            "NON_TORCH_BYTES_PP", "FIT_DATASET", "MAX_MODEL_LEN"]
