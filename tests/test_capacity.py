@@ -9,6 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import depgraph as dg
+from depgraph.specs.memory import stage_kv_cache_bytes
 from depgraph.serving.capacity import STATUSES, decode_memory_per_slot_bytes, plan, slots_held, transfer_time_s
 from depgraph.cli import main
 
@@ -131,9 +132,12 @@ def test_decode_memory_per_slot_and_for_the_extra_slots():
     m = dg.load_model("qwen3-32b")
     weights = (m.total_params + m.embedding_params + m.lm_head_params) * 2 / 8
     assert p.weights_per_gpu_bytes == weights and 8.0e9 < weights < 8.4e9  # a 32.8B-parameter model in bf16 on 8 GPUs
-    assert p.gpu == "h200" and p.usable_hbm_bytes == 0.9 * 141e9  # the study's decode GPU
-    assert p.memory_needed_bytes == weights + 14 * per_slot
-    assert p.memory_fits and p.max_slots_in_memory == math.floor((0.9 * 141e9 - weights) / per_slot)
+    # the study's decode GPU, as its driver reports it (139.81 GiB), and vLLM's start-up accounting on it
+    assert p.gpu == "h200" and p.usable_hbm_bytes == int(0.9 * dg.load_gpu("h200").hbm_bytes)
+    [kv] = stage_kv_cache_bytes(m, gpu="h200", tp=8, max_num_seqs=8)
+    assert p.kv_pool_bytes == kv == p.usable_hbm_bytes - int(weights) - p.activation_bytes - p.non_torch_bytes
+    assert p.memory_needed_bytes == weights + p.activation_bytes + p.non_torch_bytes + 14 * per_slot
+    assert p.memory_fits and p.max_slots_in_memory == math.floor(kv / per_slot)
     assert "raise max_num_seqs to 14 (+6 slots" in p.advice and p.advice.endswith("fits")
 
 
@@ -145,13 +149,14 @@ def test_memory_that_does_not_fit_says_so():
     long_context = dg.model_from_config(config, name="qwen3-32b")
     p = plan(long_context, tpot_s=PULL_TPOT_S, **{**STUDY, "prompt_tokens": 100_000, "out_tokens": 2_000})
     assert p.slots_needed == 208 and not p.memory_fits
-    assert p.max_slots_in_memory == 35 and "does NOT fit (memory holds 35 slots)" in p.advice
+    # 37: the KV cache vLLM sizes on an H200 (139.81 GiB as its driver reports it; 35 with the datasheet's 141e9)
+    assert p.max_slots_in_memory == 37 and "does NOT fit (memory holds 37 slots)" in p.advice
 
 
 def test_larger_gpu_and_utilization_change_only_the_memory_check():
     base = plan("qwen3-32b", tpot_s=PULL_TPOT_S, **STUDY)
     h200 = plan("qwen3-32b", tpot_s=PULL_TPOT_S, gpu="h200", gpu_memory_utilization=0.5, **STUDY)
-    assert h200.usable_hbm_bytes == 0.5 * 141e9 and h200.gpu == "h200"
+    assert h200.usable_hbm_bytes == int(0.5 * dg.load_gpu("h200").hbm_bytes) and h200.gpu == "h200"
     assert (h200.slots_held, h200.transfer_s, h200.status) == (base.slots_held, base.transfer_s, base.status)
 
 

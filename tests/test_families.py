@@ -409,3 +409,29 @@ def test_layers_block_type_entries_must_be_words():
     saved["layers_block_type"][0] = ["mamba"]
     with pytest.raises(dg.ConfigError, match=r"layers_block_type\[0\]: expected one of mamba, attention, mlp, moe"):
         dg.model_from_config(saved)
+
+
+@pytest.mark.parametrize("keep_layers", [True, False])
+def test_nemotron_h_in_the_transformers_5_form_loads_as_the_older_form(keep_layers):
+    # transformers 5 saves NemotronHConfig with layers_block_type (one word a layer) instead of
+    # hybrid_override_pattern, and num_hidden_layers only as a property (the list's length), so not in the file
+    cfg = _catalog("nemotron-3-nano-30b-a3b")
+    words = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe"}
+    new = {k: v for k, v in cfg.items() if k != "hybrid_override_pattern" and (keep_layers or k != "num_hidden_layers")}
+    new["layers_block_type"] = [words[c] for c in cfg["hybrid_override_pattern"]]
+    old, same = dg.model_from_config(cfg, name="n"), dg.model_from_config(new, name="n")
+    assert same == old and same.num_layers == 52 and same.count_kinds() == {"mamba2": 23, "moe": 23, "attention": 6}
+    assert dg.handoff_bytes(same, prompt_tokens=1024) == dg.handoff_bytes(old, prompt_tokens=1024)
+
+
+def test_nemotron_h_layer_count_and_list_must_agree():
+    cfg = _catalog("nemotron-3-nano-30b-a3b")
+    words = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe"}
+    new = {k: v for k, v in cfg.items() if k != "hybrid_override_pattern"}
+    new["layers_block_type"] = [words[c] for c in cfg["hybrid_override_pattern"]][:-1]
+    with pytest.raises(dg.ConfigError, match=r"layers_block_type: expected 52 entries \(num_hidden_layers\), got 51"):
+        dg.model_from_config(new)
+    del new["num_hidden_layers"]
+    new["layers_block_type"] = []
+    with pytest.raises(dg.ConfigError, match=r"layers_block_type: expected 1 to 10,000 layers, got 0"):
+        dg.model_from_config(new)

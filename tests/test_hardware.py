@@ -150,6 +150,21 @@ def test_every_gpu_names_its_source(name):
         assert gpu.interconnect and gpu.interconnect_bytes_per_s and "http" in gpu.source
 
 
+@pytest.mark.parametrize("name", GPUS)
+def test_capacity_is_the_usable_total_beside_the_datasheet_figure(name):
+    gpu = dg.load_gpu(name)
+    assert gpu.hbm_datasheet_bytes and gpu.hbm_source
+    # what the driver reports (in GiB) is within 7% of the datasheet's gigabytes read as GiB, never above them
+    assert 0.93 * gpu.hbm_datasheet_bytes <= gpu.hbm_bytes <= gpu.hbm_datasheet_bytes / 1e9 * 2 ** 30
+
+
+def test_h100_capacity_is_what_torch_reports():
+    gpu = dg.load_gpu("h100-sxm")
+    assert round(gpu.hbm_bytes / 2 ** 30, 2) == 79.22 and gpu.hbm_datasheet_bytes == 80e9
+    assert round(dg.load_gpu("h200").hbm_bytes / 2 ** 30, 2) == 139.81
+    assert round(dg.load_gpu("a100-80g").hbm_bytes / 2 ** 30, 2) == 79.15
+
+
 @pytest.mark.parametrize("name", LINKS)
 def test_every_link_names_its_source(name):
     link = dg.load_link(name)
@@ -211,6 +226,10 @@ def test_a_hardware_file_adds_and_replaces_entries(tmp_path, monkeypatch):
      r"gpus.x.hbm_bytes: expected a finite number > 0 .*got None"),
     ('[gpus.x]\npeak_bf16_flops = 1e14\nhbm_bytes_per_s = 1e12\nhbm_bytes = 1e10\ndescription = "x"\nflops = 1\n',
      r"gpus.x.flops: not a field; expected one of"),
+    ('[gpus.x]\npeak_bf16_flops = 1e14\nhbm_bytes_per_s = 1e12\nhbm_bytes = 1e10\nhbm_datasheet_bytes = 0\n'
+     'description = "x"\n', r"gpus.x.hbm_datasheet_bytes: expected a finite number > 0"),
+    ('[gpus.x]\npeak_bf16_flops = 1e14\nhbm_bytes_per_s = 1e12\nhbm_bytes = 1e10\nhbm_source = 3\n'
+     'description = "x"\n', r"gpus.x.hbm_source: expected a string, got 3"),
     ('[links.y]\nbandwidth_gbps = 100\nlatency_s = 11\ndescription = "y"\n', r"links.y.latency_s: .*<= 10"),
     ('[links.y]\nbandwidth_gbps = 100\nlatency_s = 0\n', r"links.y.description: expected a string, got None"),
     ('[linkz.y]\nbandwidth_gbps = 100\n', r"linkz: not a hardware section; expected one of gpus, links"),
@@ -240,12 +259,22 @@ def test_gpus_and_links_commands(tmp_path):
         rows = json.loads(out)
         assert [r["name"] for r in rows] == list(GPUS if command == "gpus" else LINKS)
         assert all(r["source"] for r in rows)
+    rows = {r["name"]: r for r in json.loads(subprocess.run([sys.executable, "-m", "depgraph.cli", "gpus", "--json"],
+                                                            capture_output=True, text=True, check=True).stdout)}
+    assert rows["h100-sxm"]["hbm_bytes"] == dg.load_gpu("h100-sxm").hbm_bytes
+    assert rows["h100-sxm"]["hbm_datasheet_bytes"] == 80e9 and rows["h100-sxm"]["hbm_source"]
     path = tmp_path / "lab.toml"
     path.write_text('[gpus.lab-gpu]\npeak_bf16_flops = 5e14\nhbm_bytes_per_s = 2e12\nhbm_bytes = 9.6e10\n'
                     'description = "our card"\n')
     out = subprocess.run([sys.executable, "-m", "depgraph.cli", "gpus", "--hardware", str(path)], capture_output=True,
                          text=True, check=True).stdout
-    assert "lab-gpu" in out
+    assert "lab-gpu" in out  # a user's entry without a datasheet figure
+    path.write_text('[gpus.lab-gpu]\npeak_bf16_flops = 5e14\nhbm_bytes_per_s = 2e12\nhbm_bytes = 9.6e10\n'
+                    'hbm_datasheet_bytes = 1e11\nhbm_source = "nvidia-smi"\ndescription = "our card"\n')
+    rows = json.loads(subprocess.run([sys.executable, "-m", "depgraph.cli", "gpus", "--json", "--hardware", str(path)],
+                                     capture_output=True, text=True, check=True).stdout)
+    lab = next(r for r in rows if r["name"] == "lab-gpu")
+    assert lab["hbm_datasheet_bytes"] == 1e11 and lab["hbm_source"] == "nvidia-smi"
     bad = subprocess.run([sys.executable, "-m", "depgraph.cli", "ttft", "qwen3-32b", "--prompt-tokens", "10",
                           "--hardware", str(tmp_path / "missing.toml")], capture_output=True, text=True)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "missing.toml" in bad.stderr

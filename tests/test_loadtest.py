@@ -232,7 +232,8 @@ def test_the_summary_says_whether_max_num_seqs_fits_in_decode_memory():
 
     r = dg.loadtest("qwen3-32b", handoff="push", qps=2, prompt_tokens=16_000, out_tokens=64, num_prompts=10,
                     max_num_seqs=512, tp=8, seed=0)
-    p = plan("qwen3-32b", qps=2, prompt_tokens=16_000, out_tokens=64, tpot_s=7e-3, max_num_seqs=8, tp=8, gpu="h200")
+    # the same max_num_seqs: vLLM profiles its sampler for that many requests, so the KV cache depends on it
+    p = plan("qwen3-32b", qps=2, prompt_tokens=16_000, out_tokens=64, tpot_s=7e-3, max_num_seqs=512, tp=8, gpu="h200")
     assert r.summary["memory_max_num_seqs"] == p.max_slots_in_memory > 100
     assert r.summary["memory_fits"] is False  # 512 slots of 16k tokens do not fit beside the weights
     small = dg.loadtest("qwen3-32b", handoff="push", qps=2, prompt_tokens=16_000, out_tokens=64, num_prompts=10,

@@ -136,7 +136,7 @@ def test_only_memory_errors_make_a_candidate_memory_bound():
 
 @pytest.mark.parametrize("kwargs, field", [
     (dict(deployment="colocated", tp=1, gpu="l40s"), "tp"),                              # weights alone
-    (dict(deployment="colocated", prompt_tokens=38_000, tp=1, gpu="a100-80g"), "prompt_tokens"),  # one request
+    (dict(deployment="colocated", prompt_tokens=40_000, tp=1, gpu="a100-80g"), "prompt_tokens"),  # one request
     (dict(deployment="1P1D", handoff="push", tp=1, gpu="l40s"), "decode_tp"),            # weights, decode side
     (dict(deployment="1P1D", handoff="push", kv_pool_bytes=1), "kv_pool_bytes"),         # a what-if pool
 ])

@@ -396,7 +396,8 @@ def test_decode_memory_per_pipeline_stage():
     two = max_slots_in_memory(m, context_tokens=16_128, tp=4, pp=2, gpu="h200")
     assert two > 2 * one  # half the layers' weights and state per GPU: more than twice the slots
     # a stage holds its layers' share exactly: the stages' slot bytes add up to the whole
-    from depgraph.serving.memory import _stage_slot_bytes, _stage_weights_bytes
+    from depgraph.serving.memory import _stage_slot_bytes
+    from depgraph.specs.memory import stage_weights_bytes
 
     for name in ("qwen3-32b", "qwen3.6-35b-a3b", "nemotron-3-nano-30b-a3b"):
         mm = dg.load_model(name)
@@ -404,7 +405,8 @@ def test_decode_memory_per_pipeline_stage():
             stages = _stage_slot_bytes(mm, 4096, tp, pp)
             assert len(stages) == pp
             assert sum(x["total"] for x in stages) == slot_bytes(mm, 4096, tp=tp)["total"]
-            assert sum(_stage_weights_bytes(mm, tp, pp)) == pytest.approx(weights_per_gpu_bytes(mm, tp=tp), rel=1e-12)
+            assert sum(stage_weights_bytes(mm, tp=tp, pp=pp)) == pytest.approx(weights_per_gpu_bytes(mm, tp=tp),
+                                                                               rel=1e-12)
     # uneven stages: the heavier one binds (7 stages over 64 layers: the stages before the last hold 10)
     assert weights_per_gpu_bytes(m, tp=1, pp=7) < weights_per_gpu_bytes(m, tp=1) / 5
     assert slot_bytes(m, 1000, pp=7)["kv"] == 10 * m.layers[0].kv_bytes_per_token * 1000

@@ -1,6 +1,7 @@
 """The commands that look something up: the catalogs (``models``, ``gpus``,
-``links``), one request's handoff bytes (``bytes``) and the schedule of an
-event graph read from a file (``schedule``)."""
+``links``), one request's handoff bytes (``bytes``), vLLM's start-up memory
+budget (``memory``) and the schedule of an event graph read from a file
+(``schedule``)."""
 
 from __future__ import annotations
 
@@ -31,6 +32,37 @@ def add_bytes_command(sub) -> None:
                    help="tensor-parallel size of the decode side: bytes over all its ranks, and one rank's (default 1)")
     p.add_argument("--spec-tokens", type=_number(int, "--spec-tokens"), default=0, metavar="K",
                    help="speculative tokens per step: K more rows in every conv tail, as vLLM sizes it (default 0)")
+    p.add_argument("--json", action="store_true")
+
+
+def add_memory_command(sub) -> None:
+    """Add ``depgraph memory MODEL [--gpu G] [--tp N] [--pp N] [--gpu-memory-utilization F] [--max-model-len L]
+    [--max-num-batched-tokens T] [--max-num-seqs S] [--block-size B] [--cudagraph-bytes C]
+    [--kv-cache-memory-bytes K] [--kv-dtype D] [--ssm-dtype D] [--json]``."""
+    p = sub.add_parser("memory", help="vLLM's start-up memory budget: KV cache bytes, blocks, tokens, concurrency")
+    p.add_argument("model", help="catalog name (see 'depgraph models') or path to a config.json")
+    p.add_argument("--gpu", default="h100-sxm", help="a GPU from 'depgraph gpus' (default h100-sxm)")
+    p.add_argument("--tp", type=_number(int, "--tp"), default=1, metavar="N", help="tensor-parallel size (default 1)")
+    p.add_argument("--pp", type=_number(int, "--pp"), default=1, metavar="N", help="pipeline stages (default 1)")
+    p.add_argument("--gpu-memory-utilization", type=_number(float, "--gpu-memory-utilization"), default=0.9,
+                   metavar="F", help="vLLM's --gpu-memory-utilization, in (0, 1] (default 0.9)")
+    p.add_argument("--max-model-len", type=_number(int, "--max-model-len"), default=None, metavar="L",
+                   help="vLLM's --max-model-len (default: the model's context)")
+    p.add_argument("--max-num-batched-tokens", type=_number(int, "--max-num-batched-tokens"), default=None,
+                   metavar="T", help="the profiled batch (default: vLLM's for the GPU, 8,192 on an H100)")
+    p.add_argument("--max-num-seqs", type=_number(int, "--max-num-seqs"), default=None, metavar="S",
+                   help="the profiled sampler's requests (default: vLLM's for the GPU, 1,024 on an H100)")
+    p.add_argument("--block-size", type=_number(int, "--block-size"), default=16, metavar="B",
+                   help="vLLM's --block-size in tokens (default 16; a hybrid model's attention block grows to hold "
+                        "a Mamba state)")
+    p.add_argument("--cudagraph-bytes", type=_number(int, "--cudagraph-bytes"), default=0, metavar="C",
+                   help="CUDA-graph memory taken from the KV cache before it is sized (default 0: vLLM before 0.21; "
+                        "from 0.21, its 'Estimated CUDA graph memory' line)")
+    p.add_argument("--kv-cache-memory-bytes", type=_number(int, "--kv-cache-memory-bytes"), default=None, metavar="K",
+                   help="the KV cache per GPU given outright, as vLLM's --kv-cache-memory-bytes (no profiling)")
+    p.add_argument("--kv-dtype", default=None, help="store KV in this dtype, e.g. fp8 (vLLM --kv-cache-dtype)")
+    p.add_argument("--ssm-dtype", default=None,
+                   help="store the recurrent state in this dtype, e.g. float32 (vLLM --mamba-ssm-cache-dtype)")
     p.add_argument("--json", action="store_true")
 
 
@@ -79,20 +111,24 @@ def _cmd_gpus(args) -> int:
     from ..specs.hardware import gpus
 
     rows = [{"name": g.name, "peak_bf16_flops": g.peak_bf16_flops, "peak_fp8_flops": g.peak_fp8_flops,
-             "hbm_bytes_per_s": g.hbm_bytes_per_s, "hbm_bytes": g.hbm_bytes, "interconnect": g.interconnect,
+             "hbm_bytes_per_s": g.hbm_bytes_per_s, "hbm_bytes": g.hbm_bytes,
+             "hbm_datasheet_bytes": g.hbm_datasheet_bytes, "hbm_source": g.hbm_source, "interconnect": g.interconnect,
              "interconnect_bytes_per_s": g.interconnect_bytes_per_s, "hbm_efficiency": g.hbm_efficiency,
              "description": g.description, "source": g.source} for g in gpus()]
     if args.json:
         print(_dumps(rows, indent=2))
         return 0
-    print(f"{'gpu':<16} {'bf16 TFLOP/s':>12} {'fp8 TFLOP/s':>11} {'HBM TB/s':>8} {'HBM GB':>6}  {'interconnect':<26}")
+    print(f"{'gpu':<16} {'bf16 TFLOP/s':>12} {'fp8 TFLOP/s':>11} {'HBM TB/s':>8} {'HBM GiB':>7} {'datasheet GB':>12}  "
+          f"{'interconnect':<26}")
     for r in rows:
         fp8 = f"{r['peak_fp8_flops'] / 1e12:,.0f}" if r["peak_fp8_flops"] else "-"
         link = f"{r['interconnect']} {r['interconnect_bytes_per_s'] / 1e9:,.0f} GB/s" \
             if r["interconnect_bytes_per_s"] else (r["interconnect"] or "-")
+        sheet = f"{r['hbm_datasheet_bytes'] / 1e9:,.0f}" if r["hbm_datasheet_bytes"] else "-"
         print(f"{r['name']:<16} {r['peak_bf16_flops'] / 1e12:>12,.0f} {fp8:>11} {r['hbm_bytes_per_s'] / 1e12:>8.2f} "
-              f"{r['hbm_bytes'] / 1e9:>6,.0f}  {link:<26}")
-    print("dense peaks (no sparsity); interconnect per GPU, per direction; sources: depgraph gpus --json")
+              f"{r['hbm_bytes'] / 2**30:>7,.2f} {sheet:>12}  {link:<26}")
+    print("dense peaks (no sparsity); HBM GiB: the usable total the driver reports (what vLLM multiplies by "
+          "gpu_memory_utilization); interconnect per GPU, per direction; sources: depgraph gpus --json")
     return 0
 
 
@@ -141,6 +177,44 @@ def _cmd_bytes(args) -> int:
         n = sum(1 for layer in m.layers if layer.kv_window_tokens)
         print(f"  ({n} sliding-window layers, window {', '.join(f'{w:,}' for w in windows)}: each holds the last "
               "window - 1 tokens of KV)")
+    return 0
+
+
+def _cmd_memory(args) -> int:
+    from dataclasses import asdict
+
+    from ..specs.memory import GIB, vllm_memory
+    from ..specs.models import load_model
+
+    m = load_model(args.model, kv_dtype=args.kv_dtype, ssm_dtype=args.ssm_dtype)
+    r = vllm_memory(m, gpu=args.gpu, tp=args.tp, pp=args.pp, gpu_memory_utilization=args.gpu_memory_utilization,
+                    max_model_len=args.max_model_len, max_num_batched_tokens=args.max_num_batched_tokens,
+                    max_num_seqs=args.max_num_seqs, block_size=args.block_size, cudagraph_bytes=args.cudagraph_bytes,
+                    kv_cache_memory_bytes=args.kv_cache_memory_bytes)
+    concurrency = r.max_concurrency(r.max_model_len)
+    if args.json:
+        out = {"model": m.name, "gpu": args.gpu, "tp": args.tp, "pp": args.pp, **asdict(r),
+               "groups": [{"kind": kind, "window_tokens": window or None} for kind, window in r.groups],
+               "max_concurrency": concurrency}
+        print(_dumps(out, indent=2))
+        return 0
+
+    def gib(b: int) -> str:
+        return f"{b / GIB:.2f}GiB"
+
+    print(f"{m.name} on {args.gpu}, TP {args.tp} x PP {args.pp}: vLLM V1's start-up memory accounting, per GPU")
+    print(f"  total_gpu_memory ({gib(r.total_bytes)}) x gpu_memory_utilization ({r.gpu_memory_utilization:.2f}) "
+          f"= {gib(r.requested_bytes)}")
+    print(f"  model weights take {gib(r.weights_bytes)}; non_torch_memory takes {gib(r.non_torch_bytes)}; "
+          f"PyTorch activation peak memory takes {gib(r.activation_bytes)}; CUDA graphs take {gib(r.cudagraph_bytes)}")
+    print(f"  Available KV cache memory: {r.kv_cache_bytes / GIB:.2f} GiB ({r.kv_cache_bytes:,} B)")
+    kinds = ", ".join(f"{kind}" + (f" {window:,}" if window else "") for kind, window in r.groups)
+    print(f"  num_gpu_blocks: {r.num_gpu_blocks:,} of {r.block_size} tokens, {r.page_size_bytes:,} B per layer "
+          f"(page_size_bytes), {r.group_size} layers per group, {len(r.groups)} group(s): {kinds}")
+    print(f"  GPU KV cache size: {r.kv_cache_tokens:,} tokens")
+    print(f"  Maximum concurrency for {r.max_model_len:,} tokens per request: {concurrency:.2f}x")
+    print(f"  profiled with max_num_batched_tokens {r.max_num_batched_tokens:,} and max_num_seqs {r.max_num_seqs:,}; "
+          "activation and non-torch memory are estimates fitted to vLLM 0.19.0 logs (docs/models.md, \"Memory\")")
     return 0
 
 

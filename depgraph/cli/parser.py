@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 
 from .args import _budget_arg, _Parser
-from .catalog import add_bytes_command, add_catalog_commands, add_schedule_command
+from .catalog import add_bytes_command, add_catalog_commands, add_memory_command, add_schedule_command
 from .serving import (add_calibrate_command, add_capacity_command, add_loadtest_command,
                       add_plan_command)
 from .single import add_request_commands
@@ -24,6 +24,7 @@ def _build_parser() -> argparse.ArgumentParser:
 
     add_catalog_commands(sub)
     add_bytes_command(sub)
+    add_memory_command(sub)
     add_request_commands(sub)
 
     add_sweep_command(sub)

@@ -46,6 +46,7 @@ from ..specs.hardware import DEFAULT_LINK, GPU, Link, load_gpu, load_link
 from ..specs.models import ModelSpec, handoff_bytes, load_model
 from ..specs.parallel import check_pp, check_tp_pair, handoff_nics
 from ..specs.predictor import handoff_transfer_s
+from ..specs.memory import stage_budgets
 from .memory import check_sides, max_slots_in_memory, slot_bytes, weights_per_gpu_bytes
 
 __all__ = [
@@ -90,9 +91,12 @@ class CapacityPlan:
     ``over_capacity`` (more slots held than exist: requests wait for one).
     ``slots_needed`` is the ``max_num_seqs`` that would bring the load within
     headroom; ``extra_slots`` how many that adds; ``recommended_max_num_seqs``
-    the larger of the two settings. ``memory_fits`` says whether the weights
-    plus ``recommended_max_num_seqs`` slots of KV and state (at a context of
-    prompt plus output tokens) fit in ``usable_hbm_bytes`` of one GPU.
+    the larger of the two settings. ``memory_fits`` says whether
+    ``recommended_max_num_seqs`` slots of KV and state (at a context of
+    prompt plus output tokens) fit in ``kv_pool_bytes``, the KV cache vLLM
+    sizes at start-up on one GPU: ``usable_hbm_bytes`` (``gpu_memory_utilization``
+    of the driver-reported ``hbm_bytes``) less the weights, the profiled
+    ``activation_bytes`` and ``non_torch_bytes`` (:func:`~depgraph.specs.memory.stage_budgets`).
     """
 
     model: str
@@ -131,6 +135,9 @@ class CapacityPlan:
     gpu_memory_utilization: float
     usable_hbm_bytes: float
     weights_per_gpu_bytes: float
+    activation_bytes: float
+    non_torch_bytes: float
+    kv_pool_bytes: float
     memory_needed_bytes: float
     max_slots_in_memory: int
     memory_fits: bool
@@ -143,9 +150,11 @@ class CapacityPlan:
     def advice(self) -> str:
         """One sentence on raising ``max_num_seqs``: is it needed, and does the memory allow it?"""
         gb = 1e9
-        mem = (f"weights {self.weights_per_gpu_bytes / gb:.1f} GB + {self.recommended_max_num_seqs} slots x "
-               f"{self.memory_per_slot_bytes / gb:.2f} GB = {self.memory_needed_bytes / gb:.1f} GB of "
-               f"{self.usable_hbm_bytes / gb:.1f} GB usable per GPU on {self.gpu}")
+        other = self.activation_bytes + self.non_torch_bytes
+        mem = (f"weights {self.weights_per_gpu_bytes / gb:.1f} GB + activations and non-torch {other / gb:.1f} GB "
+               f"+ {self.recommended_max_num_seqs} slots x {self.memory_per_slot_bytes / gb:.2f} GB = "
+               f"{self.memory_needed_bytes / gb:.1f} GB of {self.usable_hbm_bytes / gb:.1f} GB usable per GPU on "
+               f"{self.gpu}")
         if not self.extra_slots:
             tail = "fits" if self.memory_fits else "does NOT fit: lower max_num_seqs or add GPUs"
             return f"max_num_seqs {self.max_num_seqs} is enough; its memory: {mem}, {tail}"
@@ -304,8 +313,11 @@ def plan(model: str | ModelSpec, *, qps: float, prompt_tokens: int, out_tokens: 
         Decode GPU, for the memory check (default ``"h100-sxm"``, every command's, as in
         :class:`~depgraph.serving.params.LoadModel`).
     gpu_memory_utilization
-        Share of HBM the engine may use for weights and KV, in (0, 1]
-        (default 0.9, vLLM's default). Activations are not counted otherwise.
+        Share of the GPU's memory (as the driver reports it) the engine may
+        use, in (0, 1] (default 0.9, vLLM's default); the KV cache is what
+        it leaves beside the weights, the profiled activation peak and the
+        memory outside torch (vLLM's start-up accounting,
+        :func:`~depgraph.specs.memory.vllm_memory`).
 
     Returns
     -------
@@ -365,8 +377,11 @@ def plan(model: str | ModelSpec, *, qps: float, prompt_tokens: int, out_tokens: 
     context = prompt_tokens + out_tokens
     per_slot = decode_memory_per_slot_bytes(spec, context, tp=dtp, pp=dpp)["total"]
     weights = weights_per_gpu_bytes(spec, tp=dtp, pp=dpp)
-    usable = gpu_memory_utilization * gpu.hbm_bytes
-    needed = weights + recommended * per_slot
+    # the stage whose KV cache is smallest (vLLM's start-up accounting, profiled at this max_num_seqs)
+    budget = min(stage_budgets(spec, gpu=gpu, tp=dtp, pp=dpp, gpu_memory_utilization=gpu_memory_utilization,
+                               max_num_seqs=max_num_seqs), key=lambda b: b.kv_cache_bytes)
+    usable = float(budget.requested_bytes)
+    needed = weights + budget.activation_bytes + budget.non_torch_bytes + recommended * per_slot
     return CapacityPlan(
         model=spec.name, prompt_tokens=prompt_tokens, out_tokens=out_tokens, qps=qps, tpot_s=tpot_s,
         link=link.name, link_bytes_per_s=link.bytes_per_s, tp=tp, prefill_tp=ptp, decode_tp=dtp,
@@ -379,8 +394,11 @@ def plan(model: str | ModelSpec, *, qps: float, prompt_tokens: int, out_tokens: 
         slots_needed=slots_needed, extra_slots=extra, recommended_max_num_seqs=recommended,
         context_tokens=context, memory_per_slot_bytes=per_slot, extra_memory_bytes=extra * per_slot,
         gpu=gpu.name, hbm_bytes=gpu.hbm_bytes, gpu_memory_utilization=gpu_memory_utilization,
-        usable_hbm_bytes=usable, weights_per_gpu_bytes=weights, memory_needed_bytes=needed,
+        usable_hbm_bytes=usable, weights_per_gpu_bytes=weights, activation_bytes=float(budget.activation_bytes),
+        non_torch_bytes=float(budget.non_torch_bytes), kv_pool_bytes=float(budget.kv_cache_bytes),
+        memory_needed_bytes=needed,
         max_slots_in_memory=max_slots_in_memory(spec, context_tokens=context, tp=dtp, gpu=gpu,
-                                                gpu_memory_utilization=gpu_memory_utilization, pp=dpp),
-        memory_fits=needed <= usable,
+                                                gpu_memory_utilization=gpu_memory_utilization, pp=dpp,
+                                                max_num_seqs=max_num_seqs),
+        memory_fits=recommended * per_slot <= budget.kv_cache_bytes,
     )

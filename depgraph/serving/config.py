@@ -94,8 +94,9 @@ class DecodeSection:
     max_num_seqs: int
     """Running requests per server at most (decode slots)."""
     memory: bool
-    """Whether KV blocks and recurrent state are held in what HBM leaves beside the weights (admission on
-    blocks, recompute preemption)."""
+    """Whether KV blocks and recurrent state are held in the KV cache vLLM sizes at start-up (what the GPU's
+    memory leaves beside the weights, activations and non-torch memory; admission on blocks, recompute
+    preemption)."""
     kv_pool_bytes: int | None
     """The KV and state memory per GPU instead of what HBM leaves (a what-if); ``None``: from HBM."""
     block_tokens: int
@@ -183,11 +184,12 @@ class ServingConfig:
         d = self.decode
         whole = -(-longest // d.block_tokens) * d.block_tokens
         kv_pool_bytes = d.kv_pool_bytes
-        pools = decode_pools(model, tp=d.tp, pp=d.pp, gpu=cost.gpu)
+        pools = decode_pools(model, tp=d.tp, pp=d.pp, gpu=cost.gpu, max_num_seqs=d.max_num_seqs)
         if kv_pool_bytes is not None and any(pool.request_bytes(whole) > kv_pool_bytes for pool in pools):
             raise MemoryFitError(f"kv_pool_bytes: {kv_pool_bytes / 1e9:.3g} GB per GPU holds not one request of "
                                  f"{longest:,} tokens (its KV and state); expected more")
-        if (max_slots_in_memory(model, context_tokens=longest, tp=d.tp, gpu=cost.gpu, pp=d.pp) == 0
+        if (max_slots_in_memory(model, context_tokens=longest, tp=d.tp, gpu=cost.gpu, pp=d.pp,
+                                max_num_seqs=d.max_num_seqs) == 0
                 or d.memory and kv_pool_bytes is None and any(pool.request_bytes(whole) > pool.pool_bytes
                                                               for pool in pools)):
             raise MemoryFitError(f"decode_tp: {model.name}'s weights ({weights_per_gpu_bytes(model, tp=d.tp) / 1e9:.1f} "

@@ -69,7 +69,8 @@ class DisaggregatedSimulation:
         self.router = Router(dec.router, dec.servers)
         # decode memory (memory=True): every stage's KV and state pool on each decode server
         self.memory = memory
-        self.pools = decode_pools(model, tp=dec.tp, pp=dec.pp, gpu=cost.gpu) if memory else []
+        self.pools = decode_pools(model, tp=dec.tp, pp=dec.pp, gpu=cost.gpu, max_num_seqs=dec.max_num_seqs) \
+            if memory else []
         if dec.kv_pool_bytes is not None:
             self.pools = [replace(pool, pool_bytes=dec.kv_pool_bytes) for pool in self.pools]
         self.dec = [DecodeServer(self, k, dec.max_num_seqs,

@@ -21,7 +21,8 @@ vLLM's V1 scheduler does (``Scheduler.schedule`` in
 The step takes :class:`~depgraph.specs.cost.StepCost` of the chunks it
 scheduled (prompt chunks and decode tokens in one forward pass); at its end
 a request whose prompt is all computed samples a token (its first token, or
-the next one). Memory: ``gpu_memory_utilization`` of HBM minus the weights
+the next one). Memory: the KV cache vLLM sizes at start-up (``gpu_memory_utilization`` of the GPU's
+memory minus the weights, activations and non-torch memory)
 on each GPU holds the KV in blocks of ``block_tokens`` tokens and each
 admitted request's recurrent state.
 
@@ -217,14 +218,16 @@ class ColocatedRun:
 
 def colocated_pool_bytes(model: ModelSpec, cost: CostModel, stage: StagePool, *, tp: int, config: EngineConfig,
                          longest: int) -> int:
-    """The KV and state memory per GPU of a colocated server (``kv_pool_bytes``, else what
-    ``gpu_memory_utilization`` of HBM leaves beside the weights: ``stage``'s pool), refused when it cannot
-    hold the weights or one request of ``longest`` tokens (vLLM refuses a ``max_model_len`` it cannot hold)."""
+    """The KV and state memory per GPU of a colocated server (``kv_pool_bytes``, else the KV cache vLLM
+    sizes at start-up: ``gpu_memory_utilization`` of the GPU's memory less the weights, the profiled
+    activations and the memory outside torch, ``stage``'s pool), refused when it cannot hold the weights or
+    one request of ``longest`` tokens (vLLM refuses a ``max_model_len`` it cannot hold)."""
     pool = config.kv_pool_bytes if config.kv_pool_bytes is not None else stage.pool_bytes
     if pool <= 0:
         raise MemoryFitError(f"tp: the weights of {model.name} ({weights_per_gpu_bytes(model, tp=tp) / 1e9:.1f} GB "
-                             f"per GPU at TP {tp}) do not fit in {config.gpu_memory_utilization:g} of "
-                             f"{cost.gpu.name}'s {cost.gpu.hbm_bytes / 1e9:.0f} GB; raise tp")
+                             f"per GPU at TP {tp}), its activations and non-torch memory do not fit in "
+                             f"{config.gpu_memory_utilization:g} of {cost.gpu.name}'s "
+                             f"{cost.gpu.hbm_bytes / 2**30:.2f} GiB; raise tp")
     B = config.block_tokens
     need = stage.request_bytes(-(-longest // B) * B)
     if need > pool:
@@ -309,7 +312,8 @@ def simulate_colocated(model: ModelSpec, cost: CostModel, table: pd.DataFrame, *
                           "preempted request's recompute, must fit one step (vLLM requires max_num_batched_tokens "
                           ">= max_model_len then)")
     step_cost = ServingPredictor(model, cost, step_overhead_s=overhead_s, collectives=collectives).engine_step(tp)
-    [stage] = decode_pools(model, tp=tp, gpu=cost.gpu, gpu_memory_utilization=config.gpu_memory_utilization)
+    [stage] = decode_pools(model, tp=tp, gpu=cost.gpu, gpu_memory_utilization=config.gpu_memory_utilization,
+                           max_num_seqs=config.max_num_seqs, max_num_batched_tokens=budget)
     pool = colocated_pool_bytes(model, cost, stage, tp=tp, config=config, longest=longest) if config.memory else 1 << 62
     stage = replace(stage, pool_bytes=pool)
     reqs = [Request(i, float(a), int(p), int(o)) for i, (a, p, o) in

@@ -11,6 +11,7 @@ from .._validate import one_of, positive_int, positive_number
 from ..errors import ConfigError
 from ..specs.cost import DEFAULT_GPU
 from ..specs.hardware import DEFAULT_LINK, GPU, LINK_HELP, load_gpu, load_link
+from ..specs.memory import batch_defaults
 from ..specs.parallel import check_pp, check_tp_pair
 from ..specs.predictor import posting_s
 from ..specs.routing import ROUTING_HELP, parse_routing
@@ -24,28 +25,20 @@ __all__ = ["Deployment", "parse_deployment", "EngineConfig", "default_max_num_ba
 HANDOFFS = ("push", "pull", "pull-thread")
 SLOT_SCOPES = ("running", "reserved")
 
-GIB = 1024 ** 3
-
-
 def default_max_num_batched_tokens(gpu: GPU) -> int:
-    """vLLM's default token budget of an OpenAI-compatible server: 8,192 on a GPU
-    of at least 70 GiB that is not an A100, else 2,048 (``EngineArgs.get_batch_defaults``
-    in ``vllm/engine/arg_utils.py``, usage context ``OPENAI_API_SERVER``)."""
-    return 8192 if _large_gpu(gpu) else 2048
+    """vLLM's default token budget of an OpenAI-compatible server for ``gpu``: the first of
+    :func:`~depgraph.specs.memory.batch_defaults` (``EngineArgs.get_batch_defaults`` in
+    ``vllm/engine/arg_utils.py``: 8,192 on a GPU whose driver reports at least 70 GiB and that is not
+    an A100, else 2,048)."""
+    return batch_defaults(gpu)[0]
 
 
 def default_max_num_seqs(gpu: GPU | str) -> int:
-    """vLLM's default ``--max-num-seqs`` of an OpenAI-compatible server, by the same rule: 1,024 on a GPU
-    of at least 70 GiB that is not an A100 (an H100 or H200), else 256 (``EngineArgs.get_batch_defaults``
-    in ``vllm/engine/arg_utils.py``). What a measured server ran with when its flags did not say: a burst
-    of 1,000 requests (``vllm bench serve``'s defaults) runs all at once on an H200, not 256 at a time."""
-    return 1024 if _large_gpu(load_gpu(gpu)) else 256
-
-
-def _large_gpu(gpu: GPU) -> bool:
-    """The branch of ``get_batch_defaults`` that gives the larger defaults (the A100 is excluded there: a
-    larger budget slowed it, vLLM PR #17885)."""
-    return gpu.hbm_bytes >= 70 * GIB and not gpu.name.startswith("a100")
+    """vLLM's default ``--max-num-seqs`` of an OpenAI-compatible server for ``gpu``: the second of
+    :func:`~depgraph.specs.memory.batch_defaults` (1,024 on an H100 or H200, else 256). What a measured
+    server ran with when its flags did not say: a burst of 1,000 requests (``vllm bench serve``'s
+    defaults) runs all at once on an H200, not 256 at a time."""
+    return batch_defaults(load_gpu(gpu))[1]
 
 
 @dataclass(frozen=True, slots=True)

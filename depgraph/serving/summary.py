@@ -39,11 +39,11 @@ def _kv_used_of(sim: Any, free_bytes: np.ndarray) -> np.ndarray:
 
 
 def _memory(sim: Any, df: pd.DataFrame) -> dict[str, Any]:
-    """The most slots of the run's longest context a decode server's HBM holds (weights at this TP
-    first; :mod:`depgraph.serving.memory`), and whether ``max_num_seqs`` fits in it."""
+    """The most slots of the run's longest context a decode server's KV cache holds (vLLM's start-up
+    accounting at this TP; :mod:`depgraph.serving.memory`), and whether ``max_num_seqs`` fits in it."""
     longest = int((df.prompt_tokens + df.output_tokens).max())
     fit = max_slots_in_memory(sim.model, context_tokens=longest, tp=sim.cfg.decode.tp, gpu=sim.cost.gpu,
-                              pp=sim.cfg.decode.pp)
+                              pp=sim.cfg.decode.pp, max_num_seqs=sim.slots)
     return {"memory_max_num_seqs": fit, "memory_fits": sim.slots <= fit}
 
 def _occupancy(sim: Any, end: float) -> dict[str, Any]:

@@ -421,7 +421,8 @@ _NEMOTRON_BLOCKS = {"mamba": "M", "attention": "*", "mlp": "-", "moe": "E"}
 
 
 def _nemotron_pattern(f: _Fields) -> str:
-    """``hybrid_override_pattern``, or the same read from ``layers_block_type``."""
+    """``hybrid_override_pattern``, or the same read from ``layers_block_type`` (the list transformers 5
+    writes instead, one of ``mamba``, ``attention``, ``mlp``, ``moe`` a layer)."""
     if f.has("hybrid_override_pattern") or not f.has("layers_block_type"):
         return f.str("hybrid_override_pattern")
     blocks = f.config["layers_block_type"]
@@ -434,10 +435,22 @@ def _nemotron_pattern(f: _Fields) -> str:
 
 
 def _nemotron_h(f: _Fields, dtype_bytes: int, model_type: str) -> tuple[list[LayerSpec], int]:
-    n = f.int("num_hidden_layers", upper=_MAX_LAYERS)
     pattern = _nemotron_pattern(f)
+    # transformers 5 writes layers_block_type and no num_hidden_layers (a property there: the list's length)
+    listed = not f.has("hybrid_override_pattern") and f.has("layers_block_type")
+    if listed and not f.has("num_hidden_layers"):
+        if not 0 < len(pattern) <= _MAX_LAYERS:
+            raise f.error("layers_block_type", f"expected 1 to {_MAX_LAYERS:,} layers, got {len(pattern):,}")
+        return _nemotron_layers(f, dtype_bytes, model_type, pattern)
+    n = f.int("num_hidden_layers", upper=_MAX_LAYERS)
     if len(pattern) != n:
-        raise f.error("hybrid_override_pattern", f"expected {n} characters (num_hidden_layers), got {len(pattern)}")
+        key = "layers_block_type" if listed else "hybrid_override_pattern"
+        raise f.error(key, f"expected {n} {'entries' if listed else 'characters'} (num_hidden_layers), "
+                           f"got {len(pattern)}")
+    return _nemotron_layers(f, dtype_bytes, model_type, pattern)
+
+
+def _nemotron_layers(f: _Fields, dtype_bytes: int, model_type: str, pattern: str) -> tuple[list[LayerSpec], int]:
     for i, ch in enumerate(pattern):
         if ch not in "M*-E":
             raise ConfigError(f"{f.name('hybrid_override_pattern')}[{i}]: expected M (Mamba-2), * (attention), "

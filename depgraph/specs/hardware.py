@@ -62,6 +62,9 @@ class Link:
 class GPU:
     """A GPU from its datasheet: dense peaks, HBM, and its intra-node interconnect.
 
+    ``hbm_bytes`` is the memory the driver reports usable (``torch.cuda.mem_get_info``'s total, what vLLM
+    multiplies by ``gpu_memory_utilization``: 79.22 GiB on an 80 GB H100), ``hbm_datasheet_bytes`` the
+    datasheet's decimal figure (80e9), ``hbm_source`` where each comes from.
     ``hbm_efficiency`` is set only for a calibration device whose speeds are
     already effective (``study-effective``: 1.0); otherwise the cost model's
     default applies (:class:`~depgraph.specs.cost.CostModel`)."""
@@ -77,6 +80,8 @@ class GPU:
     hbm_efficiency: float | None = None
     source: str = ""
     gpus_per_node: int = 8  # GPUS_PER_NODE unless the entry says
+    hbm_datasheet_bytes: float | None = None  # the datasheet's decimal capacity (None: not given)
+    hbm_source: str = ""
 
 
 #: GPUs in one server, so on one intra-node interconnect, unless a catalog entry gives ``gpus_per_node``:
@@ -96,7 +101,7 @@ HARDWARE_ENV = "DEPGRAPH_HARDWARE"
 _GPU_NUMBERS = (("peak_bf16_flops", False, 1e18, True), ("hbm_bytes_per_s", False, 1e15, True),
                 ("hbm_bytes", False, 1e14, True), ("peak_fp8_flops", False, 1e18, False),
                 ("interconnect_bytes_per_s", False, 1e14, False), ("hbm_efficiency", False, 1.0, False),
-                ("gpus_per_node", False, 4096, False))
+                ("gpus_per_node", False, 4096, False), ("hbm_datasheet_bytes", False, 1e14, False))
 _LINK_NUMBERS = (("bandwidth_gbps", False, 1e6, True), ("latency_s", True, 10.0, True))
 
 
@@ -152,8 +157,9 @@ def use_hardware(path: str | os.PathLike | None) -> None:
     """Add (or replace) GPUs and links from a TOML or JSON file for this
     process and the workers it starts; ``None`` goes back to the shipped
     catalog. The file has the shipped file's shape (``[gpus.<name>]`` with
-    ``peak_bf16_flops``, ``hbm_bytes_per_s``, ``hbm_bytes``, ``description``
-    and optionally ``peak_fp8_flops``, ``interconnect``,
+    ``peak_bf16_flops``, ``hbm_bytes_per_s``, ``hbm_bytes`` (the usable total the
+    driver reports), ``description`` and optionally ``hbm_datasheet_bytes``,
+    ``hbm_source``, ``peak_fp8_flops``, ``interconnect``,
     ``interconnect_bytes_per_s``, ``gpus_per_node``, ``source``; ``[links.<name>]`` with
     ``bandwidth_gbps``, ``latency_s``, ``description``, optionally
     ``source``) and is checked entry by entry before anything is used."""
@@ -188,6 +194,8 @@ def _checked(data: Any, where: str, *, full: bool) -> dict[str, Any]:
                                   "or '-' (at most 64)")
             entry = table(entry, f"{kind}.{key}")
             known = {name for name, *_ in fields} | {"description", "source", "interconnect"}
+            if kind == "gpus":
+                known.add("hbm_source")
             for name in entry:
                 if name not in known:
                     raise ConfigError(f"{where}: {kind}.{key}.{name}: not a field; expected one of "
@@ -199,7 +207,7 @@ def _checked(data: Any, where: str, *, full: bool) -> dict[str, Any]:
             if entry.get("gpus_per_node") is not None and entry["gpus_per_node"] != int(entry["gpus_per_node"]):
                 raise ConfigError(f"{where}: {kind}.{key}.gpus_per_node: expected a whole number of GPUs, got "
                                   f"{entry['gpus_per_node']!r}")
-            for name in ("description", "source", "interconnect"):
+            for name in ("description", "source", "interconnect", "hbm_source"):
                 if (name in entry or name == "description") and not isinstance(entry.get(name), str):
                     raise ConfigError(f"{where}: {kind}.{key}.{name}: expected a string, got {entry.get(name)!r}")
             out[kind][key] = entry
@@ -302,8 +310,9 @@ def load_gpu(gpu: str | GPU) -> GPU:
     if key not in data["gpus"]:
         raise ConfigError(f"gpu: expected one of {', '.join(gpu_names())}; got {gpu!r}")
     e = data["gpus"][key]
-    optional = {k: float(e[k]) for k in ("peak_fp8_flops", "interconnect_bytes_per_s", "hbm_efficiency")
-                if e.get(k) is not None}
+    optional = {k: float(e[k]) for k in ("peak_fp8_flops", "interconnect_bytes_per_s", "hbm_efficiency",
+                                         "hbm_datasheet_bytes") if e.get(k) is not None}
     return GPU(name=key, peak_bf16_flops=float(e["peak_bf16_flops"]), hbm_bytes_per_s=float(e["hbm_bytes_per_s"]),
                hbm_bytes=float(e["hbm_bytes"]), description=e["description"], interconnect=e.get("interconnect", ""),
-               source=e.get("source", ""), gpus_per_node=int(e.get("gpus_per_node", GPUS_PER_NODE)), **optional)
+               source=e.get("source", ""), gpus_per_node=int(e.get("gpus_per_node", GPUS_PER_NODE)),
+               hbm_source=e.get("hbm_source", ""), **optional)

@@ -35,7 +35,8 @@ from typing import Any
 
 from .._validate import one_of, positive_int, positive_number
 from ..errors import ConfigError, DepgraphError, MemoryFitError
-from ..serving.memory import GPU_MEMORY_UTILIZATION, check_sides, weights_per_gpu_bytes
+from ..serving.memory import check_sides, weights_per_gpu_bytes
+from ..specs.memory import stage_kv_cache_bytes
 from ..serving.simulator import HANDOFFS, MAX_ARRIVAL_S, loadtest, meets_slos
 from ..specs.hardware import load_gpu
 from ..specs.models import load_model
@@ -142,12 +143,15 @@ def evaluate(point: dict[str, Any]) -> list[dict[str, Any]]:
     c["tp"] = c["prefill_tp"] if c["prefill_tp"] == c["decode_tp"] else None
     model, gpu = point["model"], point["gpu"]
     row = {k: c[k] for k in ("deployment", "tp", "prefill_tp", "decode_tp", "handoff", "max_num_seqs", "gpus")}
+    spec = load_model(model)
     for side in ("prefill_tp", "decode_tp"):
-        weights = weights_per_gpu_bytes(load_model(model), tp=c[side])
-        if weights >= GPU_MEMORY_UTILIZATION * load_gpu(gpu).hbm_bytes:
+        weights = weights_per_gpu_bytes(spec, tp=c[side])
+        # vLLM's start-up accounting: no KV cache is left beside the weights, activations and non-torch memory
+        if min(stage_kv_cache_bytes(spec, gpu=gpu, tp=c[side], max_num_seqs=c["max_num_seqs"])) <= 0:
             where = "" if c["handoff"] is None else f" on the {side[:-3]} side"
             return [{**row, "goodput_rps": 0.0, "goodput_per_gpu": 0.0, "bound": "memory-bound",
-                     "reason": f"weights {weights / 1e9:.1f} GB per GPU{where} do not fit", "slo_attainment": 0.0,
+                     "reason": f"weights {weights / 1e9:.1f} GB per GPU{where} leave no KV cache",
+                     "slo_attainment": 0.0,
                      "ttft_p90_s": math.nan, "tpot_p90_s": math.nan}]
 
     def run(qps: float):
