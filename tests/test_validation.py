@@ -139,3 +139,35 @@ def test_the_validate_command(capsys, tmp_path):
     text = capsys.readouterr().out
     assert "layer-decode" in text and "in-sample" in text and (tmp_path / "v.png").stat().st_size > 10_000
     assert main(["validate", "--plot", str(tmp_path / "v.gif")]) == 2
+
+
+def test_calibrate_profile_fits_a_users_profiles_and_every_command_takes_them(tmp_path, capsys):
+    """A user's Vidur-format profiles (here: the shipped A100 ones, with one GEMM made 30% slower) give
+    their own fit, and the --hardware file it writes carries it to every command."""
+    import shutil
+
+    from depgraph.cli import main
+
+    src = measured_root() / "vidur" / "compute" / "a100"
+    mine = tmp_path / "profiles"
+    shutil.copytree(src, mine)
+    for f in mine.rglob("mlp.csv"):
+        import pandas as pd
+
+        frame = pd.read_csv(f)
+        frame["time_stats.mlp_up_proj.median"] *= 1.3
+        frame.to_csv(f, index=False)
+    out = tmp_path / "a100.toml"
+    assert main(["calibrate", "--profile", str(mine), "--gpu", "a100-80g", "-o", str(out), "--json"]) == 0
+    fit = json.loads(capsys.readouterr().out)
+    shipped = gpu_fit("a100-80g").values
+    assert fit["values"]["mfu"] < shipped["mfu"] and fit["values"]["hbm_efficiency"] < shipped["hbm_efficiency"]
+    assert fit["errors"]["prefill"]["median_abs_error"] < fit["errors_at_shipped_defaults"]["prefill"]["median_abs_error"]
+    assert main(["--hardware", str(out), "ttft", "qwen3-32b", "--gpu", "a100-80g", "--prompt-tokens", "1024",
+                 "--json"]) == 0
+    theirs = json.loads(capsys.readouterr().out)
+    assert main(["ttft", "qwen3-32b", "--gpu", "a100-80g", "--prompt-tokens", "1024", "--json"]) == 0
+    ours = json.loads(capsys.readouterr().out)
+    assert theirs["ttft_s"] > ours["ttft_s"] and theirs["mfu"] < ours["mfu"]  # a slower GEMM, a slower prefill
+    assert main(["calibrate", "qwen3-32b", "--profile", str(mine), "--gpu", "a100-80g"]) == 2
+    assert main(["calibrate", "--gpu", "a100-80g"]) == 2

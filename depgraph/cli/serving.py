@@ -310,12 +310,17 @@ def run_plan_command(args) -> int:
 def add_calibrate_command(subparsers) -> argparse.ArgumentParser:
     """Add ``depgraph calibrate MODEL FILE... --gpu G [--tp T] [--deployment D] [--handoff H]
     [--max-num-seqs S] [--max-num-batched-tokens N] [--no-chunked-prefill] [-o calib.toml] [--json]``."""
-    p = subparsers.add_parser("calibrate", help="fit the cost model to measured vllm bench serve runs")
-    p.add_argument("model")
-    p.add_argument("files", nargs="+", metavar="FILE",
+    p = subparsers.add_parser("calibrate", help="fit the cost model to measured vllm bench serve runs, or to "
+                                                "operator profiles (--profile)")
+    p.add_argument("model", nargs="?", help="the model the runs served (not with --profile)")
+    p.add_argument("files", nargs="*", metavar="FILE",
                    help="vllm bench serve --save-result JSON files (--save-detailed for per-request fits), or one "
                         "per-operation CSV (op,prompt_tokens,batch,context_tokens,seconds) for a profiled server")
     p.add_argument("--gpu", required=True, help="GPU type the runs were measured on (depgraph gpus)")
+    p.add_argument("--profile", default=None, metavar="DIR",
+                   help="fit the cost model's fitted terms to Vidur-format operator profiles measured on --gpu "
+                        "(mlp.csv, attention.csv, all_reduce.csv under DIR); -o writes a --hardware file whose "
+                        "GPU carries the fit, for every command")
     p.add_argument("--tp", type=_number(int, "--tp"), default=1, metavar="T", help="tensor-parallel size (default 1)")
     p.add_argument("--prefill-tp", type=_number(int, "--prefill-tp"), default=None, metavar="P",
                    help="a disaggregated deployment's prefill side (default --tp)")
@@ -351,6 +356,47 @@ def add_calibrate_command(subparsers) -> argparse.ArgumentParser:
     return p
 
 
+def _calibrate_profile(args) -> int:
+    """``calibrate --profile DIR --gpu G [-o FILE.toml] [--json]``: the cost model fitted to a user's
+    operator profiles (:func:`~depgraph.specs.profile_fit.fit_profile_dir`)."""
+    from ..io.atomic import atomic_write_text
+    from ..specs.profile_fit import fit_profile_dir
+
+    if args.model is not None or args.files:
+        raise DepgraphError("--profile: fits operator profiles, not a model's runs; leave MODEL and FILE out")
+    fit = fit_profile_dir(args.profile, args.gpu)
+    if args.output:
+        atomic_write_text(Path(args.output), _hardware_toml(fit.gpu, fit.hardware_entry()))
+    if args.json:
+        print(_dumps(_json_safe(fit.as_dict()), indent=1))
+        return 0
+    print(f"{fit.gpu}: the cost model fitted to the profiles in {fit.where}")
+    for name, value in fit.values.items():
+        print(f"  {name:<26} {value * 1e6:.3g} us" if name.endswith("_s") else f"  {name:<26} {value:.4g}")
+    print(f"  {'regime':<20} {'points':>6} {'median |err|':>12} {'p90 |err|':>9}   at the shipped defaults")
+    for regime, s in fit.stats.items():
+        b = fit.before[regime]
+        print(f"  {regime:<20} {s['n']:>6} {100 * s['median_abs_error']:>11.1f}% {100 * s['p90_abs_error']:>8.1f}%"
+              f"   {100 * b['median_abs_error']:.1f}% / {100 * b['p90_abs_error']:.1f}%")
+    if args.output:
+        print(f"wrote {args.output}: give it as --hardware {args.output} to any command (its {fit.gpu} carries the fit)")
+    return 0
+
+
+def _hardware_toml(name: str, entry: dict) -> str:
+    """A ``--hardware`` TOML file of one GPU entry (strings quoted as TOML basic strings; numbers as repr)."""
+    def lit(v) -> str:
+        if isinstance(v, str):
+            return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+        return repr(float(v))
+
+    lines = ["# depgraph calibrate --profile: this GPU with its own fitted cost-model terms", f"[gpus.{name}]"]
+    lines += [f"{k} = {lit(v)}" for k, v in entry.items() if k != "fit"]
+    lines += [f"[gpus.{name}.fit]", f"dataset = {lit(entry['fit']['dataset'])}", f"[gpus.{name}.fit.values]"]
+    lines += [f"{k} = {lit(v)}" for k, v in entry["fit"]["values"].items()]
+    return "\n".join(lines) + "\n"
+
+
 def run_calibrate_command(args) -> int:
     from .._validate import positive_int
     from ..io.atomic import save_figure
@@ -362,6 +408,10 @@ def run_calibrate_command(args) -> int:
     if args.plot is not None and Path(args.plot).suffix.lower() not in (".png", ".svg", ".pdf"):
         raise DepgraphError(f"--plot: expected a file ending in .png, .svg or .pdf; got {args.plot!r}")
     positive_int("--bootstrap", args.bootstrap, upper=100_000, allow_zero=True)
+    if args.profile is not None:
+        return _calibrate_profile(args)
+    if args.model is None or not args.files:
+        raise DepgraphError("calibrate: expected MODEL and at least one FILE (or --profile DIR)")
     csvs = [f for f in args.files if Path(f).suffix.lower() == ".csv"]
     if csvs:
         from ..serving.calibrate import calibrate_operations

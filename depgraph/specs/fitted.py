@@ -61,8 +61,12 @@ def _data() -> dict[str, Any]:
 
 
 def gpu_fit(gpu: Any) -> GpuFit | None:
-    """The fit a GPU (a :class:`~depgraph.specs.hardware.GPU` or its catalog name) runs with, or ``None``."""
+    """The fit a GPU (a :class:`~depgraph.specs.hardware.GPU` or its catalog name) runs with, or ``None``:
+    its own (a ``--hardware`` file's ``fit``), else the shipped one, else a borrowed one."""
     name = getattr(gpu, "name", gpu)
+    own_fit = getattr(gpu, "fit", ())
+    if own_fit:  # a --hardware file's: the user's own profiles
+        return GpuFit(name, dict(own_fit), getattr(gpu, "fit_dataset", "") or "the GPU's own profiles")
     data = _data()
     own = data["fits"].get(name)
     if own is not None:

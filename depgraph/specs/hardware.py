@@ -67,7 +67,9 @@ class GPU:
     datasheet's decimal figure (80e9), ``hbm_source`` where each comes from.
     ``hbm_efficiency`` is set only for a calibration device whose speeds are
     already effective (``study-effective``: 1.0); otherwise the cost model's
-    default applies (:class:`~depgraph.specs.cost.CostModel`)."""
+    default applies (:class:`~depgraph.specs.cost.CostModel`). ``fit``: the GPU's own fitted cost-model
+    terms, from a ``--hardware`` file ``depgraph calibrate --profile`` wrote (``fit_dataset`` names the
+    profiles); they stand in for the shipped fit (:func:`~depgraph.specs.fitted.gpu_fit`)."""
 
     name: str
     peak_bf16_flops: float
@@ -82,6 +84,8 @@ class GPU:
     gpus_per_node: int = 8  # GPUS_PER_NODE unless the entry says
     hbm_datasheet_bytes: float | None = None  # the datasheet's decimal capacity (None: not given)
     hbm_source: str = ""
+    fit: tuple[tuple[str, float], ...] = ()  # its own fitted cost-model terms (a --hardware file's), if any
+    fit_dataset: str = ""
 
 
 #: GPUs in one server, so on one intra-node interconnect, unless a catalog entry gives ``gpus_per_node``:
@@ -195,7 +199,9 @@ def _checked(data: Any, where: str, *, full: bool) -> dict[str, Any]:
             entry = table(entry, f"{kind}.{key}")
             known = {name for name, *_ in fields} | {"description", "source", "interconnect"}
             if kind == "gpus":
-                known.add("hbm_source")
+                known |= {"hbm_source", "fit"}
+                if "fit" in entry:
+                    _check_fit(entry["fit"], f"{where}: gpus.{key}.fit")
             for name in entry:
                 if name not in known:
                     raise ConfigError(f"{where}: {kind}.{key}.{name}: not a field; expected one of "
@@ -216,6 +222,26 @@ def _checked(data: Any, where: str, *, full: bool) -> dict[str, Any]:
     if full:
         _check_aliases(out, where)
     return out
+
+
+def _check_fit(fit: Any, where: str) -> None:
+    """A GPU's own fitted cost-model terms (``depgraph calibrate --profile`` writes them):
+    ``{"dataset": "...", "values": {field: number}}``, each field one of
+    :data:`~depgraph.specs.fitted.FITTED_FIELDS`, an efficiency in (0, 1] (an all-reduce's in (0, 2]),
+    a time in seconds from 0 to 10."""
+    from .fitted import FITTED_FIELDS
+
+    if not isinstance(fit, dict) or set(fit) - {"dataset", "values"} or not isinstance(fit.get("values"), dict):
+        raise ConfigError(f"{where}: expected a table with 'values' (field = number) and 'dataset' (a string)")
+    if not isinstance(fit.get("dataset", ""), str):
+        raise ConfigError(f"{where}.dataset: expected a string, got {fit['dataset']!r}")
+    for name, value in fit["values"].items():
+        if name not in FITTED_FIELDS:
+            raise ConfigError(f"{where}.values.{name}: not a fitted field; expected one of {', '.join(FITTED_FIELDS)}")
+        if name.endswith("_s"):
+            positive_number(f"{where}.values.{name}", value, allow_zero=True, upper=10.0)
+        else:
+            positive_number(f"{where}.values.{name}", value, upper=2.0 if name == "collective_efficiency" else 1.0)
 
 
 def _check_aliases(data: dict[str, Any], where: str) -> None:
@@ -315,4 +341,6 @@ def load_gpu(gpu: str | GPU) -> GPU:
     return GPU(name=key, peak_bf16_flops=float(e["peak_bf16_flops"]), hbm_bytes_per_s=float(e["hbm_bytes_per_s"]),
                hbm_bytes=float(e["hbm_bytes"]), description=e["description"], interconnect=e.get("interconnect", ""),
                source=e.get("source", ""), gpus_per_node=int(e.get("gpus_per_node", GPUS_PER_NODE)),
-               hbm_source=e.get("hbm_source", ""), **optional)
+               hbm_source=e.get("hbm_source", ""), **optional,
+               fit=tuple(sorted((k, float(v)) for k, v in (e.get("fit") or {}).get("values", {}).items())),
+               fit_dataset=str((e.get("fit") or {}).get("dataset", "")))

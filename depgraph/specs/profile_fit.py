@@ -52,7 +52,7 @@ from .hardware import GPU, load_gpu
 
 __all__ = ["MLP_OPERATORS", "REGIMES", "read_profile_dir", "Profiles", "operator_rows", "allreduce_rows",
            "predict_rows", "predict_allreduce", "fit_profiles", "fit_allreduce", "error_stats", "MAX_PROFILE_BYTES",
-           "MAX_PROFILE_FILES"]
+           "MAX_PROFILE_FILES", "ProfileFit", "fit_profile_dir", "shipped_fits"]
 
 #: The operators of ``mlp.csv`` one layer runs, each once, as Vidur's predictor adds them (its ``add`` is the one
 #: residual add it times).
@@ -67,6 +67,8 @@ _AR_COLUMNS = ("num_workers", "size", "devices_per_node", "collective")
 #: The largest profile file read, and the most files a directory may hold.
 MAX_PROFILE_BYTES = 64 * 1024 * 1024
 MAX_PROFILE_FILES = 10_000
+#: The most files and folders a profile folder's walk visits.
+MAX_PROFILE_ENTRIES = 200_000
 #: The statistic of each operator's timings used (Vidur's predictor trains on the median too).
 STAT = "median"
 
@@ -115,7 +117,12 @@ def read_profile_dir(path: str | os.PathLike) -> Profiles:
         raise ConfigError(f"--profile: {path}: not a directory of Vidur-format profiles "
                           "(mlp.csv, attention.csv, all_reduce.csv)")
     files = []
+    seen = 0
     for dirpath, _, names in os.walk(root):
+        seen += len(names) + 1
+        if seen > MAX_PROFILE_ENTRIES:
+            raise ConfigError(f"--profile: {path}: more than {MAX_PROFILE_ENTRIES:,} files and folders under it; "
+                              "give the folder of the profiles themselves")
         for n in names:
             if n in ("mlp.csv", "attention.csv", "all_reduce.csv"):
                 files.append(Path(dirpath) / n)
@@ -527,3 +534,74 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+# ------------------------------------------------------------------ a user's own profiles
+
+
+@dataclass(frozen=True)
+class ProfileFit:
+    """What :func:`fit_profile_dir` returns: the fitted ``values`` (fields of the cost model), the error of
+    each regime at them (``stats``: regime -> :func:`error_stats`) and at the shipped defaults
+    (``before``), the ``gpu`` and the folder (``where``)."""
+
+    gpu: str
+    where: str
+    values: dict[str, float]
+    stats: dict[str, dict[str, float]]
+    before: dict[str, dict[str, float]]
+
+    def hardware_entry(self) -> dict[str, Any]:
+        """A ``--hardware`` entry for the GPU carrying this fit (the catalog's datasheet fields, and ``fit``)."""
+        from .hardware import load_gpu
+
+        g = load_gpu(self.gpu)
+        entry: dict[str, Any] = {"peak_bf16_flops": g.peak_bf16_flops, "hbm_bytes_per_s": g.hbm_bytes_per_s,
+                                 "hbm_bytes": g.hbm_bytes, "description": g.description, "source": g.source}
+        for name in ("peak_fp8_flops", "interconnect_bytes_per_s", "hbm_datasheet_bytes"):
+            if getattr(g, name) is not None:
+                entry[name] = getattr(g, name)
+        if g.interconnect:
+            entry["interconnect"] = g.interconnect
+        entry["fit"] = {"dataset": f"profiles in {self.where}", "values": dict(self.values)}
+        return entry
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"gpu": self.gpu, "profiles": self.where, "values": self.values, "errors": self.stats,
+                "errors_at_shipped_defaults": self.before}
+
+
+def fit_profile_dir(path: str | os.PathLike, gpu: GPU | str) -> ProfileFit:
+    """Fit the cost model to the Vidur-format profiles under ``path`` (``mlp.csv``, ``attention.csv``,
+    ``all_reduce.csv``, as :func:`read_profile_dir` reads them) measured on ``gpu``: the terms the files
+    identify (:func:`fit_profiles`, :func:`fit_allreduce`), the others kept at the GPU's shipped fit."""
+    from .cost import CostModel
+
+    gpu = load_gpu(gpu)
+    p = read_profile_dir(path)
+    rows = operator_rows(p)
+    ar = allreduce_rows(p)
+    values: dict[str, float] = {}
+    if len(rows):
+        values.update(fit_profiles(rows, gpu))
+    if len(ar):
+        values.update(fit_allreduce(ar, gpu))
+    if not values:
+        raise ConfigError(f"--profile: {path}: no rows on the grid (prompts of {PREFILL_TOKENS[0]:,} to "
+                          f"{PREFILL_TOKENS[1]:,} tokens, decode batches of {DECODE_BATCHES[0]} to "
+                          f"{DECODE_BATCHES[1]}, all-reduces within a server)")
+    shipped = CostModel(gpu=gpu)
+    base = dict(shipped.fit.values) if shipped.fit is not None else {}
+    values = {k: float(f"{float(v):.6g}") for k, v in {**base, **values}.items()}
+    fitted = CostModel(gpu=gpu, **values)
+    stats, before = {}, {}
+    for regime in REGIMES:
+        k = (rows["regime"] == regime).to_numpy() if len(rows) else np.zeros(0, dtype=bool)
+        if k.any():
+            m = rows["measured_s"].to_numpy()[k]
+            stats[regime] = error_stats(predict_rows(rows[k], fitted), m)
+            before[regime] = error_stats(predict_rows(rows[k], shipped), m)
+    if len(ar):
+        stats["all-reduce"] = error_stats(predict_allreduce(ar, fitted), ar["t"].to_numpy())
+        before["all-reduce"] = error_stats(predict_allreduce(ar, shipped), ar["t"].to_numpy())
+    return ProfileFit(gpu.name, str(path), values, stats, before)
