@@ -22,7 +22,8 @@ from ..errors import DepgraphError
 from .args import _flag_value
 from .catalog import _cmd_bytes, _cmd_gpus, _cmd_links, _cmd_memory, _cmd_models, _cmd_schedule
 from .parser import _build_parser
-from .serving import _cmd_loadtest, run_calibrate_command, run_capacity_command, run_plan_command
+from .calibrate import run_calibrate_command
+from .serving import _cmd_loadtest, run_capacity_command, run_plan_command
 from .single import _cmd_draw, _cmd_trace, _cmd_ttft
 from .sweep import _cmd_reproduce, run_anomalies_command, run_sweep_command
 from .validate import run_validate_command
@@ -30,7 +31,8 @@ from .validate import run_validate_command
 # The names the flat depgraph/cli.py had, where tests and scripts import them from.
 from .args import LINK_HELP, _COMMON_HELP, _gb_bytes, _HelpFormatter, _number, _Parser  # noqa: F401
 from .output import _dumps, _json_safe, _non_finite  # noqa: F401
-from .serving import add_calibrate_command, add_capacity_command, add_loadtest_command, add_plan_command  # noqa: F401
+from .calibrate import add_calibrate_command  # noqa: F401
+from .serving import add_capacity_command, add_loadtest_command, add_plan_command  # noqa: F401
 from .single import _cost, _point, _scheduled  # noqa: F401
 from .sweep import add_anomalies_command, add_reproduce_command, add_sweep_command  # noqa: F401
 

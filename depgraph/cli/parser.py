@@ -8,7 +8,8 @@ import argparse
 
 from .args import _budget_arg, _Parser
 from .catalog import add_bytes_command, add_catalog_commands, add_memory_command, add_schedule_command
-from .serving import (add_calibrate_command, add_capacity_command, add_loadtest_command,
+from .calibrate import add_calibrate_command
+from .serving import (add_capacity_command, add_loadtest_command,
                       add_plan_command)
 from .single import add_request_commands
 from .sweep import add_anomalies_command, add_reproduce_command, add_sweep_command

@@ -93,6 +93,8 @@ SUMMARY_FIELDS: dict[str, str] = {
     "hbm_efficiency": "decode HBM bandwidth efficiency (fraction)",
     "step_overhead_s": "fixed time per engine or decode step, seconds",
     "expert_routing": "how a MoE model's tokens spread over its experts",
+    "cost_model": "the cost model every step was charged with, in words: the GPU, efficiencies, fixed costs "
+                  "and the dataset they were fitted to (CostModel.describe)",
     "memory_max_num_seqs": "requests of the run's longest context a decode server's HBM holds beside the "
                            "weights; null colocated (its engine holds blocks, not slots)",
     "memory_fits": "whether max_num_seqs fits in decode memory; null colocated",

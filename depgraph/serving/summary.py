@@ -149,6 +149,7 @@ def disaggregated_result(sim: Any, **meta) -> LoadResult:
         "decode_tp": sim.cfg.decode.tp, "prefill_pp": sim.cfg.prefill.pp, "decode_pp": sim.cfg.decode.pp,
         "collectives": sim.cfg.cost.collectives, "prefill_mfu": sim.cost.prefill_mfu,
         "hbm_efficiency": sim.cost.decode_hbm_efficiency, "expert_routing": str(sim.cost.expert_routing),
+        "cost_model": sim.cost.describe(),
         **_memory(sim, df),
         **{f"ttft_p{q}_s": float(np.percentile(df.ttft_s, q)) for q in (50, 90, 99)},
         "ttft_mean_s": float(df.ttft_s.mean()),
@@ -223,7 +224,7 @@ def colocated_result(model: ModelSpec, cfg: Any, cost: CostModel, table: pd.Data
         "gpu": cost.gpu.name, "link": cost.link.name, "tp": tp, "prefill_tp": tp, "decode_tp": tp,
         "prefill_mfu": cost.prefill_mfu, "hbm_efficiency": cost.decode_hbm_efficiency,
         "step_overhead_s": cfg.cost.step_overhead_s, "collectives": cfg.cost.collectives,
-        "expert_routing": str(cost.expert_routing),
+        "expert_routing": str(cost.expert_routing), "cost_model": cost.describe(),
         **latency_summary(df, itl=run.itl_s, slo=meta["slo"], end=end, gpus=run.servers * tp),
         "preemptions": run.preemptions, "preempted_requests": int((df.preemptions > 0).sum()),
         "bytes_moved": 0.0,  # no handoff: prefill and decode share the GPUs

@@ -310,7 +310,7 @@ class CostModel:
         """The named assumptions that differ from their defaults, in words (``describe`` lists them)."""
         out = []
         if self._fit is not None:
-            out.append(f"attention {self.attention_efficiency:g}, KV reads {self.kv_efficiency:g}, "
+            out.append(f"attention {self.attention_efficiency:.3g}, KV reads {self.kv_efficiency:.3g}, "
                        f"{self.layer_overhead_s * 1e6:.3g} us a layer ({self._fit.describe()})")
         if self.expert_routing.kind != "uniform":
             out.append(f"expert routing {self.expert_routing}")
