@@ -171,3 +171,10 @@ def test_calibrate_profile_fits_a_users_profiles_and_every_command_takes_them(tm
     assert theirs["ttft_s"] > ours["ttft_s"] and theirs["mfu"] < ours["mfu"]  # a slower GEMM, a slower prefill
     assert main(["calibrate", "qwen3-32b", "--profile", str(mine), "--gpu", "a100-80g"]) == 2
     assert main(["calibrate", "--gpu", "a100-80g"]) == 2
+
+
+def test_memory_target():
+    from depgraph.studies.validation import memory_table
+
+    (r,) = memory_table()
+    assert r.verdict == "met" and r.stats["max_abs_error"] <= 0.05 and r.stats["n"] >= 10

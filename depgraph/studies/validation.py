@@ -32,7 +32,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["TARGETS", "Regime", "validate", "operator_table", "allreduce_table", "serving_table", "plot_validation",
+__all__ = ["TARGETS", "Regime", "validate", "operator_table", "allreduce_table", "serving_table", "memory_table",
+           "plot_validation",
            "measured_root"]
 
 #: Each regime's targets: statistic -> largest value that meets it (absolute relative errors).
@@ -47,6 +48,7 @@ TARGETS: dict[str, dict[str, float]] = {
     "serving TPOT p50": {"max_abs_error": 0.20},
     "serving TTFT mean": {"max_abs_error": 0.35},
     "serving throughput": {"max_abs_error": 0.15},
+    "memory KV cache": {"max_abs_error": 0.05},
 }
 #: What each regime compares, in words.
 WHAT = {
@@ -60,6 +62,7 @@ WHAT = {
     "serving TPOT p50": "median time per output token of a replayed vllm bench serve run",
     "serving TTFT mean": "mean time to first token of the run",
     "serving throughput": "completed requests per second over the run",
+    "memory KV cache": "the KV cache vLLM sizes at start-up (depgraph memory against vLLM's log line)",
 }
 #: Vidur's profile folder of each GPU, and its network folder.
 _PROFILES = {"a100-80g": ("compute/a100", "network/a100_dgx"), "h100-sxm": ("compute/h100", "network/h100_dgx")}
@@ -203,6 +206,33 @@ def serving_table() -> list[Regime]:
     return out
 
 
+def memory_table() -> list[Regime]:
+    """``depgraph memory`` against the KV cache vLLM logged at start-up (``measured/vllm-logs.csv``: each
+    row's model, GPU, TP x PP, utilisation and batch settings as logged)."""
+    import csv
+
+    from ..specs.memory import GIB, vllm_memory
+    from ..specs.models import load_model
+
+    root = measured_root()
+    rows = list(csv.DictReader((root / "vllm-logs.csv").read_text(encoding="utf-8").splitlines()))
+    pts = []
+    for r in rows:
+        name = r["model"]
+        model = load_model(str(root / name) if name.endswith(".json") else name)
+        m = vllm_memory(model, gpu=r["gpu"], tp=int(r["tp"]), pp=int(r["pp"]),
+                        gpu_memory_utilization=float(r["gpu_memory_utilization"]),
+                        max_model_len=int(r["max_model_len"]), max_num_batched_tokens=int(r["max_num_batched_tokens"]),
+                        max_num_seqs=int(r["max_num_seqs"]))
+        pts.append({"model": r["vllm_model"], "gpu": r["gpu"], "tp": int(r["tp"]), "pp": int(r["pp"]),
+                    "vllm": r["vllm_version"], "logged_as": r["kv_cache_from"],
+                    "measured_bytes": float(r["kv_cache_gib"]) * GIB, "predicted_bytes": float(m.kv_cache_bytes)})
+    table = pd.DataFrame(pts)
+    return [Regime("memory KV cache", "h100-sxm", "vLLM start-up logs (measured/vllm-logs.csv)",
+                   _stats(table.predicted_bytes.to_numpy(), table.measured_bytes.to_numpy()),
+                   TARGETS["memory KV cache"], True, table)]  # its activation terms were fitted to 10 of the rows
+
+
 def validate(*, serving: bool = True) -> list[Regime]:
     """Every regime, in the table's order (``serving=False`` skips the load tests, the slow part)."""
     out: list[Regime] = []
@@ -212,6 +242,7 @@ def validate(*, serving: bool = True) -> list[Regime]:
         out += allreduce_table(gpu)
     if serving:
         out += serving_table()
+    out += memory_table()
     return out
 
 
@@ -223,7 +254,9 @@ def plot_validation(regimes: list[Regime]):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    kinds = [("operators (Vidur profiles), ms", lambda r: not r.regime.startswith(("all", "serv"))),
+    from ..specs.profile_fit import REGIMES
+
+    kinds = [("operators (Vidur profiles), ms", lambda r: r.regime in REGIMES),
              ("all-reduce (NCCL, Vidur profiles), ms", lambda r: r.regime == "all-reduce")]
     fig, axes = plt.subplots(1, 3, figsize=(16, 5))
     for ax, (title, pick) in zip(axes, kinds):
