@@ -1,6 +1,8 @@
 """The cost model: prefill FLOPs and time, decode bytes and operators, validation."""
 
+import json
 import math
+from importlib import resources
 
 import pytest
 from hypothesis import given
@@ -32,20 +34,53 @@ prompts = st.integers(1, 200_000)
 def test_defaults():
     cm = dg.CostModel()
     assert cm.gpu == dg.load_gpu("h100-sxm")  # a real GPU by default
-    assert (cm.prefill_mfu, cm.conv_share, cm.activation_hop_s, cm.decode_hbm_efficiency) == (0.6, 0.10, 0.05e-3, 0.8)
-    assert cm.replace(mfu=1.0).prefill_mfu == 1.0 and cm.prefill_mfu == 0.6  # a new value, the old one untouched
+    # by default the GPU's values fitted to measured operator profiles (data/fitted.json), read there directly
+    fitted = json.loads((resources.files("depgraph.specs") / "data" / "fitted.json").read_text())["fits"]["h100-sxm"]
+    values = fitted["values"]
+    assert cm.fit is not None and cm.fit.dataset == fitted["dataset"]
+    assert (cm.prefill_mfu, cm.conv_share, cm.activation_hop_s, cm.decode_hbm_efficiency) == (
+        values["mfu"], 0.10, 0.05e-3, values["hbm_efficiency"]) == (0.644917, 0.10, 0.05e-3, 0.852134)
+    assert (cm.attention_efficiency, cm.kv_efficiency, cm.layer_overhead_s, cm.prefill_overhead_s,
+            cm.attention_fixed_s, cm.allreduce_latency_s, cm.allreduce_hop_latency_s, cm.allreduce_efficiency) == (
+        values["attention_mfu"], values["kv_hbm_efficiency"], values["decode_layer_overhead_s"],
+        values["prefill_layer_overhead_s"], values["attention_floor_s"], values["collective_latency_s"],
+        values["collective_hop_latency_s"], values["collective_efficiency"])
+    assert cm.replace(mfu=1.0).prefill_mfu == 1.0 and cm.prefill_mfu == 0.644917  # a new value, the old one untouched
+    assert cm.describe() == ("h100-sxm, prefill MFU 0.644917, decode HBM efficiency 0.852134, attention 0.165, "
+                             f"KV reads 0.909, 34.1 us a layer ({cm.fit.describe()})")
+    assert cm.fit.describe() == f"fitted to {fitted['dataset']}"
+    assert cm.as_dict() == {"gpu": "h100-sxm", "link": "ib-ndr", "mfu": 0.644917, "hbm_efficiency": 0.852134,
+                            "attention_mfu": 0.165374, "kv_hbm_efficiency": 0.908903,
+                            "decode_layer_overhead_s": 3.40529e-05, "collective_latency_s": 2.36451e-05,
+                            "collective_hop_latency_s": 4.20509e-07, "attention_floor_s": 1.66547e-05,
+                            "prefill_layer_overhead_s": 6.91984e-05, "collective_efficiency": 1.54919,
+                            "fitted_to": cm.fit.describe(), "prefill_tp": 1, "decode_tp": 1, "prefill_pp": 1,
+                            "decode_pp": 1, "expert_routing": "uniform", "attention_flops_per_key": 4.0,
+                            "token_edge": False}
+    # fitted_defaults=False: the plain constants (MFU 0.6, HBM efficiency 0.8, no fixed costs, 10 us all-reduce at 0.8)
+    plain = dg.CostModel(fitted_defaults=False)
+    assert plain.fit is None
+    assert (plain.prefill_mfu, plain.conv_share, plain.activation_hop_s, plain.decode_hbm_efficiency) == (0.6, 0.10, 0.05e-3, 0.8)
+    assert (plain.attention_efficiency, plain.kv_efficiency, plain.layer_overhead_s, plain.prefill_overhead_s,
+            plain.attention_fixed_s, plain.allreduce_latency_s, plain.allreduce_hop_latency_s,
+            plain.allreduce_efficiency) == (0.6, 0.8, 0.0, 0.0, 0.0, 10e-6, 0.0, 0.8)
+    assert plain.replace(mfu=1.0).prefill_mfu == 1.0 and plain.prefill_mfu == 0.6
+    assert plain.describe() == "h100-sxm, prefill MFU 0.6, decode HBM efficiency 0.8"
+    assert plain.as_dict() == {"gpu": "h100-sxm", "link": "ib-ndr", "mfu": 0.6, "hbm_efficiency": 0.8, "prefill_tp": 1,
+                               "decode_tp": 1, "prefill_pp": 1, "decode_pp": 1, "expert_routing": "uniform",
+                               "attention_flops_per_key": 4.0, "token_edge": False}
     assert dg.CostModel(gpu="H100").gpu.name == "h100-sxm"
-    study = dg.CostModel(gpu="study-effective")  # the calibration device carries its own efficiency
+    study = dg.CostModel(gpu="study-effective")  # the calibration device carries its own efficiency, and has no fit
+    assert study.fit is None and study.prefill_mfu == 0.6
     assert study.decode_hbm_efficiency == 1.0 and study.decode_bytes_per_s == 3.35e12 / 4
-    assert study.replace(gpu="h200").decode_hbm_efficiency == 0.8  # a GPU's efficiency does not stick
+    assert study.replace(gpu="h200").decode_hbm_efficiency == 0.852134  # a GPU's efficiency does not stick (h200: h100's fit)
+    assert study.replace(gpu="h200", fitted_defaults=False).decode_hbm_efficiency == 0.8
     assert dg.CostModel(gpu="h200", hbm_efficiency=0.7).decode_bytes_per_s == 4.8e12 * 0.7  # the field wins
-    assert cm.describe() == "h100-sxm, prefill MFU 0.6, decode HBM efficiency 0.8"
-    assert cm.as_dict() == {"gpu": "h100-sxm", "link": "ib-ndr", "mfu": 0.6, "hbm_efficiency": 0.8, "prefill_tp": 1,
-                            "decode_tp": 1, "prefill_pp": 1, "decode_pp": 1, "expert_routing": "uniform",
-                            "attention_flops_per_key": 4.0, "token_edge": False}
     # a non-default assumption is named wherever the cost model is described
     assert dg.CostModel(expert_routing="zipf:0.5", token_edge=True).describe().endswith(
         ", expert routing zipf:0.5, token edge")
+    assert dg.CostModel(expert_routing="zipf:0.5", token_edge=True, fitted_defaults=False).describe() == (
+        "h100-sxm, prefill MFU 0.6, decode HBM efficiency 0.8, expert routing zipf:0.5, token edge")
     assert cm.link == dg.load_link("ib-ndr") and dg.CostModel(link="25g").link.name == "25g"
     with pytest.raises(dg.ConfigError, match=r"hbm_efficiency: expected a finite number > 0 and <= 1"):
         dg.CostModel(hbm_efficiency=1.5)
@@ -57,7 +92,8 @@ def test_defaults():
 @pytest.mark.parametrize("name", MODELS)
 def test_prefill_time_scales_as_one_over_mfu(name):
     model = dg.load_model(name)
-    full, quarter = dg.CostModel(mfu=1.0), dg.CostModel(mfu=0.25)
+    # the plain constants: no fixed per-layer cost, which would not scale with the MFU
+    full, quarter = dg.CostModel(mfu=1.0, fitted_defaults=False), dg.CostModel(mfu=0.25, fitted_defaults=False)
     for layer in model.layers:
         # Exact: scaling a divisor by a power of two commutes with rounding.
         assert quarter.prefill_layer_s(layer, 4096) == 4 * full.prefill_layer_s(layer, 4096)
@@ -67,7 +103,8 @@ def test_prefill_time_scales_as_one_over_mfu(name):
 @given(st.floats(0.001, 1.0), prompts)
 def test_prefill_time_times_mfu_is_constant(mfu, prompt_tokens):
     model = dg.load_model("qwen3.6-35b-a3b")
-    full, partial = dg.CostModel(mfu=1.0), dg.CostModel(mfu=mfu)
+    # the plain constants: no fixed per-layer cost, which would not scale with the MFU
+    full, partial = dg.CostModel(mfu=1.0, fitted_defaults=False), dg.CostModel(mfu=mfu, fitted_defaults=False)
     for layer in model.layers[:4]:  # both kinds of layer
         # 1e-15 relative: three roundings (mfu x peak, the division, x mfu), ~1.1e-16 each.
         assert partial.prefill_layer_s(layer, prompt_tokens) * mfu == pytest.approx(
@@ -91,7 +128,7 @@ def test_doubling_the_prompt_more_than_doubles_attention_flops(model, layer, pro
 @pytest.mark.parametrize("model, layer", RECURRENT + layers_of("moe"))
 @given(prompt_tokens=prompts)
 def test_doubling_the_prompt_exactly_doubles_linear_layers(model, layer, prompt_tokens):
-    cm = dg.CostModel()
+    cm = dg.CostModel(fitted_defaults=False)  # the plain constants: no fixed per-layer cost, which does not double
     one = cm.prefill_layer_flops(layer, prompt_tokens)
     assert layer.attention_width == 0
     assert one == (2 * layer.active_params + 4 * layer.recurrent_state_elems) * prompt_tokens  # exact, as above
@@ -177,12 +214,19 @@ def test_decode_operators_sum_to_the_layer(model, layer):
 def test_decode_is_memory_bound():
     model = dg.load_model("qwen3-32b")
     layer = model.layers[0]
-    cm = dg.CostModel()
+    cm = dg.CostModel(fitted_defaults=False)  # the plain constants: one HBM efficiency (0.8), no fixed costs
     nbytes = cm.decode_layer_bytes(model, layer, [1000])
     assert nbytes == layer.total_params * 2 + layer.kv_bytes_per_token * 1000
     assert cm.decode_layer_s(model, layer, 1000) == nbytes / (cm.gpu.hbm_bytes_per_s * 0.8)
     assert cm.replace(decode_layer_overhead_s=1e-6).decode_layer_s(model, layer, 1000) == \
         1e-6 + nbytes / (cm.gpu.hbm_bytes_per_s * 0.8)
+    # the fitted defaults: the layer's fixed cost, weights at the HBM efficiency, KV at the KV reads' own
+    fit = dg.CostModel()
+    kv = layer.kv_bytes_per_token * 1000
+    assert fit.decode_layer_kv_bytes(layer, [1000]) == kv
+    assert fit.decode_layer_s(model, layer, 1000) == pytest.approx(
+        fit.layer_overhead_s + fit.attention_fixed_s + (nbytes - kv) / (fit.gpu.hbm_bytes_per_s * 0.852134)
+        + kv / (fit.gpu.hbm_bytes_per_s * 0.908903), rel=1e-15)
 
 
 def test_transfer_time():
