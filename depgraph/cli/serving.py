@@ -159,8 +159,9 @@ def add_capacity_command(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--calibration", default=None, metavar="FILE",
                    help="a file depgraph calibrate -o wrote: without --tpot-ms, the TPOT is the calibrated load "
                         "model's mean at this rate (a 400-request push load test of one decode server)")
-    p.add_argument("--max-num-seqs", type=_number(int, "--max-num-seqs"), required=True, metavar="S",
-                   help="slots of one decode server (vLLM --max-num-seqs)")
+    p.add_argument("--max-num-seqs", type=_number(int, "--max-num-seqs"), default=None, metavar="S",
+                   help="slots of one decode server (vLLM --max-num-seqs; default vLLM's for the GPU: 1,024 on an "
+                        "H100 or H200, else 256)")
     p.add_argument("--link", default=DEFAULT_LINK,
                    help=f"{LINK_HELP} (default {DEFAULT_LINK}: 400 Gbit/s, the push vs pull study's bandwidth)")
     p.add_argument("--tp", type=_number(int, "--tp"), default=1, metavar="P",
@@ -187,6 +188,10 @@ def run_capacity_command(args: argparse.Namespace) -> int:
     positive_number("--qps", args.qps, upper=MAX_QPS)
     positive_int("--prompt-tokens", args.prompt_tokens, upper=MAX_TOKENS)
     positive_int("--out-tokens", args.out_tokens, upper=MAX_TOKENS)
+    if args.max_num_seqs is None:  # vLLM's default for the decode GPU
+        from ..serving.params import default_max_num_seqs
+
+        args.max_num_seqs = default_max_num_seqs(args.gpu or DEFAULT_GPU)
     predicted = None
     if args.calibration is not None:
         if args.tpot_ms is not None:

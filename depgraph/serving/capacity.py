@@ -269,7 +269,7 @@ def _verdict(status: str, held: float, max_num_seqs: int, headroom: float, headr
 
 
 def plan(model: str | ModelSpec, *, qps: float, prompt_tokens: int, out_tokens: int, tpot_s: float,
-         max_num_seqs: int, link: str | Link = DEFAULT_LINK, tp: int = 1, headroom: float = 0.8,
+         max_num_seqs: int | None = None, link: str | Link = DEFAULT_LINK, tp: int = 1, headroom: float = 0.8,
          kv_dtype: str | None = None, ssm_dtype: str | None = None, gpu: str | GPU | None = None,
          gpu_memory_utilization: float = 0.9, prefill_tp: int | None = None,
          decode_tp: int | None = None, prefill_pp: int = 1, decode_pp: int = 1) -> CapacityPlan:
@@ -344,6 +344,10 @@ def plan(model: str | ModelSpec, *, qps: float, prompt_tokens: int, out_tokens: 
     prompt_tokens = positive_int("prompt_tokens", prompt_tokens, upper=MAX_TOKENS)
     out_tokens = positive_int("out_tokens", out_tokens, upper=MAX_TOKENS)
     tpot_s = positive_number("tpot_s", tpot_s, upper=MAX_TPOT_S)
+    if max_num_seqs is None:  # vLLM's default for the decode GPU
+        from .params import default_max_num_seqs
+
+        max_num_seqs = default_max_num_seqs(DEFAULT_GPU if gpu is None else gpu)
     max_num_seqs = positive_int("max_num_seqs", max_num_seqs, upper=MAX_NUM_SEQS)
     tp = positive_int("tp", tp, upper=MAX_TP)
     ptp, dtp = check_tp_pair(tp if prefill_tp is None else prefill_tp, tp if decode_tp is None else decode_tp)

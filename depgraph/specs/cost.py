@@ -299,7 +299,7 @@ class CostModel:
 
     def describe(self) -> str:
         """The GPU and efficiencies (and the parallelism, where any), as every output names them."""
-        text = f"{self.gpu.name}, prefill MFU {self.prefill_mfu:g}, decode HBM efficiency {self.decode_hbm_efficiency:g}"
+        text = f"{self.gpu.name}, prefill MFU {self.prefill_mfu:.3g}, decode HBM efficiency {self.decode_hbm_efficiency:.3g}"
         if set(self.parallel.values()) != {1}:
             side = [f"TP {tp}" + (f" PP {pp}" if pp > 1 else "") for tp, pp in
                     ((self.prefill_tp, self.prefill_pp), (self.decode_tp, self.decode_pp))]

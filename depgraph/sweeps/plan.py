@@ -36,6 +36,7 @@ from typing import Any
 from .._validate import one_of, positive_int, positive_number
 from ..errors import ConfigError, DepgraphError, MemoryFitError
 from ..serving.memory import check_sides, weights_per_gpu_bytes
+from ..specs.cost import DEFAULT_GPU
 from ..specs.memory import stage_kv_cache_bytes
 from ..serving.simulator import HANDOFFS, MAX_ARRIVAL_S, loadtest, meets_slos
 from ..specs.hardware import load_gpu
@@ -200,7 +201,7 @@ def evaluate(point: dict[str, Any]) -> list[dict[str, Any]]:
              "slo_attainment": s["slo_attainment"], "ttft_p90_s": s["ttft_p90_s"], "tpot_p90_s": s["tpot_p90_s"]}]
 
 
-def plan(model, *, gpu: str, gpus: int, qps: float, prompt_tokens: int, out_tokens: int, slo_ttft_s: float,
+def plan(model, *, gpu: str = DEFAULT_GPU, gpus: int, qps: float, prompt_tokens: int, out_tokens: int, slo_ttft_s: float,
          slo_tpot_s: float, attainment: float = 0.9, num_prompts: int = 200, seed: int = 0, tps=(1, 2, 4, 8),
          max_num_seqs=(64, 256), handoffs=("push",), colocated: bool = True, disaggregated: bool = True,
          max_candidates: int = 100, workers: int | None = None, client: Any = None,
