@@ -9,8 +9,10 @@ import pytest
 import depgraph as dg
 from depgraph.serving.simulator import HANDOFFS, LoadModel, arrivals, read_trace
 from depgraph.specs.predictor import ServingPredictor
+from depgraph.studies.runlength import PUSHPULL_LOAD_MODEL
 
-STUDY = dict(prompt_tokens=16384, out_tokens=128, num_prompts=400, max_num_seqs=8, seed=0)
+# the study's run, on the study's load model (H200 at TP 8, MFU 0.4, HBM efficiency 1.0, 4.4 ms a step)
+STUDY = dict(prompt_tokens=16384, out_tokens=128, num_prompts=400, max_num_seqs=8, seed=0, **PUSHPULL_LOAD_MODEL)
 
 
 @pytest.fixture(scope="module")
@@ -54,18 +56,19 @@ def test_low_load_push_and_pull_match(at_1rps):
     # (relay 1 ms, posting 40.9 ms at 16k, a wait for the loop's current step), which the study
     # says still happens at low load.
     assert pull.summary["ttft_mean_s"] == pytest.approx(push.summary["ttft_mean_s"], rel=0.12)
-    setup = LoadModel().relay_s + LoadModel().posting_s(16384)
+    study = LoadModel(**PUSHPULL_LOAD_MODEL)
+    setup = study.relay_s + study.posting_s(16384)
     gap = pull.summary["ttft_mean_s"] - push.summary["ttft_mean_s"]
     assert setup <= gap <= setup + 0.015  # plus at most about two decode steps of waiting for the loop
 
 
 def test_posting_costs_the_loop_12_percent_at_2k():
-    p = LoadModel()
+    p = LoadModel(**PUSHPULL_LOAD_MODEL)
     # The study: 14.7 ms of posting per request at 2,000-token prompts; at 8 req/s the loop loses
     # 8 x 14.7 ms = 11.8% of each second. Calibrated to the first figure (within 0.1 ms).
     assert p.posting_s(2000) == pytest.approx(14.7e-3, abs=0.1e-3)
     assert 8 * p.posting_s(2000) == pytest.approx(0.12, abs=0.005)
-    kw = dict(qps=8, prompt_tokens=2000, out_tokens=128, num_prompts=300, max_num_seqs=64, seed=1)
+    kw = dict(qps=8, prompt_tokens=2000, out_tokens=128, num_prompts=300, max_num_seqs=64, seed=1, **PUSHPULL_LOAD_MODEL)
     pull = dg.loadtest("qwen3-32b", handoff="pull", **kw).summary
     thread = dg.loadtest("qwen3-32b", handoff="pull-thread", **kw).summary
     # and in the run itself: the loop spends about that share posting (busy time; within 2 points)
@@ -231,13 +234,13 @@ def test_the_summary_says_whether_max_num_seqs_fits_in_decode_memory():
     from depgraph.serving.capacity import plan
 
     r = dg.loadtest("qwen3-32b", handoff="push", qps=2, prompt_tokens=16_000, out_tokens=64, num_prompts=10,
-                    max_num_seqs=512, tp=8, seed=0)
+                    max_num_seqs=512, tp=8, gpu="h200", seed=0)
     # the same max_num_seqs: vLLM profiles its sampler for that many requests, so the KV cache depends on it
     p = plan("qwen3-32b", qps=2, prompt_tokens=16_000, out_tokens=64, tpot_s=7e-3, max_num_seqs=512, tp=8, gpu="h200")
     assert r.summary["memory_max_num_seqs"] == p.max_slots_in_memory > 100
     assert r.summary["memory_fits"] is False  # 512 slots of 16k tokens do not fit beside the weights
     small = dg.loadtest("qwen3-32b", handoff="push", qps=2, prompt_tokens=16_000, out_tokens=64, num_prompts=10,
-                        max_num_seqs=8, tp=8, seed=0)
+                        max_num_seqs=8, tp=8, gpu="h200", seed=0)
     assert small.summary["memory_fits"] is True
     assert r.summary["gpu"] == "h200" and r.summary["link"] == "ib-ndr" and r.summary["tp"] == 8
 
@@ -245,7 +248,10 @@ def test_the_summary_says_whether_max_num_seqs_fits_in_decode_memory():
 def test_prefill_and_decode_tp_apart():
     """tp sets both sides; prefill_tp and decode_tp set them apart: prefill over the first, decode steps and
     memory over the second, the handoff over min(P, D) NICs at once. Equal values are the tp run exactly."""
-    kw = dict(handoff="push", qps=4, prompt_tokens=16_000, out_tokens=32, num_prompts=20, seed=1)
+    # the cost model's plain constants, no all-reduces: a prefill is compute alone, which TP divides exactly (the
+    # fitted per-layer fixed costs and the all-reduces do not halve with half the GPUs)
+    kw = dict(handoff="push", qps=4, prompt_tokens=16_000, out_tokens=32, num_prompts=20, seed=1, collectives=False,
+              fitted_defaults=False)
     same = dg.loadtest("qwen3-32b", tp=8, **kw)
     split = dg.loadtest("qwen3-32b", tp=8, prefill_tp=8, decode_tp=8, **kw)
     pd.testing.assert_frame_equal(same.requests, split.requests)
@@ -270,7 +276,7 @@ def test_each_side_must_shard_the_model():
 
 
 @pytest.mark.parametrize("kwargs", [
-    dict(handoff="pull"),                                              # the study's load model
+    dict(handoff="pull", **PUSHPULL_LOAD_MODEL),                       # the study's load model
     dict(handoff="push", deployment="1P1D", memory=False),             # slots only
     dict(handoff="pull-thread", deployment="2P1D", max_num_batched_tokens=1024),
     dict(deployment="colocated"),
@@ -287,7 +293,9 @@ def test_every_deployment_has_the_same_summary_keys(kwargs):
     colocated = r.kind == "colocated"
     assert (s["handoff"] is None) == colocated and (s["servers"] is None) != colocated
     assert (s["slots_held_mean"] is None) == colocated and (s["running_mean"] is None) != colocated
-    assert s["step_overhead_s"] == 4.4e-3 and s["output_tokens_per_s"] > 0 and s["steps"] > 0
+    # the step overhead in force: the study's 4.4 ms, else the default's none (vLLM V1 overlaps it)
+    step_overhead_s = 4.4e-3 if "decode_step_overhead_s" in kwargs else 0.0
+    assert s["step_overhead_s"] == step_overhead_s and s["output_tokens_per_s"] > 0 and s["steps"] > 0
     assert s["memory"] is (kwargs.get("memory", True) if "deployment" in kwargs else False)
     if not s["memory"] and not colocated:
         assert s["kv_pool_bytes"] is None and s["kv_used_peak"] is None
@@ -316,8 +324,9 @@ def test_resolve_makes_one_nested_configuration():
                   max_num_batched_tokens=2048, max_concurrency=16, slo_tpot_s=0.05)
     assert (cfg.kind, cfg.prefill.servers, cfg.prefill.tp, cfg.prefill.max_num_batched_tokens) == (
         "disaggregated", 2, 4, 2048)
-    assert (cfg.decode.servers, cfg.decode.tp, cfg.decode.memory, cfg.handoff.mode) == (1, 8, True, "pull-thread")
+    # decode at the default TP (LoadModel.tp, vLLM's 1), prefill at its own 4
+    assert (cfg.decode.servers, cfg.decode.tp, cfg.decode.memory, cfg.handoff.mode) == (1, 1, True, "pull-thread")
     assert (cfg.client.max_concurrency, cfg.client.slo_tpot_s, cfg.engine) == (16, 0.05, None)
-    assert cfg.cost_model().prefill_tp == 4 and cfg.cost_model().decode_tp == 8
+    assert cfg.cost_model().prefill_tp == 4 and cfg.cost_model().decode_tp == 1
     co = resolve(dg.load_model("qwen3-32b"), deployment="colocated:2", max_num_seqs=64)
     assert (co.kind, co.decode.servers, co.handoff.mode, co.engine.max_num_seqs) == ("colocated", 2, None, 64)
