@@ -11,9 +11,11 @@ import pytest
 import depgraph as dg
 from depgraph.serving.engine import EngineConfig, parse_deployment, simulate_colocated
 from depgraph.serving.simulator import arrivals
+from depgraph.studies.runlength import PUSHPULL_LOAD_MODEL
 
 M = dg.load_model("qwen3-32b")
-COST = dg.CostModel(gpu="h200", mfu=0.4, hbm_efficiency=1.0)
+# the push vs pull study's cost model (PUSHPULL_LOAD_MODEL: the plain constants, not the fits)
+COST = dg.CostModel(gpu="h200", mfu=0.4, hbm_efficiency=1.0, fitted_defaults=False)
 SC = COST.step_cost(M, tp=8, overhead_s=4.4e-3, collectives=False)
 
 
@@ -128,7 +130,8 @@ def test_a_concurrency_cap_holds_requests_at_the_client():
 
 
 def test_goodput_counts_the_requests_meeting_both_targets():
-    kw = dict(deployment="colocated", qps=6, prompt_tokens=4096, out_tokens=64, num_prompts=200, max_num_seqs=32)
+    kw = dict(deployment="colocated", qps=6, prompt_tokens=4096, out_tokens=64, num_prompts=200, max_num_seqs=32,
+              tp=8)  # 8 GPUs a server: the per-GPU goodput divides by them
     free = dg.loadtest(M, **kw).summary
     tight = dg.loadtest(M, **kw, slo_ttft_s=free["ttft_p50_s"], slo_tpot_s=1.0).summary
     assert free["goodput_rps"] == free["throughput_rps"] and free["slo_attainment"] == 1.0
@@ -170,23 +173,26 @@ def test_parse_deployment():
         parse_deployment(3)
 
 
-def test_the_step_cost_agrees_with_the_cost_model_at_the_extremes():
+@pytest.mark.parametrize("cost", [COST, dg.CostModel(gpu="h200")], ids=["plain", "fitted"])
+def test_the_step_cost_agrees_with_the_cost_model_at_the_extremes(cost):
     m = dg.load_model("qwen3.6-35b-a3b")
-    sc = COST.step_cost(m, tp=1, collectives=False)
-    assert sc.step_s([(1, 1000)] * 8) == pytest.approx(COST.decode_step_s(m, [1000] * 8), rel=1e-12)
-    assert sc.step_s([(4096, 0)]) == pytest.approx(COST.prefill_s(m, 4096), rel=1e-3)
+    sc = cost.step_cost(m, tp=1, collectives=False)
+    assert sc.step_s([(1, 1000)] * 8) == pytest.approx(cost.decode_step_s(m, [1000] * 8), rel=1e-12)
+    assert sc.step_s([(4096, 0)]) == pytest.approx(cost.prefill_s(m, 4096), rel=1e-3)
     assert sc.step_s([]) == 0.0
-    # a window caps what a token reads: past every window only the full-attention layers' KV grows
+    # a window caps what a token reads: past every window only the full-attention layers' KV grows (read at
+    # the KV rate: the plain model's is its HBM rate)
     g = dg.load_model("gpt-oss-20b")
-    sg = COST.step_cost(g, tp=1, collectives=False)
+    sg = cost.step_cost(g, tp=1, collectives=False)
     grown = sg.step_s([(1, 100_000)]) - sg.step_s([(1, 50_000)])
-    assert grown == pytest.approx(sg.full_kv_bytes_per_token * 50_000 / COST.decode_bytes_per_s, rel=1e-9)
+    assert grown == pytest.approx(sg.full_kv_bytes_per_token * 50_000 / cost.kv_bytes_per_s, rel=1e-9)
     assert 0 < sg.full_kv_bytes_per_token < sum(layer.kv_bytes_per_token for layer in g.layers)
 
 
 # ------------------------------------------------------------------ disaggregated xPyD
 
-XPYD = dict(qps=8, prompt_tokens=16000, out_tokens=64, num_prompts=200, max_num_seqs=8, seed=0)
+# the push vs pull study's case on its load model (8-GPU H200 servers at TP 8, its plain constants)
+XPYD = dict(qps=8, prompt_tokens=16000, out_tokens=64, num_prompts=200, max_num_seqs=8, seed=0, **PUSHPULL_LOAD_MODEL)
 
 
 @pytest.mark.parametrize("handoff", ["push", "pull", "pull-thread"])
@@ -225,13 +231,13 @@ def test_a_decode_server_out_of_blocks_preempts_the_newest_and_recomputes_it():
     from depgraph.serving.simulator import LoadModel
 
     r = dg.loadtest(M, handoff="push", deployment="1P1D", trace=table((0.0, 64, 40), (0.0, 64, 40)),
-                    max_num_seqs=8, kv_pool_bytes=11 * BLOCK)
+                    max_num_seqs=8, kv_pool_bytes=11 * BLOCK, **PUSHPULL_LOAD_MODEL)
     its = r._trace["iterations"]
     assert r.summary["preemptions"] == 1 and list(r.requests.preemptions) == [0, 1]
     assert [it["running"] for it in its[15:19]] == [2, 2, 1, 1]  # B is out from iteration 17
     assert [it["iteration"] for it in its if it.get("rejoined")] == [40]
-    p = LoadModel()
-    cost = dg.CostModel(gpu=p.gpu, mfu=p.prefill_mfu, hbm_efficiency=p.hbm_efficiency)
+    p = LoadModel(**PUSHPULL_LOAD_MODEL)
+    cost = dg.CostModel(gpu=p.gpu, mfu=p.prefill_mfu, hbm_efficiency=p.hbm_efficiency, fitted_defaults=p.fitted_defaults)
     alone = its[41]["step_s"]  # B alone, one more token of context than at its rejoin
     assert its[40]["step_s"] - cost.prefill_s(M, 80) / 8 == pytest.approx(alone, rel=1e-3)
     assert sum(it["running"] for it in its) == 80  # every token made once: 40 + 16 + 24
@@ -250,7 +256,7 @@ def test_a_newcomer_waits_for_blocks_the_running_request_needs(ready_in):
     arrives during iteration 14 or 15. vLLM's scheduler serves the running requests' blocks before it
     lets a waiting one in, so A never loses its block to B: B joins at iteration 15 (5 + 5 blocks,
     then A's 6th does not fit and B, the newest, is preempted) or waits (nobody is preempted)."""
-    kw = dict(handoff="push", deployment="1P1D", max_num_seqs=8, kv_pool_bytes=10 * BLOCK)
+    kw = dict(handoff="push", deployment="1P1D", max_num_seqs=8, kv_pool_bytes=10 * BLOCK, **PUSHPULL_LOAD_MODEL)
     alone = dg.loadtest(M, trace=table((0.0, 64, 40)), **kw)
     its, tr = alone._trace["iterations"], alone._trace
     lead = tr["prefill_s"](64) + tr["transfer_s"](64)
