@@ -125,7 +125,7 @@ def test_statuses_agree_with_slots_needed(qps, out_tokens, tpot_s, max_num_seqs,
 
 
 def test_decode_memory_per_slot_and_for_the_extra_slots():
-    p = plan("qwen3-32b", tpot_s=PULL_TPOT_S, **STUDY)
+    p = plan("qwen3-32b", tpot_s=PULL_TPOT_S, gpu="h200", **STUDY)  # the study's decode GPU
     per_slot = 262_144 * (16_000 + 128) / 8  # KV at prompt + output tokens, one eighth per GPU
     assert p.context_tokens == 16_128 and p.memory_per_slot_bytes == per_slot
     assert p.extra_memory_bytes == 6 * per_slot
@@ -147,7 +147,7 @@ def test_memory_that_does_not_fit_says_so():
     config = json.loads(Path(dg.catalog()["qwen3-32b"]).read_text())
     del config["max_position_embeddings"]
     long_context = dg.model_from_config(config, name="qwen3-32b")
-    p = plan(long_context, tpot_s=PULL_TPOT_S, **{**STUDY, "prompt_tokens": 100_000, "out_tokens": 2_000})
+    p = plan(long_context, tpot_s=PULL_TPOT_S, gpu="h200", **{**STUDY, "prompt_tokens": 100_000, "out_tokens": 2_000})
     assert p.slots_needed == 208 and not p.memory_fits
     # 37: the KV cache vLLM sizes on an H200 (139.81 GiB as its driver reports it; 35 with the datasheet's 141e9)
     assert p.max_slots_in_memory == 37 and "does NOT fit (memory holds 37 slots)" in p.advice

@@ -68,7 +68,8 @@ def test_posting_costs_the_loop_12_percent_at_2k():
     # 8 x 14.7 ms = 11.8% of each second. Calibrated to the first figure (within 0.1 ms).
     assert p.posting_s(2000) == pytest.approx(14.7e-3, abs=0.1e-3)
     assert 8 * p.posting_s(2000) == pytest.approx(0.12, abs=0.005)
-    kw = dict(qps=8, prompt_tokens=2000, out_tokens=128, num_prompts=300, max_num_seqs=64, seed=1, **PUSHPULL_LOAD_MODEL)
+    kw = dict(qps=8, prompt_tokens=2000, out_tokens=128, num_prompts=300, max_num_seqs=64, seed=1,
+              **PUSHPULL_LOAD_MODEL)
     pull = dg.loadtest("qwen3-32b", handoff="pull", **kw).summary
     thread = dg.loadtest("qwen3-32b", handoff="pull-thread", **kw).summary
     # and in the run itself: the loop spends about that share posting (busy time; within 2 points)
