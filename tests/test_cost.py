@@ -46,7 +46,7 @@ def test_defaults():
         values["prefill_layer_overhead_s"], values["attention_floor_s"], values["collective_latency_s"],
         values["collective_hop_latency_s"], values["collective_efficiency"])
     assert cm.replace(mfu=1.0).prefill_mfu == 1.0 and cm.prefill_mfu == 0.644917  # a new value, the old one untouched
-    assert cm.describe() == ("h100-sxm, prefill MFU 0.644917, decode HBM efficiency 0.852134, attention 0.165, "
+    assert cm.describe() == ("h100-sxm, prefill MFU 0.645, decode HBM efficiency 0.852, attention 0.165, "
                              f"KV reads 0.909, 34.1 us a layer ({cm.fit.describe()})")
     assert cm.fit.describe() == f"fitted to {fitted['dataset']}"
     assert cm.as_dict() == {"gpu": "h100-sxm", "link": "ib-ndr", "mfu": 0.644917, "hbm_efficiency": 0.852134,

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 import depgraph as dg
 from depgraph.specs.parallel import shard_transfers, stage_placement
+from depgraph.studies.runlength import PUSHPULL_LOAD_MODEL
 
 import reference as ref
 
@@ -370,7 +371,11 @@ def test_the_cost_model_carries_the_deployment_and_builder_keywords_win():
     with pytest.raises(dg.ConfigError, match=r"decode_pp: expected at most the model's 64 layers, got 65"):
         dg.single_request("qwen3-32b", prompt_tokens=10, cost=dg.CostModel(decode_pp=65))
     assert cost.as_dict()["link"] == "ib-xdr" and cost.as_dict()["decode_tp"] == 4
-    assert cost.describe().endswith("TP 2 -> TP 4")
+    # the parallelism follows the efficiencies; the fitted terms (the h200 borrows the h100's fit) come after it
+    assert cost.describe() == ("h200, prefill MFU 0.645, decode HBM efficiency 0.852, TP 2 -> TP 4, "
+                               f"attention 0.165, KV reads 0.909, 34.1 us a layer ({cost.fit.describe()})")
+    assert cost.fit.borrowed_from == "h100-sxm"
+    assert cost.replace(fitted_defaults=False).describe().endswith("TP 2 -> TP 4")
 
 
 def test_tensor_parallelism_past_one_server_runs_its_all_reduce_over_the_network():
@@ -420,17 +425,20 @@ def test_capacity_and_the_load_model_take_stages_and_all_reduces():
     flat, staged = plan("qwen3-32b", tp=8, **kw), plan("qwen3-32b", tp=4, decode_pp=2, prefill_pp=2, **kw)
     assert staged.transfer_s == flat.transfer_s  # 4 NICs a stage, 2 stages: 8 at once either way
     assert (staged.prefill_pp, staged.decode_pp) == (2, 2)
-    lt = dict(handoff="push", qps=2, prompt_tokens=4096, out_tokens=32, num_prompts=40, tp=4)
+    # the push vs pull study's load model (no all-reduces of its own) at TP 4, with its 8 slots
+    lt = dict(handoff="push", qps=2, prompt_tokens=4096, out_tokens=32, num_prompts=40, max_num_seqs=8,
+              **{**PUSHPULL_LOAD_MODEL, "tp": 4})
     base = loadtest("qwen3-32b", **lt)
     hops = loadtest("qwen3-32b", **lt, prefill_pp=2, decode_pp=2)
-    both = loadtest("qwen3-32b", **lt, collectives=True)
-    cm = dg.CostModel(gpu="h200", mfu=0.4, hbm_efficiency=1.0, prefill_tp=4, decode_tp=4)
+    both = loadtest("qwen3-32b", **{**lt, "collectives": True})
+    cm = dg.CostModel(gpu="h200", mfu=0.4, hbm_efficiency=1.0, prefill_tp=4, decode_tp=4, fitted_defaults=False)
     m = dg.load_model("qwen3-32b")
     extra = sum(cm.layer_collectives_s(m, layer, 4096, 4) for layer in m.layers)
     assert (both.requests.prefill_s - base.requests.prefill_s).max() == pytest.approx(extra, rel=1e-9)
     assert (hops.requests.prefill_s - base.requests.prefill_s).max() == pytest.approx(cm.activation_hop_s, rel=1e-6)
     assert hops.summary["tpot_p50_s"] > base.summary["tpot_p50_s"]
-    assert both.summary["collectives"] is True and hops.summary["decode_pp"] == 2
+    assert both.summary["collectives"] is True and base.summary["collectives"] is False
+    assert hops.summary["decode_pp"] == 2
     with pytest.raises(dg.ConfigError, match=r"decode_pp: expected at most the model's 64 layers, got 65"):
         loadtest("qwen3-32b", **lt, decode_pp=65)
     with pytest.raises(dg.ConfigError, match=r"collectives: expected true or false"):
@@ -515,7 +523,7 @@ def test_a_load_test_scenario_takes_the_parallel_keys(tmp_path):
 
     text = ('name = "lt"\n[grid]\nmodels = ["qwen3-32b"]\nprompt_tokens = [4096]\nlinks = ["ib-ndr"]\nmfus = [0.4]\n'
             'timings = ["handoff"]\n[[workloads]]\nworkload = "loadtest"\nhandoff = "push"\nqps = 2\n'
-            'num_prompts = 20\ntp = 8\ndecode_tp = [4, 8]\ndecode_pp = 2\ncollectives = true\n')
+            'num_prompts = 20\nmax_num_seqs = 8\ntp = 8\ndecode_tp = [4, 8]\ndecode_pp = 2\ncollectives = true\n')
     points = expand_scenario(parse_scenario(text))
     assert [p["variant"] for p in points] == ["push,qps=2,num_prompts=20,decode_tp=4,decode_pp=2,collectives=True",
                                               "push,qps=2,num_prompts=20,decode_tp=8,decode_pp=2,collectives=True"]
@@ -535,7 +543,9 @@ def test_a_scenario_refuses_what_its_gpus_cannot_cost_and_names_the_key_written(
                                              r"workloads\[0\]'s tensor parallelism \(prefill_tp 2, decode_tp 2\)"):
         parse_scenario(grid + '[[workloads]]\nworkload = "batch"\nbatch = 8\nprefill_tp = 2\ndecode_tp = 2\n')
     lt = '[[workloads]]\nworkload = "loadtest"\nhandoff = "push"\nqps = 1\nnum_prompts = 10\n'
-    parse_scenario(grid + lt + "tp = 8\n")  # the load model's fitted overhead needs no interconnect
+    parse_scenario(grid + lt + "tp = 8\ncollectives = false\n")  # a fitted overhead in place of all-reduces needs no interconnect
+    with pytest.raises(dg.ConfigError, match=r"grid.gpus\[1\]: .*all-reduces \(collectives = true\)"):
+        parse_scenario(grid + lt + "tp = 8\n")  # the load model's all-reduces are on by default
     with pytest.raises(dg.ConfigError, match=r"grid.gpus\[1\]: .*all-reduces \(collectives = true\)"):
         parse_scenario(grid + lt + "collectives = true\n")
     with pytest.raises(dg.ConfigError, match=r"workloads\[0\]\.tp: model 'qwen3-32b' .*3 does not divide"):
