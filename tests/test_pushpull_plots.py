@@ -131,16 +131,16 @@ def test_title_names_the_run_and_its_percentiles(runs):
     r = runs["pull"]
     title = plot_loadtest(r)._suptitle.get_text()
     s = r.summary
-    assert title.startswith("qwen3-32b, pull handoff, h200 x TP 8, ib-ndr per GPU, 8 req/s, 16,384-token prompts: ")
+    assert title.startswith("qwen3-32b, pull handoff, h100-sxm x TP 1, ib-ndr per GPU, 8 req/s, 16,384-token prompts: ")
     assert f"TTFT p50 {s['ttft_p50_s'] * 1e3:,.0f} / p99 {s['ttft_p99_s'] * 1e3:,.0f} ms" in title
-    assert f"TPOT p50 {s['tpot_p50_s'] * 1e3:.2f} ms" in title
+    assert f"TPOT p50 {s['tpot_p50_s'] * 1e3:.1f} ms" in title  # three significant digits: about 43 ms a token
 
 
 def test_a_trace_run_has_no_rate_in_its_title():
     trace = pd.DataFrame({"arrival_s": [0.0, 0.1, 0.5], "prompt_tokens": [1024, 2048, 1024],
                           "output_tokens": [4, 4, 4]})
     title = plot_loadtest(dg.loadtest("qwen3-32b", handoff="push", trace=trace))._suptitle.get_text()
-    assert title.startswith("qwen3-32b, push handoff, h200 x TP 8, ib-ndr per GPU: TTFT p50 ")
+    assert title.startswith("qwen3-32b, push handoff, h100-sxm x TP 1, ib-ndr per GPU: TTFT p50 ")
     assert "req/s" not in title and "prompts" not in title
 
 
