@@ -109,8 +109,10 @@ def test_work_above_the_budget_is_refused_before_it_starts(monkeypatch):
         trace.batching_trace("qwen3.6-35b-a3b", prompt_tokens=16, link="25g", requests=1000)
     with pytest.raises(dg.ConfigError, match=r"^num_prompts: a load test of 400 requests and about 50,000,000 "
                                              r"decode-loop iterations would need about 27.5 GB"):
+        # at 8 slots, 400 x 1,000,000 output tokens 8 a step: 50,000,000 iterations x 550 B (vLLM's default 1024
+        # slots would run all 400 at once, 1,000,000 iterations)
         dg.loadtest("nemotron-3-nano-30b-a3b", handoff="push", qps=8, prompt_tokens=1000, out_tokens=1_000_000,
-                    num_prompts=400)
+                    num_prompts=400, max_num_seqs=8)
     dg.interleaved("qwen3.6-35b-a3b", prompt_tokens=16, link="25g", requests=2)  # small work still runs
 
 

@@ -104,7 +104,8 @@ def test_scenarios_declare_deployments_and_traffic(tmp_path):
         parse_scenario(head + 'deployment = "2P1D"\n')
     scenario = parse_scenario(head + 'deployment = "colocated:2"\nburstiness = 0.5\nslo_ttft_s = 0.5\n')
     rows = dg.sweep(scenario, workers=1, progress=False)
-    assert rows.gpus.tolist() == [16] and 0 <= rows.goodput_rps[0] <= rows.throughput_rps[0]
+    # two colocated servers at the default TP (LoadModel's 1, vLLM's): 2 GPUs
+    assert rows.tp.tolist() == [1] and rows.gpus.tolist() == [2] and 0 <= rows.goodput_rps[0] <= rows.throughput_rps[0]
 
 
 
