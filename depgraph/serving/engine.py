@@ -40,8 +40,8 @@ at the end of the step that computes its last prompt token.
 >>> import depgraph as dg
 >>> r = dg.loadtest("qwen3-32b", deployment="colocated", qps=2, prompt_tokens=2048, out_tokens=64,
 ...                 num_prompts=40, max_num_seqs=32, seed=0)
->>> r.summary["deployment"], r.summary["gpus"], r.summary["preemptions"]
-('colocated', 8, 0)
+>>> r.summary["deployment"], r.summary["gpus"], r.summary["preemptions"]   # one H100 at TP 1
+('colocated', 1, 0)
 """
 
 from __future__ import annotations

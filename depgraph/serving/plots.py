@@ -196,8 +196,8 @@ def plot_loadtest(result: Any, *, unit: str = "ms"):
     >>> fig = plot_loadtest(r, unit="s")
     >>> sum(len(c.get_offsets()) for c in fig.axes[0].collections)   # one marker per request
     30
-    >>> [line.get_label() for line in fig.axes[1].get_lines()]
-    ['slots held', 'max_num_seqs 8']
+    >>> [line.get_label() for line in fig.axes[1].get_lines()]   # vLLM's max_num_seqs on an H100
+    ['slots held', 'max_num_seqs 1024']
     """
     from .simulator import LoadResult
 
