@@ -1,6 +1,7 @@
 """Golden values: a refactor of the serving engine (``depgraph/serving/``) must change no output.
 
-133 small load tests (``dg.loadtest(model, **kwargs)``: the default
+138 small load tests (``dg.loadtest(model, **kwargs)``, at the load model they were made with,
+``MADE_WITH``, except five at today's defaults: the default
 push/pull model, colocated and ``<P>P<D>D`` deployments, memory and
 preemption, batching prefill servers, TP and PP, dense, hybrid, MoE and
 sliding-window models, arrival processes, traces, SLOs, expert routing, a
@@ -98,6 +99,13 @@ posting_base_s = 0.0125
 """
 
 M = "qwen3-32b"
+#: The load model the load-test entries were made with and run at: the defaults before issue 27 made
+#: vLLM's and the fitted cost model every command's (the push vs pull study's load model), so that the
+#: entries go on proving a refactor changes nothing. A calibration entry takes its fitted values from its
+#: file instead; ``VLLM_DEFAULTS`` entries run at today's defaults (none of this applied).
+MADE_WITH = dict(gpu="h200", tp=8, prefill_mfu=0.4, hbm_efficiency=1.0, decode_step_overhead_s=4.4e-3,
+                 collectives=False, fitted_defaults=False)
+_CALIBRATED = ("prefill_mfu", "hbm_efficiency", "decode_step_overhead_s")
 #: Light traffic for the default model and deployments: slots contend, nothing is overloaded for long.
 SMALL = dict(qps=6, prompt_tokens=2048, out_tokens=32, num_prompts=30, max_num_seqs=4)
 #: Short prompts and long answers into a small KV pool: requests are admitted, then run out of blocks
@@ -244,6 +252,16 @@ _add("routing/zipf/gpt-oss-20b/pull", "gpt-oss-20b", handoff="pull", tp=2, exper
 for h in HANDOFFS:
     _add(f"study/{h}", handoff=h, **STUDY)
 
+# today's defaults: vLLM's on the GPU, the cost model fitted to measured profiles (no MADE_WITH)
+_add("vllm-defaults/colocated/h100", deployment="colocated", qps=6, prompt_tokens=2048, out_tokens=32, num_prompts=30)
+_add("vllm-defaults/colocated/a100-40g/tp8", deployment="colocated", gpu="a100-40g", tp=8, trace=TRACE)
+_add("vllm-defaults/1P1D/push/h100/tp2", deployment="1P1D", handoff="push", tp=2, qps=8, prompt_tokens=2048,
+     out_tokens=32, num_prompts=30)
+_add("vllm-defaults/default/pull/h200/tp4", handoff="pull", gpu="h200", tp=4, qps=6, prompt_tokens=2048,
+     out_tokens=32, num_prompts=30)
+_add("vllm-defaults/model/qwen3.6-35b-a3b/colocated", "qwen3.6-35b-a3b", deployment="colocated", tp=2, qps=6,
+     prompt_tokens=2048, out_tokens=32, num_prompts=30)
+
 # a calibration's fitted values in place of the load model's defaults
 _add("calibration/colocated", deployment="colocated", calibration=CALIBRATION, **{**SMALL, "max_num_seqs": 16})
 _add("calibration/push", handoff="push", calibration=CALIBRATION, **SMALL)
@@ -273,7 +291,7 @@ COMMANDS: dict[str, list[str]] = {
                                                     "--router", "least-outstanding", "--qps", "16",
                                                     "--prompt-tokens", "256", "--out-tokens", "256",
                                                     "--num-prompts", "40", "--max-num-seqs", "16",
-                                                    "--kv-pool-gb", "0.1", "--json"],
+                                                    "--kv-pool-gb", "0.1", "--tp", "8", "--json"],
     "cli/loadtest/trace/push": ["loadtest", M, "--handoff", "push", "--trace", TRACE_CSV, "--tp", "4",
                                 "--prefill-servers", "1", "--json"],
     "cli/loadtest/calibration/pull-thread": [*_LT, "--handoff", "pull-thread", "--qps", "6", "--calibration",
@@ -376,6 +394,9 @@ def _keyed(value: Any) -> dict[str, str]:
 
 def loadtest_entry(name: str, kwargs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     kw = dict(kwargs)
+    if not name.startswith("vllm-defaults/"):
+        made = {k: v for k, v in MADE_WITH.items() if not ("calibration" in kw and k in _CALIBRATED)}
+        kw = {**made, **kw}
     result = dg.loadtest(kw.pop("model"), **kw)
     s = result.summary
     requests, requests_columns = _frame(result.requests)

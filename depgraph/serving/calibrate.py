@@ -360,6 +360,8 @@ def calibrate(model, files: Sequence[str | Path | MeasuredRun], *, gpu: str = DE
             raise ConfigError(f"{key}: a parameter the calibration fits; give it as prior=LoadModel({key}=...)")
         if value is not None:
             setup[key] = value
+    # recorded always: whether the fitted step overhead holds the all-reduces decides where the fit carries
+    setup["collectives"] = bool(setup.get("collectives", prior.collectives))
     if not colocated and handoff is None:
         raise ConfigError("handoff: required (push, pull or pull-thread) unless the deployment is colocated")
     not_fitted: dict[str, str] = {}

@@ -239,8 +239,6 @@ def resolve(model: ModelSpec, *, handoff: str | None = None, deployment: str | N
     if calibration_corner is not None and calibration is None:
         raise ConfigError("calibration_corner: runs a calibration's values at an end of their intervals; give "
                           "the calibration")
-    if max_num_seqs is None:  # vLLM's default for the servers' GPU
-        max_num_seqs = default_max_num_seqs(overrides.get("gpu", (params or LoadModel()).gpu))
     if calibration is not None:
         from ..specs.calibration import CORNERS, check_fits, read_calibration
 
@@ -249,6 +247,12 @@ def resolve(model: ModelSpec, *, handoff: str | None = None, deployment: str | N
             if name in overrides:
                 raise ConfigError(f"{name}: given and also in the calibration {calibration}; give one")
         base = params or LoadModel()
+        setup = cal.get("setup") or {}
+        if params is None:  # what the fit was made on, where the call does not say: its GPU, its all-reduce setting
+            if "gpu" not in overrides and setup.get("gpu"):
+                overrides = {**overrides, "gpu": setup["gpu"]}
+            if "collectives" not in overrides:
+                overrides = {**overrides, "collectives": bool(setup.get("collectives", False))}
         check_fits(cal, model=model, gpu=overrides.get("gpu", base.gpu),
                    collectives=overrides.get("collectives", base.collectives))
         if calibration_corner is not None:
@@ -257,6 +261,8 @@ def resolve(model: ModelSpec, *, handoff: str | None = None, deployment: str | N
                 raise ConfigError(f"calibration_corner: the calibration {calibration} has no intervals (fitted with "
                                   "--bootstrap 0, or from reported statistics alone)")
         overrides = {**overrides, **calibrated_fields(cal, target="load", corner=calibration_corner)}
+    if max_num_seqs is None:  # vLLM's default for the servers' GPU
+        max_num_seqs = default_max_num_seqs(overrides.get("gpu", (params or LoadModel()).gpu))
     deploy = None if deployment is None else parse_deployment(deployment)
     colocated = deploy is not None and deploy.kind == "colocated"
     if not colocated:
