@@ -702,8 +702,12 @@ class StepCost:
         self._attention_flops_per_s = cost.attention_efficiency * cost.gpu.peak_bf16_flops * tp
         self._bytes_per_s = cost.decode_bytes_per_s
         self._kv_bytes_per_s = cost.kv_bytes_per_s
-        #: what every step pays whatever it schedules: the step's overhead and each layer's fixed cost
+        #: what every step pays whatever it schedules: the step's overhead and each layer's fixed cost (a
+        #: decode step's; a step with a prompt chunk in it pays a prefill's, as prefill_s does)
         self._fixed_s = self.overhead_s + cost.model_fixed_s(model)
+        attends = sum(1 for layer in layers if layer.attention_width)
+        self._fixed_prefill_s = self.overhead_s + (cost.prefill_overhead_s * model.num_layers
+                                                   + cost.attention_fixed_s * attends)
 
     def kv_bytes(self, tokens: int) -> int:
         """Bytes of KV one GPU holds for one request of ``tokens`` tokens (a windowed layer at most ``W``)."""
@@ -729,9 +733,11 @@ class StepCost:
         context = 0  # tokens already computed, over the requests (their KV read)
         win_keys = [0.0] * len(self.windows)
         win_ctx = [0] * len(self.windows)
+        prompt = False
         for c, p in chunks:
             tokens += c
             context += p
+            prompt = prompt or c > 1
             attn += c * p + c * (c + 1) / 2.0
             for k, (w, _, _) in enumerate(self.windows):
                 win_keys[k] += _window_keys(c, p, w)
@@ -755,7 +761,7 @@ class StepCost:
         else:
             memory = ((self.weights_bytes(tokens) + self.state_bytes * len(chunks)) / self._bytes_per_s
                       + kv / self._kv_bytes_per_s)
-        step = self._fixed_s + max(compute, memory)
+        step = (self._fixed_prefill_s if prompt else self._fixed_s) + max(compute, memory)
         if self._collectives:
             step += self._blocks * self.cost.allreduce_s(float(tokens) * self.model.hidden_size
                                                          * self.model.dtype_bytes, self.tp)
