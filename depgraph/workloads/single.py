@@ -279,7 +279,7 @@ def _ranked_parts(model: ModelSpec, *, prompt_tokens: int, link: Link, cost: Cos
                                    device=pdev(stage), operator="activation", duration_s=cost.activation_hop_s,
                                    **where(stage)))
         p = rec.event(f"r{r}:prefill:{tag}", kind="prefill", request=r, layer=layer.index, device=pdev(stage),
-                      duration_s=cost.prefill_layer_s(layer, prompt_tokens) / P, **where(stage))
+                      duration_s=cost.prefill_layer_s(layer, prompt_tokens, tp=P), **where(stage))
         nodes["prefill"].append(p)
         chain.append(p)
         if P > 1:
