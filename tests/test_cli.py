@@ -55,9 +55,14 @@ def test_ttft_json_contract(capsys):
     assert (data["gpu"], data["link"], data["mfu"], data["hbm_efficiency"]) == ("study-effective", "25g", 1.0, 1.0)
     code, out, _ = run(capsys, "ttft", "qwen3.6-35b-a3b", "--prompt-tokens", "1024", "--json")  # the defaults
     data = json.loads(out)
-    assert (data["gpu"], data["link"], data["mfu"], data["hbm_efficiency"]) == ("h100-sxm", "ib-ndr", 0.6, 0.8)
+    # the defaults: the H100 SXM's efficiencies fitted to Vidur's profiles (depgraph/specs/data/fitted.json)
+    fitted = dg.CostModel()
+    assert (data["gpu"], data["link"], data["mfu"], data["hbm_efficiency"]) == (
+        "h100-sxm", "ib-ndr", fitted.prefill_mfu, fitted.decode_hbm_efficiency) == ("h100-sxm", "ib-ndr", 0.644917, 0.852134)
+    assert data["assumptions"] == f"attention 0.165, KV reads 0.909, 34.1 us a layer ({fitted.fit.describe()})"
     code, out, _ = run(capsys, "ttft", "qwen3.6-35b-a3b", "--prompt-tokens", "1024")
-    assert "ib-ndr, h100-sxm (prefill MFU 0.6, decode HBM efficiency 0.8)" in out.splitlines()[0]
+    assert (f"ib-ndr, h100-sxm (prefill MFU 0.644917, decode HBM efficiency 0.852134; attention 0.165, KV reads 0.909, "
+            f"34.1 us a layer ({fitted.fit.describe()})), ") in out.splitlines()[0]
     assert data["frontier_max"] >= 1
     assert sum(data["breakdown_s"].values()) == pytest.approx(data["ttft_s"], rel=1e-12)
 
@@ -310,10 +315,14 @@ def test_the_load_model_flags_come_from_its_fields():
     fields = {f.name for f in dataclasses.fields(LoadModel)}
     assert set(LOAD_MODEL_FLAGS) <= fields
     parser = _build_parser()
-    args = parser.parse_args(["loadtest", "qwen3-32b", "--handoff", "push", "--decode-tp", "4", "--collectives",
+    args = parser.parse_args(["loadtest", "qwen3-32b", "--handoff", "push", "--decode-tp", "4", "--no-collectives",
                               "--link", "25g", "--prefill-servers", "2"])
-    assert _field_values(args, LOAD_MODEL_FLAGS) == {"tp": 8, "decode_tp": 4, "collectives": True, "link": "25g",
+    # --tp reads as the load model's default (vLLM's TP 1); the all-reduces are on unless --no-collectives
+    assert LoadModel().tp == 1 and LoadModel().collectives is True
+    assert _field_values(args, LOAD_MODEL_FLAGS) == {"tp": 1, "decode_tp": 4, "collectives": False, "link": "25g",
                                                      "prefill_servers": 2, "slot_scope": "running"}
+    plain = parser.parse_args(["loadtest", "qwen3-32b", "--handoff", "push"])
+    assert _field_values(plain, LOAD_MODEL_FLAGS) == {"tp": 1, "slot_scope": "running"}  # collectives: the default
     sub = next(a for a in parser._actions if a.dest == "command").choices["loadtest"]
     helps = {a.option_strings[0]: a.help for a in sub._actions if a.option_strings}
     for f in LOAD_MODEL_FLAGS.values():

@@ -9,7 +9,7 @@ from depgraph.specs.hardware import gpu_names, link_names
 
 LINKS = ("pcie4", "pcie5", "nvlink4", "nvlink5", "ib-hdr", "ib-ndr", "ib-xdr", "roce-25g", "roce-100g", "roce-200g",
          "roce-400g", "roce-800g", "400g", "200g", "100g", "25g")
-GPUS = ("study-effective", "a100-80g", "h100-sxm", "h100-pcie", "h200", "b200", "l40s", "mi300x", "mi325x")
+GPUS = ("study-effective", "a100-40g", "a100-80g", "h100-sxm", "h100-pcie", "h200", "b200", "l40s", "mi300x", "mi325x")
 
 
 def test_catalog_names():
