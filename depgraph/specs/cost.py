@@ -8,32 +8,53 @@ documented once, here (``docs/calibration.md`` explains the choices):
     their sources). The handoff study's scenarios pin ``gpu =
     "study-effective"``, a calibration device (an H100's peaks divided by 4,
     used whole) that reproduces its Figure 4 (:data:`STUDY_GPU`).
-``mfu = 0.6``
-    Prefill model FLOPs utilisation. From one profiled comparison: on
-    Llama-2-70B, A100, TP 2, MFU 0.4 came out 56% slower than measured
-    prefill kernels imply (about 0.6). The studies run 0.4 and 1.0.
+``fitted_defaults = True``
+    Every field below whose default is ``None`` takes the GPU's value fitted
+    to measured operator profiles (:mod:`depgraph.specs.fitted`,
+    ``data/fitted.json``: Vidur's A100 and H100 profiles; an H200 or B200
+    borrows the H100's fit), else a plain constant; ``False`` gives the plain
+    constants whatever the GPU (the studies' models). A GPU without a fit
+    (``study-effective``, AMD's, a user's own) keeps the plain constants too.
+    The properties :attr:`prefill_mfu`, :attr:`decode_hbm_efficiency`,
+    :attr:`attention_efficiency`, :attr:`kv_efficiency`,
+    :attr:`layer_overhead_s`, :attr:`prefill_overhead_s`,
+    :attr:`attention_fixed_s` and the ``allreduce_*`` ones give the values in force.
+``mfu = None``
+    Prefill (GEMM) model FLOPs utilisation: the GPU's fit (``h100-sxm``:
+    0.644917), else :data:`DEFAULT_MFU` = 0.6, from one profiled comparison
+    (on Llama-2-70B, A100, TP 2, MFU 0.4 came out 56% slower than measured
+    prefill kernels imply). The studies run 0.4 and 1.0.
 ``hbm_efficiency = None``
-    Fraction of HBM peak a memory-bound decode step reaches: the GPU's own
-    value where the catalog gives one (``study-effective``: 1.0), else
+    Fraction of HBM peak a memory-bound decode step reads its weights at:
+    the GPU's own value where the catalog gives one (``study-effective``:
+    1.0), else its fit (``h100-sxm``: 0.852134), else
     :data:`DEFAULT_HBM_EFFICIENCY` = 0.8 (the same comparison: matrix-vector
     reads at about 80% of peak bandwidth).
+``attention_mfu = None`` and ``kv_hbm_efficiency = None``
+    Prefill attention's FLOPs utilisation and decode attention's KV-read
+    efficiency: the fit's ratios to the GEMM MFU and the HBM efficiency times
+    the values in force (``h100-sxm``: 0.165 and 0.909), else those values.
 ``conv_share = 0.10``
     Share of a recurrent layer's decode time taken by its convolution
     operator (the study's 10%).
 ``activation_hop_s = 0.05e-3``
     Time to move an activation between pipeline stages (the study's 0.05 ms).
-``decode_layer_overhead_s = 0.0``
-    Fixed time per decode layer per step (kernel launches, synchronisation).
-``collective_efficiency = 0.8`` and ``collective_latency_s = 10e-6``
+``decode_layer_overhead_s = None``, ``prefill_layer_overhead_s = None`` and ``attention_floor_s = None``
+    Fixed time per decoder layer per decode step, per layer of a prefill, and
+    per attention kernel (norms, rotary, adds, launches): the GPU's fit
+    (``h100-sxm``: 34.05, 69.20 and 16.65 us), else 0.
+``collective_efficiency = None``, ``collective_latency_s = None`` and ``collective_hop_latency_s = None``
     A tensor-parallel all-reduce of ``B`` bytes over ``n`` ranks takes
-    ``latency + 2 (n - 1) / n x B / (efficiency x interconnect bandwidth)``
+    ``latency + 2 (n - 1) x hop latency + 2 (n - 1) / n x B / (efficiency x interconnect bandwidth)``
     (a ring: each rank sends and receives ``2 (n - 1) / n`` of the data over
     its own link; ``interconnect_bytes_per_s`` per direction, from the GPU
     catalog). vLLM runs one after each row-parallel block of a decoder layer
     (the mixer, the MLP or MoE: two in most layers, one in a Nemotron-H
-    layer), of ``tokens x hidden x dtype`` bytes. Both numbers are
-    assumptions, not measurements: NCCL's bus bandwidth on NVLink is
-    typically below peak, and a small all-reduce costs some microseconds.
+    layer), of ``tokens x hidden x dtype`` bytes. The GPU's fit to a measured
+    all-reduce profile (``h100-sxm``: efficiency 1.549, NVLink SHARP reducing in
+    the switch; 23.6 us; 0.42 us a hop), else the plain assumptions 0.8, 10 us
+    and 0 (NCCL's bus bandwidth on NVLink is typically below peak, and a small
+    all-reduce costs some microseconds).
 ``link = "ib-ndr"``
     The network between the prefill and decode GPUs (:data:`~depgraph.specs.hardware.DEFAULT_LINK`;
     ``depgraph links``), one NIC per GPU unless a builder says ``nic="per-node"``.
@@ -66,29 +87,37 @@ documented once, here (``docs/calibration.md`` explains the choices):
     request. The handoff study's model leaves it out (its Figure 9 needs
     that); docs/calibration.md gives what each choice reproduces.
 
-Prefill time of a layer is FLOPs / (MFU x peak): ``2 x active params x S``
-for the projections, ``2 x S^2 x (query heads x head_dim)`` for causal
-attention (``attention_flops_per_key / 2 x S^2 x width``; each query attends
+Prefill time of a layer is its fixed cost plus FLOPs / (MFU x peak): ``2 x
+active params x S`` for the projections at :attr:`prefill_mfu`, ``2 x S^2 x
+(query heads x head_dim)`` for causal attention at :attr:`attention_efficiency`
+(``attention_flops_per_key / 2 x S^2 x width``; each query attends
 to at most ``W`` keys in a sliding-window layer:
 ``attention_flops_per_key x width x (W x S - W^2 / 2)``). Decode time of a layer is
-memory-bound: the weights the step touches (for MoE, the distinct experts
-the batch's tokens route to, in expectation) plus the KV and recurrent state
-of every request in the batch, over the effective HBM bandwidth.
+its fixed cost plus a roofline, the larger of its FLOPs at the MFU and its
+reads: the weights the step touches (for MoE, the distinct experts the
+batch's tokens route to, in expectation) and recurrent state at the HBM
+efficiency, every request's KV at the KV-read efficiency (a small batch is
+memory-bound).
 
 >>> import depgraph as dg
->>> cm = dg.CostModel(gpu="study-effective", mfu=1.0)
+>>> cm = dg.CostModel(gpu="study-effective", mfu=1.0)   # no fit: the plain constants
 >>> m = dg.load_model("qwen3-32b")
 >>> round(cm.prefill_layer_s(m.layers[0], 1024) * 1e6, 1)   # microseconds
 4108.2
->>> round(dg.CostModel().allreduce_s(16_384 * 5120 * 2, 8) * 1e3, 3)   # ms: 16k tokens x Qwen3-32B's hidden, TP 8
-0.826
->>> dg.CostModel().describe()
+>>> fit = dg.CostModel()   # an H100 SXM at its fitted defaults
+>>> fit.prefill_mfu, fit.decode_hbm_efficiency, round(fit.layer_overhead_s * 1e6, 2)
+(0.644917, 0.852134, 34.05)
+>>> round(fit.allreduce_s(16_384 * 5120 * 2, 8) * 1e3, 3)   # ms: 16k tokens x Qwen3-32B's hidden, TP 8
+0.451
+>>> fit.describe().split(" (fitted to")[0]   # then the dataset the fit comes from
+'h100-sxm, prefill MFU 0.645, decode HBM efficiency 0.852, attention 0.165, KV reads 0.909, 34.1 us a layer'
+>>> dg.CostModel(fitted_defaults=False).describe()   # the plain constants
 'h100-sxm, prefill MFU 0.6, decode HBM efficiency 0.8'
 >>> tp8 = dg.CostModel(prefill_tp=8, decode_tp=8)
->>> tp8.describe()
-'h100-sxm, prefill MFU 0.6, decode HBM efficiency 0.8, TP 8 -> TP 8'
->>> round(tp8.prefill_side_s(m, 16_384) / dg.CostModel().prefill_side_s(m, 16_384), 3)   # all-reduces included
-0.173
+>>> tp8.describe().split(", attention")[0]
+'h100-sxm, prefill MFU 0.645, decode HBM efficiency 0.852, TP 8 -> TP 8'
+>>> round(tp8.prefill_side_s(m, 16_384) / fit.prefill_side_s(m, 16_384), 3)   # all-reduces and fixed costs included
+0.144
 
 """
 
@@ -665,11 +694,11 @@ class StepCost:
 
     >>> import depgraph as dg
     >>> m = dg.load_model("qwen3-32b")
-    >>> sc = dg.CostModel(gpu="h200").step_cost(m, tp=8)
+    >>> sc = dg.CostModel(gpu="h200").step_cost(m, tp=8)   # the H100's fit, borrowed
     >>> round(sc.step_s([(1, 16_000)] * 8) * 1e3, 3)   # eight decode tokens: memory-bound, 128 all-reduces
-    4.506
+    9.968
     >>> round(sc.step_s([(8192, 0)]) * 1e3, 1)          # one 8k chunk: compute-bound
-    175.9
+    190.1
     """
 
     def __init__(self, cost: CostModel, model: ModelSpec, *, tp: int = 1, overhead_s: float = 0.0,

@@ -23,9 +23,14 @@ The per-GPU bytes of KV and recurrent state a request holds are worked out
 once, by :func:`rank_bytes`, for the step cost, the decode memory pools and
 the decode step alike.
 
+The push vs pull study's load model (:data:`~depgraph.studies.runlength.PUSHPULL_LOAD_MODEL`: the
+cost model's plain constants, ``fitted_defaults=False``, and a fitted 4.4 ms a step): its 16k handoff
+over 50 GB/s per GPU and the decode step that gives the study's 7.0 ms per token:
+
 >>> import depgraph as dg
 >>> from depgraph.specs.predictor import ServingPredictor
->>> cost = dg.CostModel(gpu="h200", mfu=0.4, hbm_efficiency=1.0, link="50GBps", prefill_tp=8, decode_tp=8)
+>>> cost = dg.CostModel(gpu="h200", mfu=0.4, hbm_efficiency=1.0, link="50GBps", prefill_tp=8, decode_tp=8,
+...                     fitted_defaults=False)
 >>> p = ServingPredictor(dg.load_model("qwen3-32b"), cost, step_overhead_s=4.4e-3)
 >>> round(p.transfer_s(16_384) * 1e3, 2), round(p.decode_step_s(8, 8 * 16_448) * 1e3, 3)
 (10.74, 6.964)
