@@ -525,8 +525,10 @@ def test_a_load_test_scenario_takes_the_parallel_keys(tmp_path):
             'timings = ["handoff"]\n[[workloads]]\nworkload = "loadtest"\nhandoff = "push"\nqps = 2\n'
             'num_prompts = 20\nmax_num_seqs = 8\ntp = 8\ndecode_tp = [4, 8]\ndecode_pp = 2\ncollectives = true\n')
     points = expand_scenario(parse_scenario(text))
-    assert [p["variant"] for p in points] == ["push,qps=2,num_prompts=20,decode_tp=4,decode_pp=2,collectives=True",
-                                              "push,qps=2,num_prompts=20,decode_tp=8,decode_pp=2,collectives=True"]
+    # a label names what differs from the push vs pull study's load test: here the fitted cost model too
+    assert [p["variant"] for p in points] == [
+        "push,qps=2,num_prompts=20,decode_tp=4,decode_pp=2,collectives=True,fitted_defaults=True",
+        "push,qps=2,num_prompts=20,decode_tp=8,decode_pp=2,collectives=True,fitted_defaults=True"]
     assert points[0]["prefill_tp"] is None  # the load test's tp
     rows = dg.sweep(parse_scenario(text), workers=1, progress=False)
     assert list(rows.decode_tp) == [4, 8] and set(rows.decode_pp) == {2} and set(rows.collectives) == {True}

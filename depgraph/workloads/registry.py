@@ -181,17 +181,21 @@ def _label_pipeline(p: dict) -> str:
     return f"pp{p['stages']}-{'shared' if p['shared_link'] else 'private'}"
 
 
+#: A load-test row's label names what differs from the push vs pull study's load test (the first scenario
+#: that ran one: its labels stay as they were), each parameter with the study's value; a parameter left
+#: unset (``None``: vLLM's default ``max_num_seqs``, the GPU's fitted ``hbm_efficiency``...) is not named.
 _LOADTEST_LABELLED = (("out_tokens", 128), ("num_prompts", 400), ("max_num_seqs", 8), ("tp", 8), ("seed", 0),
                       ("prefill_tp", None), ("decode_tp", None), ("prefill_pp", 1), ("decode_pp", 1),
                       ("collectives", False), ("burstiness", None), ("range_ratio", 0.0),
                       ("max_num_batched_tokens", None), ("chunked_prefill", True), ("router", "round-robin"),
-                      ("max_concurrency", None), ("slo_ttft_s", None), ("slo_tpot_s", None), ("memory", True))
+                      ("max_concurrency", None), ("slo_ttft_s", None), ("slo_tpot_s", None), ("memory", True),
+                      ("hbm_efficiency", 1.0), ("decode_step_overhead_s", 4.4e-3), ("fitted_defaults", False))
 
 
 def _label_loadtest(p: dict) -> str:
     head = ",".join(str(p[k]) for k in ("deployment", "handoff") if p.get(k) is not None)
     return f"{head},qps={p['qps']:g}" + "".join(f",{k}={p[k]}" for k, d in _LOADTEST_LABELLED
-                                                if p.get(k, d) != d)
+                                                if p.get(k) is not None and p[k] != d)
 
 
 #: Every workload, in the order the command line and the gallery list them.
