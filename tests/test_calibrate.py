@@ -12,10 +12,17 @@ import depgraph as dg
 from depgraph.cli import main
 from depgraph.io.benchjson import read_bench_result
 from depgraph.serving.calibrate import calibrate, write_calibration
-from depgraph.serving.simulator import arrivals
+from depgraph.serving.simulator import LoadModel, arrivals
 from depgraph.specs.calibration import read_calibration
+from depgraph.studies.runlength import PUSHPULL_LOAD_MODEL
 
 TRUTH = dict(prefill_mfu=0.3, hbm_efficiency=0.8, decode_step_overhead_s=6e-3)
+#: The deployment every run here is made on and fitted on, as the checks below take it: an H200 at TP 8 whose
+#: fitted step overhead holds the all-reduces (no collectives added), on the cost model's plain constants, where
+#: the HBM efficiency prices every byte a step reads (the fitted defaults read KV at their own efficiency).
+DEPLOYMENT = dict(gpu="h200", tp=8, collectives=False, fitted_defaults=False)
+#: Where a fit starts: the push vs pull study's load model (MFU 0.4, HBM efficiency 1.0, 4.4 ms a step).
+FIT = dict(DEPLOYMENT, prior=LoadModel(**PUSHPULL_LOAD_MODEL))
 #: The round trip's tolerance: each fitted value within 10% of the one that made the runs (5% noise on every latency).
 TOLERANCE = 0.10
 
@@ -30,7 +37,7 @@ def bench_file(path, *, qps, prompt, out, n, noise, seed, truth=TRUTH, failed=0,
     if qps == "inf":
         t["arrival_s"] = 0.0
     result = dg.loadtest("qwen3-32b", trace=t, deployment="colocated", max_num_seqs=max_num_seqs,
-                         max_concurrency=max_concurrency, **truth, **kw)
+                         max_concurrency=max_concurrency, **DEPLOYMENT, **truth, **kw)
     df = result.requests
     rng = np.random.default_rng(seed)
     jitter = lambda: float(np.exp(rng.normal(0, noise)))  # noqa: E731
@@ -71,7 +78,7 @@ def runs(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def fit(runs):
-    return calibrate("qwen3-32b", runs, deployment="colocated", bootstrap=40, leave_one_out=False)
+    return calibrate("qwen3-32b", runs, deployment="colocated", **FIT, bootstrap=40, leave_one_out=False)
 
 
 def test_a_round_trip_recovers_the_parameters_that_made_the_runs(fit):
@@ -91,7 +98,7 @@ def test_a_parameter_the_files_cannot_identify_stays_at_its_prior(tmp_path):
     """One light rate of short prompts: every step reads about the same bytes, so the bandwidth efficiency
     barely moves TPOT apart from the step overhead; it stays at its prior and the fit says why."""
     f = bench_file(tmp_path / "one.json", qps=4, prompt=1024, out=64, n=100, noise=0.02, seed=4)
-    cal = calibrate("qwen3-32b", [f], deployment="colocated", bootstrap=0, leave_one_out=False)
+    cal = calibrate("qwen3-32b", [f], deployment="colocated", **FIT, bootstrap=0, leave_one_out=False)
     assert "prefill_mfu" in cal.fitted and "decode_step_overhead_s" in cal.fitted
     assert "hbm_efficiency" not in cal.fitted and cal.values["hbm_efficiency"] == cal.prior["hbm_efficiency"]
     assert cal.not_fitted["hbm_efficiency"].endswith("left at its prior")
@@ -99,13 +106,14 @@ def test_a_parameter_the_files_cannot_identify_stays_at_its_prior(tmp_path):
 
 
 def test_the_same_files_give_the_same_fit(runs):
-    a = calibrate("qwen3-32b", runs[:2], deployment="colocated", bootstrap=10, leave_one_out=False, iterations=3)
-    b = calibrate("qwen3-32b", runs[:2], deployment="colocated", bootstrap=10, leave_one_out=False, iterations=3)
+    kw = dict(deployment="colocated", bootstrap=10, leave_one_out=False, iterations=3, **FIT)
+    a = calibrate("qwen3-32b", runs[:2], **kw)
+    b = calibrate("qwen3-32b", runs[:2], **kw)
     assert a.values == b.values and a.intervals == b.intervals
 
 
 def test_leave_one_file_out_predicts_the_file_left_out(runs):
-    cal = calibrate("qwen3-32b", runs, deployment="colocated", bootstrap=0, iterations=4)
+    cal = calibrate("qwen3-32b", runs, deployment="colocated", **FIT, bootstrap=0, iterations=4)
     errors = cal.leave_one_out.drop(columns="file").to_numpy()
     assert errors.shape == (3, 6) and np.nanmax(np.abs(errors)) < 0.2
 
@@ -162,7 +170,8 @@ def test_the_saved_calibration_is_used_everywhere(fit, tmp_path, capsys):
 
 def test_the_calibrate_command(runs, tmp_path, capsys):
     out = tmp_path / "calib.toml"
-    argv = ["calibrate", "qwen3-32b", *map(str, runs[:2]), "--gpu", "h200", "--bootstrap", "5",
+    argv = ["calibrate", "qwen3-32b", *map(str, runs[:2]), "--gpu", "h200", "--tp", "8", "--no-collectives",
+            "--bootstrap", "5",
             "--no-leave-one-out", "-o", str(out), "--plot", str(tmp_path / "c.png")]
     assert main(argv) == 0
     text = capsys.readouterr().out
@@ -271,18 +280,20 @@ def test_the_study_worked_example_fits_push_and_predicts_pull():
     4.52 ms (the hand calibration's 4.4 ms gives 6.93 ms per token); with it, pull is predicted at 9.6 ms per
     token against the study's 10.4 ms (-8%)."""
     from depgraph.io.benchjson import MeasuredRun
-    from depgraph.serving.simulator import LoadModel
 
     push = MeasuredRun(path="study-push-8rps", request_rate_rps=8.0, burstiness=1.0, max_concurrency=None,
                        num_prompts=400, duration_s=None, failed=0, requests=None, reported={"tpot_mean_s": 7.0e-3},
                        mean_prompt_tokens=16384, mean_output_tokens=128)
+    # the study's load model, its step overhead fitted from 3 ms (the others, not fitted, are replayed as they are)
+    study = {k: v for k, v in PUSHPULL_LOAD_MODEL.items() if k not in ("prefill_mfu", "hbm_efficiency",
+                                                                       "decode_step_overhead_s")}
     cal = calibrate("qwen3-32b", [push], handoff="push", max_num_seqs=8, params=["decode_step_overhead_s"],
-                    prior=LoadModel(decode_step_overhead_s=3e-3), bootstrap=0)
+                    prior=LoadModel(**{**PUSHPULL_LOAD_MODEL, "decode_step_overhead_s": 3e-3}), bootstrap=0, **study)
     overhead = cal.values["decode_step_overhead_s"]
     assert cal.fitted == ["decode_step_overhead_s"] and overhead == pytest.approx(4.52e-3, rel=0.01)
     assert cal.per_file.tpot_mean_predicted_s[0] == pytest.approx(7.0e-3, rel=0.01)
     pull = dg.loadtest("qwen3-32b", handoff="pull", qps=8, prompt_tokens=16384, out_tokens=128, num_prompts=400,
-                       max_num_seqs=8, decode_step_overhead_s=overhead)
+                       max_num_seqs=8, **{**PUSHPULL_LOAD_MODEL, "decode_step_overhead_s": overhead})
     assert pull.summary["tpot_mean_s"] == pytest.approx(9.6e-3, rel=0.01)
     assert pull.summary["tpot_mean_s"] / 10.4e-3 - 1 == pytest.approx(-0.08, abs=0.01)
 
@@ -365,7 +376,7 @@ def test_a_scenario_or_a_sweep_runs_with_a_calibration(fit, tmp_path, capsys):
     write_calibration(fit, tmp_path / "calib.toml")
     body = ('name = "c"\n{cal}[grid]\nmodels = ["qwen3-32b"]\nprompt_tokens = [2048]\nlinks = ["ib-ndr"]\n'
             'gpus = ["h200"]\ntimings = ["handoff"]\n{mfus}[[workloads]]\nworkload = "loadtest"\n'
-            'deployment = "colocated"\nqps = 2\nnum_prompts = 30\nout_tokens = 16\n')
+            'deployment = "colocated"\nqps = 2\nnum_prompts = 30\nout_tokens = 16\ntp = 8\n')  # the fit's TP
     sc = parse_scenario(body.format(cal='calibration = "calib.toml"\n', mfus=""), base_dir=tmp_path)
     (point,) = expand_scenario(sc)
     assert point["mfu"] == fit.values["prefill_mfu"] and point["calibration"] == fit.values
@@ -465,7 +476,7 @@ def test_the_reported_tpot_and_itl_are_the_simulated_runs_same_statistics(tmp_pa
     assert reported == [f"{m}_{s}" for m in ("tpot", "itl") for s in ("mean", "p50", "p90", "p99")]
     assert target.described == ("TTFT p10-p99 of its requests; TPOT reported mean, p50, p90, p99; "
                                 "ITL reported mean, p50, p90, p99")
-    setup = {"gpu": "h200", "tp": 8, "max_num_seqs": 256, "deployment": "colocated"}
+    setup = {**DEPLOYMENT, "max_num_seqs": 256, "deployment": "colocated"}
     predicted = _predicted(replay("qwen3-32b", run, setup, {**TRUTH}), target.names)
     assert np.abs(predicted - target.log_s).max() < 1e-9
 
@@ -483,7 +494,7 @@ def test_files_without_per_token_times_still_fit_the_decode_parameters(untimed, 
     """Before, such files gave no TPOT target: fitted to their TTFTs alone the bandwidth efficiency came
     out at 0.98 against 0.8. Fitted to the statistics they report too, all three parameters come back
     within the round trip's 10% (0.301, 0.762, 5.87 ms), and the output says which targets each file gave."""
-    cal = calibrate("qwen3-32b", untimed, deployment="colocated", bootstrap=20, leave_one_out=False)
+    cal = calibrate("qwen3-32b", untimed, deployment="colocated", **FIT, bootstrap=20, leave_one_out=False)
     assert set(cal.fitted) == set(TRUTH)
     for name, truth in TRUTH.items():
         assert cal.values[name] == pytest.approx(truth, rel=TOLERANCE), name
@@ -521,7 +532,7 @@ def test_a_burst_is_replayed_as_a_burst(tmp_path):
     table = replay_table(run)
     assert (table.arrival_s == 0).all() and table.prompt_tokens.tolist() == run.requests.prompt_tokens.tolist()
     assert replay_traffic(run) == "a burst: every request sent at 0, in the file's order, at most 8 in flight"
-    df = replay("qwen3-32b", run, {"gpu": "h200", "tp": 8, "max_num_seqs": 1024, "deployment": "colocated"},
+    df = replay("qwen3-32b", run, {**DEPLOYMENT, "max_num_seqs": 1024, "deployment": "colocated"},
                 dict(TRUTH)).requests
     assert (df.scheduled_s == 0).all() and df.arrival_s.max() > 0  # the cap held the later ones back
     sent, done = np.sort(df.arrival_s.to_numpy()), np.sort(df.finish_s.to_numpy())
@@ -536,7 +547,7 @@ def test_a_burst_is_replayed_as_a_burst(tmp_path):
 def test_a_burst_alone_gives_the_prefill_mfu(burst):
     """In a burst the steps carry 8,192 prompt tokens while the first requests decode: TTFT and TPOT both
     measure prefill, so the MFU comes back (within 5%) and the decode parameters are left at their priors."""
-    cal = calibrate("qwen3-32b", [burst], deployment="colocated", bootstrap=0, leave_one_out=False)
+    cal = calibrate("qwen3-32b", [burst], deployment="colocated", **FIT, bootstrap=0, leave_one_out=False)
     assert cal.setup["max_num_seqs"] == VLLM_H200_MAX_NUM_SEQS  # vLLM's default on an H200
     assert "prefill_mfu" in cal.fitted and cal.values["prefill_mfu"] == pytest.approx(TRUTH["prefill_mfu"], rel=0.05)
     assert cal.per_file.traffic[0] == "a burst: every request sent at 0, in the file's order"
@@ -548,12 +559,12 @@ def test_burst_and_poisson_files_fit_together(runs, burst):
     that ran it with 1,024) the burst's later requests queue in the replay and run at once on the server;
     the fit is pulled (a residual of about 12% against 2%) and the 8k-prompt file, left out, is predicted
     at least 15% slow (about +23%)."""
-    cal = calibrate("qwen3-32b", [*runs, burst], deployment="colocated", bootstrap=0, iterations=6)
+    cal = calibrate("qwen3-32b", [*runs, burst], deployment="colocated", **FIT, bootstrap=0, iterations=6)
     for name, truth in TRUTH.items():
         assert cal.values[name] == pytest.approx(truth, rel=TOLERANCE), name
     assert cal.residual_rms < 0.05
     assert np.nanmax(np.abs(cal.leave_one_out.drop(columns="file").to_numpy())) < 0.10
-    wrong = calibrate("qwen3-32b", [*runs, burst], deployment="colocated", bootstrap=0, iterations=6,
+    wrong = calibrate("qwen3-32b", [*runs, burst], deployment="colocated", **FIT, bootstrap=0, iterations=6,
                       max_num_seqs=256)
     assert wrong.residual_rms > 0.08
     left_out = wrong.leave_one_out.set_index("file").loc["c.json"]
