@@ -129,7 +129,9 @@ def test_the_saved_calibration_is_used_everywhere(fit, tmp_path, capsys):
         fit.values["hbm_efficiency"], str(path), 8, 8)
     # the fit (without collectives) holds the TP 8 all-reduces; the cost model's graphs add their own, so they
     # come out of the fitted prefill MFU and step overhead: its prefill and its all-reduces make the fitted time
-    fitted = dg.CostModel(gpu="h200", mfu=fit.values["prefill_mfu"]).prefill_s(M, 4096) / 8
+    # the fit was made on the plain cost model (its prior), and the file says so: the reference is that model
+    assert saved["setup"]["fitted_defaults"] is False and cost.fitted_defaults is False
+    fitted = dg.CostModel(gpu="h200", mfu=fit.values["prefill_mfu"], fitted_defaults=False).prefill_s(M, 4096) / 8
     allreduce = sum(cost.layer_collectives_s(M, layer, 4096, 8) for layer in M.layers)
     assert cost.prefill_s(M, 4096) / 8 + allreduce == pytest.approx(fitted, rel=1e-9)
     step = sum(cost.layer_collectives_s(M, layer, 1, 8) for layer in M.layers)
@@ -142,7 +144,8 @@ def test_the_saved_calibration_is_used_everywhere(fit, tmp_path, capsys):
                     prompt_tokens=100, out_tokens=4, num_prompts=3)
     kw = dict(deployment="colocated", qps=2, prompt_tokens=1024, out_tokens=16, num_prompts=30)
     r = dg.loadtest("qwen3-32b", calibration=path, **kw)
-    same = dg.loadtest("qwen3-32b", **kw, **{k: v for k, v in fit.values.items()})
+    # without a GPU, TP or cost setting the calibrated run is made as the fit was (its setup: DEPLOYMENT)
+    same = dg.loadtest("qwen3-32b", **kw, **DEPLOYMENT, **{k: v for k, v in fit.values.items()})
     assert r.summary["calibration"] == str(path) and r.requests.ttft_s.equals(same.requests.ttft_s)
     with pytest.raises(dg.ConfigError, match=r"prefill_mfu: given and also in the calibration"):
         dg.loadtest("qwen3-32b", calibration=path, prefill_mfu=0.5, **kw)
@@ -301,8 +304,9 @@ def test_the_study_worked_example_fits_push_and_predicts_pull():
 def _operations(path, *, mfu=0.45, eff=0.75, overhead=5e-3, noise=0.03, batches=(1, 4, 16, 64),
                 contexts=(1000, 8000, 32000)):
     M = dg.load_model("qwen3-32b")
-    sc = dg.CostModel(gpu="h200", mfu=mfu, hbm_efficiency=eff).step_cost(M, tp=8, overhead_s=overhead,
-                                                                         collectives=False)
+    # the step calibrate_operations fits: the plain cost model (one efficiency a kind, no fitted fixed costs)
+    sc = dg.CostModel(gpu="h200", mfu=mfu, hbm_efficiency=eff, fitted_defaults=False).step_cost(
+        M, tp=8, overhead_s=overhead, collectives=False)
     rng = np.random.default_rng(0)
     lines = ["op,prompt_tokens,batch,context_tokens,seconds"]
     for t in (512, 1024, 2048, 4096, 8192, 16384):
@@ -329,7 +333,7 @@ def test_profiled_operations_round_trip(tmp_path, capsys):
     assert one.fitted == ["prefill_mfu", "decode_step_overhead_s"]
     assert one.values["hbm_efficiency"] == one.prior["hbm_efficiency"]
     assert "cannot be told apart" in one.not_fitted["hbm_efficiency"]
-    assert main(["calibrate", "qwen3-32b", str(tmp_path / "ops.csv"), "--gpu", "h200", "--bootstrap", "5",
+    assert main(["calibrate", "qwen3-32b", str(tmp_path / "ops.csv"), "--gpu", "h200", "--tp", "8", "--bootstrap", "5",
                  "-o", str(tmp_path / "ops.toml")]) == 0
     assert "profiled operations" in capsys.readouterr().out
     assert read_calibration(tmp_path / "ops.toml")["values"]["prefill_mfu"] == pytest.approx(0.45, rel=0.05)

@@ -317,12 +317,13 @@ def test_the_load_model_flags_come_from_its_fields():
     parser = _build_parser()
     args = parser.parse_args(["loadtest", "qwen3-32b", "--handoff", "push", "--decode-tp", "4", "--no-collectives",
                               "--link", "25g", "--prefill-servers", "2"])
-    # --tp reads as the load model's default (vLLM's TP 1); the all-reduces are on unless --no-collectives
+    # an absent --tp is left to the load model (vLLM's TP 1) or to a --calibration's TP; the all-reduces are on
+    # unless --no-collectives
     assert LoadModel().tp == 1 and LoadModel().collectives is True
-    assert _field_values(args, LOAD_MODEL_FLAGS) == {"tp": 1, "decode_tp": 4, "collectives": False, "link": "25g",
+    assert _field_values(args, LOAD_MODEL_FLAGS) == {"decode_tp": 4, "collectives": False, "link": "25g",
                                                      "prefill_servers": 2, "slot_scope": "running"}
     plain = parser.parse_args(["loadtest", "qwen3-32b", "--handoff", "push"])
-    assert _field_values(plain, LOAD_MODEL_FLAGS) == {"tp": 1, "slot_scope": "running"}  # collectives: the default
+    assert _field_values(plain, LOAD_MODEL_FLAGS) == {"slot_scope": "running"}  # collectives, tp: the defaults
     sub = next(a for a in parser._actions if a.dest == "command").choices["loadtest"]
     helps = {a.option_strings[0]: a.help for a in sub._actions if a.option_strings}
     for f in LOAD_MODEL_FLAGS.values():

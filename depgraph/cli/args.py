@@ -22,7 +22,8 @@ _COMMON_HELP = {
     "--out-tokens": "output tokens per request",
     "--num-prompts": "requests in the run (as vllm bench serve --num-prompts)",
     "--max-num-seqs": "decode slots of one server (vLLM --max-num-seqs)",
-    "--tp": "tensor-parallel size of each server (both sides unless --prefill-tp / --decode-tp)",
+    "--tp": "tensor-parallel size of each server (both sides unless --prefill-tp / --decode-tp; default 1, or the TP "
+            "a --calibration was fitted at)",
     "--seed": "random seed of the arrivals and draws",
     "--max-candidates": "the most deployments tried (over it, the smallest of each kind, half each)",
     "--slo-ttft-ms": "time-to-first-token target, ms",

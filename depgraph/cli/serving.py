@@ -67,7 +67,7 @@ def add_loadtest_command(sub) -> None:
     p.add_argument("--num-prompts", type=_number(int, "--num-prompts"), default=None, metavar="R")
     p.add_argument("--max-num-seqs", type=_number(int, "--max-num-seqs"), default=None, metavar="S",
                    help="running requests per server (default vLLM's for the GPU: 1,024 on an H100 or H200, else 256)")
-    _add_field_flags(p, ("tp",), defaults={"tp": LoadModel().tp})
+    _add_field_flags(p, ("tp",))  # unset: the load model's (1), or what a --calibration was fitted at
     _add_side_flags(p, pp_default=None)
     _add_field_flags(p, ("collectives", "link", "gpu", "expert_routing"))
     p.add_argument("--seed", type=_number(int, "--seed"), default=0)
@@ -107,7 +107,8 @@ def _cmd_loadtest(args) -> int:
                                     "--max-num-batched-tokens); the default load model has one decode server")
     run_args = dict(handoff=args.handoff, qps=args.qps, prompt_tokens=args.prompt_tokens,
                     out_tokens=args.out_tokens, num_prompts=args.num_prompts, max_num_seqs=args.max_num_seqs,
-                    seed=args.seed, arrival=args.arrival, trace=args.trace, tp=args.tp,
+                    seed=args.seed, arrival=args.arrival, trace=args.trace,
+                    **({} if args.tp is None else {"tp": args.tp}),
                     burstiness=args.burstiness, range_ratio=args.range_ratio, **slo, **engine,
                     max_concurrency=args.max_concurrency, slot_scope=args.slot_scope,
                     **_field_values(args, _LOADTEST_FIELDS))

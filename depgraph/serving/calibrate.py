@@ -98,6 +98,15 @@ class Calibration:
                 "leave_one_out": self.leave_one_out.to_dict(orient="records")}
 
 
+#: Where the fit starts a time whose prior is 0 (the load model's step overhead: none beyond the fitted per-layer
+#: costs): a log-space fit cannot move from 0, so it starts at a typical magnitude, 1 ms.
+ZERO_PRIOR_START_S = 1e-3
+
+
+def _start(base: dict[str, float], name: str) -> float:
+    return base[name] if base[name] > 0 else ZERO_PRIOR_START_S
+
+
 def prior_values(prior: LoadModel, gpu: str) -> dict[str, float]:
     """The starting value of every free parameter: the load model's, and where it leaves one to the cost
     model (``None``), the cost model's on ``gpu`` (its fit)."""
@@ -360,8 +369,10 @@ def calibrate(model, files: Sequence[str | Path | MeasuredRun], *, gpu: str = DE
             raise ConfigError(f"{key}: a parameter the calibration fits; give it as prior=LoadModel({key}=...)")
         if value is not None:
             setup[key] = value
-    # recorded always: whether the fitted step overhead holds the all-reduces decides where the fit carries
+    # recorded always: whether the fitted step overhead holds the all-reduces, and whether the cost model ran
+    # with its fitted terms, decide where and how the fit carries
     setup["collectives"] = bool(setup.get("collectives", prior.collectives))
+    setup["fitted_defaults"] = bool(prior.fitted_defaults)
     if not colocated and handoff is None:
         raise ConfigError("handoff: required (push, pull or pull-thread) unless the deployment is colocated")
     not_fitted: dict[str, str] = {}
@@ -376,7 +387,7 @@ def calibrate(model, files: Sequence[str | Path | MeasuredRun], *, gpu: str = DE
         if not len(target.names):
             raise ConfigError(f"{run.path}: no TTFT or TPOT to fit (no per-request values and no statistic of "
                               "either); leave it out")
-    x0 = np.log([base[n] for n in names])
+    x0 = np.log([_start(base, n) for n in names])
     # identifiability: a parameter that moves no residual, or only as another already kept does, stays put
     J = problem.jacobian(x0)
     keep: list[int] = []
@@ -399,7 +410,7 @@ def calibrate(model, files: Sequence[str | Path | MeasuredRun], *, gpu: str = DE
         keep.append(j)
     fit_names = [names[j] for j in sorted(keep)]
     problem = _Problem(model, runs, setup, base, fit_names)
-    x0 = np.log([base[n] for n in fit_names])
+    x0 = np.log([_start(base, n) for n in fit_names])
     x = _lm(problem, x0, iterations) if fit_names else x0
     values = problem.values(x)
     r = problem.residuals(x)
@@ -644,7 +655,9 @@ def calibrate_operations(model, path: str | Path, *, gpu: str = DEFAULT_GPU, tp:
     base = prior_values(prior, gpu)
     tp = positive_int("tp", tp, upper=1024)
     def engine_step(mfu: float, hbm_efficiency: float, overhead_s: float):  # the engine's step, as it charges it
-        cost = CostModel(gpu=gpu, mfu=mfu, hbm_efficiency=hbm_efficiency)
+        # the plain cost model (one efficiency a kind, no fitted fixed costs): the step this fit's least squares
+        # assumes; the calibration says so (fitted_defaults false) and is applied the same way
+        cost = CostModel(gpu=gpu, mfu=mfu, hbm_efficiency=hbm_efficiency, fitted_defaults=False)
         return ServingPredictor(model, cost, step_overhead_s=overhead_s, collectives=False).engine_step(tp)
 
     unit = engine_step(1.0, 1.0, 0.0)
@@ -723,5 +736,6 @@ def calibrate_operations(model, path: str | Path, *, gpu: str = DEFAULT_GPU, tp:
     r = np.concatenate(residuals)
     return Calibration(values=values, prior=base, fitted=fitted, not_fitted=not_fitted, intervals=intervals,
                        per_file=pd.DataFrame(rows), leave_one_out=pd.DataFrame(),
-                       setup={"model": model_ref, "gpu": gpu, "tp": tp, "source": "operations"},
+                       setup={"model": model_ref, "gpu": gpu, "tp": tp, "collectives": False,
+                              "fitted_defaults": False, "source": "operations"},
                        residual_rms=float(np.sqrt(np.mean(r ** 2))), files=[Path(path).name], curves=curves)

@@ -248,11 +248,14 @@ def resolve(model: ModelSpec, *, handoff: str | None = None, deployment: str | N
                 raise ConfigError(f"{name}: given and also in the calibration {calibration}; give one")
         base = params or LoadModel()
         setup = cal.get("setup") or {}
-        if params is None:  # what the fit was made on, where the call does not say: its GPU, its all-reduce setting
-            if "gpu" not in overrides and setup.get("gpu"):
-                overrides = {**overrides, "gpu": setup["gpu"]}
+        if params is None:  # what the fit was made on, where the call does not say: its GPU and TP, its all-reduce
+            for key in ("gpu", "tp", "prefill_tp", "decode_tp"):  # setting and cost terms
+                if key not in overrides and setup.get(key):
+                    overrides = {**overrides, key: setup[key]}
             if "collectives" not in overrides:
                 overrides = {**overrides, "collectives": bool(setup.get("collectives", False))}
+            if "fitted_defaults" not in overrides:  # a file from before the fits was made on the plain model
+                overrides = {**overrides, "fitted_defaults": bool(setup.get("fitted_defaults", False))}
         check_fits(cal, model=model, gpu=overrides.get("gpu", base.gpu),
                    collectives=overrides.get("collectives", base.collectives))
         if calibration_corner is not None:

@@ -30,7 +30,7 @@ SLOWER_END: dict[str, int] = {"prefill_mfu": 0, "hbm_efficiency": 0, "decode_ste
 CORNERS = ("slow", "fast")
 #: What of a calibration's setup decides how its values apply: the model, GPU and sides it was fitted on, and
 #: whether its fit held the all-reduces (``collectives`` false: they are in its MFU and step overhead).
-SETUP_KEYS = ("model", "gpu", "tp", "prefill_tp", "decode_tp", "collectives")
+SETUP_KEYS = ("model", "gpu", "tp", "prefill_tp", "decode_tp", "collectives", "fitted_defaults")
 
 
 def check_fits(cal: dict[str, Any], *, model: Any = None, gpu: Any = None, collectives: bool | None = None) -> None:
@@ -98,8 +98,11 @@ def read_calibration(path: str | Path) -> dict[str, Any]:
         if name not in FREE:
             raise ConfigError(f"{path}: values.{name}: not a calibrated parameter; expected {', '.join(FREE)}")
         lo, hi = FREE[name]
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not (lo <= value <= hi):
-            raise ConfigError(f"{path}: values.{name}: expected a number from {lo:g} to {hi:g}, got {value!r}")
+        zero = name.endswith("_s") and value == 0  # a time left at a zero prior (not fitted)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not (lo <= value <= hi or zero):
+            raise ConfigError(f"{path}: values.{name}: expected 0 or a number from {lo:g} to {hi:g}, got {value!r}"
+                              if name.endswith("_s") else
+                              f"{path}: values.{name}: expected a number from {lo:g} to {hi:g}, got {value!r}")
         out[name] = float(value)
     setup = data.get("setup") if isinstance(data.get("setup"), dict) else {}
     return {"setup": setup, "values": out, "intervals": _intervals(path, data.get("intervals"), out),

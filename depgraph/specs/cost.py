@@ -846,10 +846,13 @@ def calibrated_fields(cal: dict[str, Any], *, target: str, model: Any = None, gp
     mfu = values.get("prefill_mfu")
     overhead = values.get("decode_step_overhead_s")
     model = load_model(setup["model"]) if setup.get("model") else model
+    fitted = bool(setup.get("fitted_defaults", False))  # a file from before the fits: the plain cost model
+    kw["fitted_defaults"] = fitted
     if model is not None and not setup.get("collectives") and (ptp > 1 or dtp > 1):
-        probe = CostModel(gpu=gpu or DEFAULT_GPU, mfu=mfu or DEFAULT_MFU, prefill_tp=ptp, decode_tp=dtp)
+        probe = CostModel(gpu=gpu or DEFAULT_GPU, mfu=mfu or DEFAULT_MFU, prefill_tp=ptp, decode_tp=dtp,
+                          fitted_defaults=fitted)
         if mfu is not None and ptp > 1:
-            compute = probe.prefill_s(model, 4096) / ptp
+            compute = sum(probe.prefill_compute_s(layer, 4096) for layer in model.layers) / ptp  # the FLOPs' part
             held = sum(probe.layer_collectives_s(model, layer, 4096, ptp) for layer in model.layers)
             mfu = min(1.0, mfu * compute / (compute - held)) if held < compute else 1.0
         if overhead is not None and dtp > 1:
