@@ -107,6 +107,16 @@ def _cmd_models(args) -> int:
     return 0
 
 
+def _fit_row(g) -> dict | None:
+    """The cost-model defaults a GPU runs with and the dataset they were fitted to (``None``: the plain constants)."""
+    from ..specs.fitted import gpu_fit
+
+    fit = gpu_fit(g)
+    if fit is None:
+        return None
+    return {"values": dict(fit.values), "dataset": fit.dataset, "borrowed_from": fit.borrowed_from}
+
+
 def _cmd_gpus(args) -> int:
     from ..specs.hardware import gpus
 
@@ -114,21 +124,25 @@ def _cmd_gpus(args) -> int:
              "hbm_bytes_per_s": g.hbm_bytes_per_s, "hbm_bytes": g.hbm_bytes,
              "hbm_datasheet_bytes": g.hbm_datasheet_bytes, "hbm_source": g.hbm_source, "interconnect": g.interconnect,
              "interconnect_bytes_per_s": g.interconnect_bytes_per_s, "hbm_efficiency": g.hbm_efficiency,
-             "description": g.description, "source": g.source} for g in gpus()]
+             "description": g.description, "source": g.source, "fit": _fit_row(g)} for g in gpus()]
     if args.json:
         print(_dumps(rows, indent=2))
         return 0
     print(f"{'gpu':<16} {'bf16 TFLOP/s':>12} {'fp8 TFLOP/s':>11} {'HBM TB/s':>8} {'HBM GiB':>7} {'datasheet GB':>12}  "
-          f"{'interconnect':<26}")
+          f"{'interconnect':<26} cost-model defaults")
     for r in rows:
         fp8 = f"{r['peak_fp8_flops'] / 1e12:,.0f}" if r["peak_fp8_flops"] else "-"
         link = f"{r['interconnect']} {r['interconnect_bytes_per_s'] / 1e9:,.0f} GB/s" \
             if r["interconnect_bytes_per_s"] else (r["interconnect"] or "-")
         sheet = f"{r['hbm_datasheet_bytes'] / 1e9:,.0f}" if r["hbm_datasheet_bytes"] else "-"
+        fit = r["fit"]
+        fitted = "plain constants" if fit is None else \
+            f"fitted ({fit['borrowed_from']}'s)" if fit["borrowed_from"] else "fitted (its own profile)"
         print(f"{r['name']:<16} {r['peak_bf16_flops'] / 1e12:>12,.0f} {fp8:>11} {r['hbm_bytes_per_s'] / 1e12:>8.2f} "
-              f"{r['hbm_bytes'] / 2**30:>7,.2f} {sheet:>12}  {link:<26}")
+              f"{r['hbm_bytes'] / 2**30:>7,.2f} {sheet:>12}  {link:<26} {fitted}")
     print("dense peaks (no sparsity); HBM GiB: the usable total the driver reports (what vLLM multiplies by "
-          "gpu_memory_utilization); interconnect per GPU, per direction; sources: depgraph gpus --json")
+          "gpu_memory_utilization); interconnect per GPU, per direction; cost-model defaults: fitted to Vidur's "
+          "operator profiles (docs/validation.md), or the plain constants; sources and fits: depgraph gpus --json")
     return 0
 
 
