@@ -422,8 +422,12 @@ class CostModel:
         """Seconds of every layer's prefill on each of ``tp`` GPUs (all-reduces apart): the compute summed,
         then split, plus each layer's fixed cost."""
         compute = sum(self.prefill_compute_s(layer, prompt_tokens) for layer in model.layers) / tp
+        return compute + self.model_prefill_fixed_s(model)
+
+    def model_prefill_fixed_s(self, model: ModelSpec) -> float:
+        """:meth:`prefill_fixed_s` over every layer of ``model``."""
         attends = sum(1 for layer in model.layers if layer.attention_width)
-        return compute + (self.prefill_overhead_s * model.num_layers + self.attention_fixed_s * attends)
+        return self.prefill_overhead_s * model.num_layers + self.attention_fixed_s * attends
 
     # ------------------------------------------------------------- decode
 
@@ -460,12 +464,16 @@ class CostModel:
             return float(sum(layer.sharded_bytes("kv", int(t), tp)[0] for t in context_tokens))
         return float(layer.kv_bytes_per_token * sum(layer.kv_tokens(int(c)) for c in context_tokens))
 
+    def token_flops(self, layer: LayerSpec) -> float:
+        """FLOPs of one new token through ``layer`` apart from attention: ``2 x active params`` (the
+        projections) and the recurrent update."""
+        return 2.0 * layer.active_params + self.recurrent_flops_per_state_elem * layer.recurrent_state_elems
+
     def decode_layer_flops(self, layer: LayerSpec, context_tokens: Sequence[int]) -> float:
         """FLOPs of one decode step for ``layer`` (all ranks together): ``2 x active params`` and the
         recurrent update per request, and each request's new token attending to its context (at most a
         window's ``W`` keys), ``attention_flops_per_key x width`` a key."""
-        per_token = 2.0 * layer.active_params + self.recurrent_flops_per_state_elem * layer.recurrent_state_elems
-        flops = per_token * len(context_tokens)
+        flops = self.token_flops(layer) * len(context_tokens)
         if layer.attention_width:
             w = layer.kv_window_tokens
             keys = sum(min(int(c) + 1, w) if w else int(c) + 1 for c in context_tokens)
@@ -546,8 +554,7 @@ class CostModel:
                     "attention": floor + attn / (tp * self.attention_efficiency * peak)}
         kv = self.decode_layer_kv_bytes(layer, context_tokens, tp=tp)
         weights = self.decode_layer_bytes(model, layer, context_tokens, tp=tp) - kv
-        per_token = 2.0 * layer.active_params + self.recurrent_flops_per_state_elem * layer.recurrent_state_elems
-        compute = per_token * len(context_tokens) / (tp * self.prefill_mfu * peak)  # the projections' FLOPs
+        compute = self.token_flops(layer) * len(context_tokens) / (tp * self.prefill_mfu * peak)  # the projections
         return {"projections": self.layer_overhead_s + max(weights / self.decode_bytes_per_s, compute),
                 "attention": floor + kv / self.kv_bytes_per_s}
 
@@ -706,8 +713,7 @@ class StepCost:
         self.cost, self.model, self.tp = cost, model, positive_int("tp", tp, upper=1024)
         self.overhead_s = positive_number("overhead_s", overhead_s, allow_zero=True, upper=10.0)
         layers = model.layers
-        self.flops_per_token = sum(2.0 * layer.active_params + cost.recurrent_flops_per_state_elem
-                                   * layer.recurrent_state_elems for layer in layers)
+        self.flops_per_token = sum(cost.token_flops(layer) for layer in layers)
         self.full_width = float(sum(layer.attention_width for layer in layers
                                     if layer.attention_width and not layer.kv_window_tokens))
         held = rank_bytes(layers, tp)  # whole bytes: the engine allocates memory in them
@@ -734,9 +740,7 @@ class StepCost:
         #: what every step pays whatever it schedules: the step's overhead and each layer's fixed cost (a
         #: decode step's; a step with a prompt chunk in it pays a prefill's, as prefill_s does)
         self._fixed_s = self.overhead_s + cost.model_fixed_s(model)
-        attends = sum(1 for layer in layers if layer.attention_width)
-        self._fixed_prefill_s = self.overhead_s + (cost.prefill_overhead_s * model.num_layers
-                                                   + cost.attention_fixed_s * attends)
+        self._fixed_prefill_s = self.overhead_s + cost.model_prefill_fixed_s(model)
 
     def kv_bytes(self, tokens: int) -> int:
         """Bytes of KV one GPU holds for one request of ``tokens`` tokens (a windowed layer at most ``W``)."""

@@ -318,7 +318,7 @@ def _features(rows: pd.DataFrame, gpu: GPU) -> dict[str, np.ndarray]:
             kv = probe.decode_layer_kv_bytes(layer, ctx, tp=tp)
             out["weights"][i] = (probe.decode_layer_bytes(m, layer, ctx, tp=tp) - kv) / bw
             out["kv"][i] = kv / bw
-            out["gemm"][i] = 2.0 * layer.active_params * n / tp / peak
+            out["gemm"][i] = probe.token_flops(layer) * n / tp / peak
     return out
 
 
