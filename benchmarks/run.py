@@ -88,7 +88,11 @@ TRACE = dict(model="qwen3.6-35b-a3b", prompt_tokens=1024, link="25g", mfu=0.4, g
              interarrival_s=0.01)
 #: Requests of the load-test benchmark rows (and the smaller size that shows memory linear in them).
 LOADTEST_REQUESTS = (4_000, 40_000)
-LOADTEST = dict(qps=8, prompt_tokens=2048, out_tokens=128, max_num_seqs=256, gpu="h200", tp=8, seed=0)
+#: The load test timed: on the push vs pull study's load model (the defaults before issue 27), so that the figure
+#: measures the same work across versions (today's defaults add all-reduces and fitted fixed costs to each step).
+LOADTEST = dict(qps=8, prompt_tokens=2048, out_tokens=128, max_num_seqs=256, gpu="h200", tp=8, seed=0,
+                prefill_mfu=0.4, hbm_efficiency=1.0, decode_step_overhead_s=4.4e-3, collectives=False,
+                fitted_defaults=False)
 #: A dense model of TP_LAYERS layers handed from 8 prefill ranks to 8 decode ranks: a graph of about
 #: 0.1M edges with ranks, shards per rank pair and per-layer collectives (and the same model at TP 1).
 TP_LAYERS = 2_000
@@ -266,11 +270,12 @@ def loadtest_once(deployment: str, requests: int) -> dict:
 
 def calibrate_once() -> float:
     from depgraph.serving.calibrate import calibrate
-    from depgraph.serving.simulator import arrivals
+    from depgraph.serving.simulator import LoadModel, arrivals
 
     t = arrivals(qps=6, num_prompts=600, prompt_tokens=4096, out_tokens=128, seed=0, range_ratio=0.5)
+    study = dict(gpu="h200", tp=8, collectives=False, fitted_defaults=False)  # the same work as before issue 27
     df = dg.loadtest("qwen3-32b", trace=t, deployment="colocated", max_num_seqs=256, prefill_mfu=0.3,
-                     hbm_efficiency=0.8, decode_step_overhead_s=6e-3).requests
+                     hbm_efficiency=0.8, decode_step_overhead_s=6e-3, **study).requests
     rng = np.random.default_rng(0)
     data = {"request_rate": 6.0, "burstiness": 1.0, "max_concurrency": None, "num_prompts": 600,
             "input_lens": df.prompt_tokens.tolist(), "output_lens": df.output_tokens.tolist(),
@@ -282,7 +287,9 @@ def calibrate_once() -> float:
         path = Path(tmp) / "run.json"
         path.write_text(json.dumps(data))
         start = time.perf_counter()
-        calibrate("qwen3-32b", [path], deployment="colocated", bootstrap=200)
+        calibrate("qwen3-32b", [path], deployment="colocated", bootstrap=200, max_num_seqs=256, gpu="h200", tp=8,
+                  collectives=False, prior=LoadModel(prefill_mfu=0.4, hbm_efficiency=1.0, decode_step_overhead_s=4.4e-3,
+                                                     collectives=False, fitted_defaults=False, gpu="h200", tp=8))
         return time.perf_counter() - start
 
 
