@@ -149,6 +149,25 @@ DEFAULT_MFU = 0.6
 DEFAULT_HBM_EFFICIENCY = 0.8
 
 
+#: The values in force a cost model works out once (each a property: the field, else the GPU's fit, else
+#: the plain constant), since the engines and builders read them per layer and per step.
+_TERMS = ("prefill_mfu", "attention_efficiency", "decode_hbm_efficiency", "kv_efficiency", "layer_overhead_s",
+          "attention_fixed_s", "prefill_overhead_s", "allreduce_efficiency", "allreduce_latency_s",
+          "allreduce_hop_latency_s", "decode_bytes_per_s", "kv_bytes_per_s")
+
+
+def _term(fn):
+    """A property of the cost model whose value, once its model is built, is read from ``_terms``."""
+    name = fn.__name__
+
+    def get(self):
+        terms = self._terms
+        return fn(self) if terms is None else terms[name]
+
+    get.__doc__, get.__name__ = fn.__doc__, name
+    return property(get)
+
+
 @dataclass(frozen=True, slots=True)
 class CostModel:
     """Named assumptions of the model and the durations they imply."""
@@ -178,6 +197,7 @@ class CostModel:
     decode_pp: int = 1
     calibration: str | None = field(default=None, compare=False)  # the calibration file it came from, if any
     _fit: Any = field(default=None, init=False, repr=False, compare=False)  # the GPU's GpuFit, if any
+    _terms: Any = field(default=None, init=False, repr=False, compare=False)  # the values in force, worked out once
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "gpu", load_gpu(self.gpu))
@@ -199,6 +219,8 @@ class CostModel:
         if not isinstance(self.fitted_defaults, bool):
             raise ConfigError(f"fitted_defaults: expected true or false, got {self.fitted_defaults!r}")
         object.__setattr__(self, "_fit", gpu_fit(self.gpu) if self.fitted_defaults else None)
+        object.__setattr__(self, "_terms", None)
+        object.__setattr__(self, "_terms", {name: getattr(self, name) for name in _TERMS})  # read on hot paths
         positive_number("conv_share", self.conv_share, upper=1.0)
         positive_number("activation_hop_s", self.activation_hop_s, allow_zero=True, upper=10.0)
         positive_number("recurrent_flops_per_state_elem", self.recurrent_flops_per_state_elem, allow_zero=True, upper=1e6)
@@ -222,7 +244,7 @@ class CostModel:
         """The :class:`~depgraph.specs.fitted.GpuFit` the fields left ``None`` take, or ``None``."""
         return self._fit
 
-    @property
+    @_term
     def prefill_mfu(self) -> float:
         """GEMM model FLOPs utilisation in force: the field, else the GPU's fit, else :data:`DEFAULT_MFU`."""
         if self.mfu is not None:
@@ -230,7 +252,7 @@ class CostModel:
         fitted = self._fitted("mfu")
         return DEFAULT_MFU if fitted is None else fitted
 
-    @property
+    @_term
     def attention_efficiency(self) -> float:
         """Utilisation of prefill attention's FLOPs: the field; else the fit's attention-to-GEMM ratio times
         :attr:`prefill_mfu` (so a given MFU moves both); else :attr:`prefill_mfu`."""
@@ -241,7 +263,7 @@ class CostModel:
             return self.prefill_mfu
         return min(1.0, self.prefill_mfu * att / gemm) if self.mfu is not None else att
 
-    @property
+    @_term
     def decode_hbm_efficiency(self) -> float:
         """The HBM efficiency of weight reads in force: the field, else the GPU's own (a calibration
         device's), else its fit, else the default."""
@@ -252,7 +274,7 @@ class CostModel:
         fitted = self._fitted("hbm_efficiency")
         return DEFAULT_HBM_EFFICIENCY if fitted is None else fitted
 
-    @property
+    @_term
     def kv_efficiency(self) -> float:
         """The HBM efficiency of decode attention's KV reads: the field; else the fit's KV-to-weights ratio
         times :attr:`decode_hbm_efficiency`; else :attr:`decode_hbm_efficiency`."""
@@ -263,14 +285,14 @@ class CostModel:
             return self.decode_hbm_efficiency
         return min(1.0, self.decode_hbm_efficiency * kv / w) if self.hbm_efficiency is not None else kv
 
-    @property
+    @_term
     def layer_overhead_s(self) -> float:
         """Fixed seconds per decoder layer per step in force (norms, rotary, adds, KV write, launches)."""
         if self.decode_layer_overhead_s is not None:
             return self.decode_layer_overhead_s
         return self._fitted("decode_layer_overhead_s") or 0.0
 
-    @property
+    @_term
     def attention_fixed_s(self) -> float:
         """Fixed seconds of one attention kernel per step (its floor at a small batch or prompt)."""
         if self.attention_floor_s is not None:
@@ -287,7 +309,7 @@ class CostModel:
         attends = sum(1 for layer in model.layers if layer.attention_width)
         return self.layer_overhead_s * model.num_layers + self.attention_fixed_s * attends
 
-    @property
+    @_term
     def allreduce_efficiency(self) -> float:
         """Share of the interconnect's bandwidth an all-reduce's ring reaches."""
         if self.collective_efficiency is not None:
@@ -295,7 +317,7 @@ class CostModel:
         fitted = self._fitted("collective_efficiency")
         return 0.8 if fitted is None else fitted
 
-    @property
+    @_term
     def allreduce_latency_s(self) -> float:
         """Fixed seconds of one all-reduce (its launch)."""
         if self.collective_latency_s is not None:
@@ -303,19 +325,19 @@ class CostModel:
         fitted = self._fitted("collective_latency_s")
         return 10e-6 if fitted is None else fitted
 
-    @property
+    @_term
     def allreduce_hop_latency_s(self) -> float:
         """Seconds each of a ring's ``2 (ranks - 1)`` steps adds (within a server)."""
         if self.collective_hop_latency_s is not None:
             return self.collective_hop_latency_s
         return self._fitted("collective_hop_latency_s") or 0.0
 
-    @property
+    @_term
     def decode_bytes_per_s(self) -> float:
         """HBM bytes per second a memory-bound decode step reads its weights and state at."""
         return self.gpu.hbm_bytes_per_s * self.decode_hbm_efficiency
 
-    @property
+    @_term
     def kv_bytes_per_s(self) -> float:
         """HBM bytes per second decode attention reads KV at."""
         return self.gpu.hbm_bytes_per_s * self.kv_efficiency
@@ -395,7 +417,7 @@ class CostModel:
         prefill costs whatever the prompt (:meth:`prefill_fixed_s`)."""
         return self.prefill_compute_s(layer, prompt_tokens) / tp + self.prefill_fixed_s(layer)
 
-    @property
+    @_term
     def prefill_overhead_s(self) -> float:
         """Fixed seconds of one layer's prefill in force (norms, rotary, adds, launches)."""
         if self.prefill_layer_overhead_s is not None:
@@ -444,25 +466,35 @@ class CostModel:
         of ``context_tokens`` (each entry is that request's context length), on
         each of ``tp`` ranks: ``1 / tp`` of the weights and the rank's shard of
         every request's state (KV heads replicated past their count read in full)."""
-        batch = len(context_tokens)
-        weights = layer.mixer_params + layer.ffn_dense_params + self.distinct_experts(layer, batch) * layer.expert_params
-        if tp > 1:
-            shard = sum(layer.sharded_bytes(c, int(t), tp)[0] for c in layer.components for t in context_tokens)
-            return weights * model.dtype_bytes / tp + shard
-        kv = 0
-        if layer.kv_bytes_per_token:
-            held = layer.kv_tokens  # the whole context, or a sliding window's last W - 1 tokens
-            kv = layer.kv_bytes_per_token * sum(held(int(c)) for c in context_tokens)
-        state = kv + batch * (layer.ssm_bytes + layer.conv_bytes)
-        return weights * model.dtype_bytes + state
+        return self._decode_reads(model, layer, context_tokens, tp)[0]
 
     def decode_layer_kv_bytes(self, layer: LayerSpec, context_tokens: Sequence[int], *, tp: int = 1) -> float:
         """The KV part of :meth:`decode_layer_bytes` (what decode attention reads, on one rank)."""
         if not layer.kv_bytes_per_token:
             return 0.0
+        return float(self._kv_reads(layer, context_tokens, tp))
+
+    @staticmethod
+    def _kv_reads(layer: LayerSpec, context_tokens: Sequence[int], tp: int) -> int:
+        if not layer.kv_bytes_per_token:
+            return 0
         if tp > 1:
-            return float(sum(layer.sharded_bytes("kv", int(t), tp)[0] for t in context_tokens))
-        return float(layer.kv_bytes_per_token * sum(layer.kv_tokens(int(c)) for c in context_tokens))
+            return sum(layer.sharded_bytes("kv", int(t), tp)[0] for t in context_tokens)
+        held = layer.kv_tokens  # the whole context, or a sliding window's last W - 1 tokens
+        return layer.kv_bytes_per_token * sum(held(int(c)) for c in context_tokens)
+
+    def _decode_reads(self, model: ModelSpec, layer: LayerSpec, context_tokens: Sequence[int],
+                      tp: int) -> tuple[float, int]:
+        """``(every byte the step reads for the layer, the KV part)`` on one rank, in one pass."""
+        batch = len(context_tokens)
+        weights = layer.mixer_params + layer.ffn_dense_params + self.distinct_experts(layer, batch) * layer.expert_params
+        kv = self._kv_reads(layer, context_tokens, tp)
+        if tp > 1:
+            rest = sum(layer.sharded_bytes(c, int(t), tp)[0] for c in layer.components if c != "kv"
+                       for t in context_tokens)
+            return weights * model.dtype_bytes / tp + (kv + rest), kv
+        state = kv + batch * (layer.ssm_bytes + layer.conv_bytes)
+        return weights * model.dtype_bytes + state, kv
 
     def token_flops(self, layer: LayerSpec) -> float:
         """FLOPs of one new token through ``layer`` apart from attention: ``2 x active params`` (the
@@ -489,12 +521,8 @@ class CostModel:
         if isinstance(context_tokens, int):
             context_tokens = (context_tokens,)
         bw, kv_bw = self.decode_bytes_per_s, self.kv_bytes_per_s
-        total = self.decode_layer_bytes(model, layer, context_tokens, tp=tp)
-        if kv_bw == bw:
-            memory = total / bw
-        else:
-            kv = self.decode_layer_kv_bytes(layer, context_tokens, tp=tp)
-            memory = (total - kv) / bw + kv / kv_bw
+        total, kv = self._decode_reads(model, layer, context_tokens, tp)
+        memory = total / bw if kv_bw == bw else (total - kv) / bw + kv / kv_bw
         compute = self.decode_layer_flops(layer, context_tokens) / (tp * self.prefill_mfu * self.gpu.peak_bf16_flops)
         return self.layer_fixed_s(layer) + max(memory, compute)
 
@@ -741,6 +769,8 @@ class StepCost:
         #: decode step's; a step with a prompt chunk in it pays a prefill's, as prefill_s does)
         self._fixed_s = self.overhead_s + cost.model_fixed_s(model)
         self._fixed_prefill_s = self.overhead_s + cost.model_prefill_fixed_s(model)
+        self._plain = (self._attention_flops_per_s == self._flops_per_s and self._kv_bytes_per_s == self._bytes_per_s
+                       and self._fixed_s == self._fixed_prefill_s == self.overhead_s)
 
     def kv_bytes(self, tokens: int) -> int:
         """Bytes of KV one GPU holds for one request of ``tokens`` tokens (a windowed layer at most ``W``)."""
@@ -766,11 +796,9 @@ class StepCost:
         context = 0  # tokens already computed, over the requests (their KV read)
         win_keys = [0.0] * len(self.windows)
         win_ctx = [0] * len(self.windows)
-        prompt = False
         for c, p in chunks:
             tokens += c
             context += p
-            prompt = prompt or c > 1
             attn += c * p + c * (c + 1) / 2.0
             for k, (w, _, _) in enumerate(self.windows):
                 win_keys[k] += _window_keys(c, p, w)
@@ -778,23 +806,25 @@ class StepCost:
         if not tokens:
             return 0.0
         per_key = self.cost.attention_flops_per_key
-        gemm = self.flops_per_token * tokens
-        one_rate = self._attention_flops_per_s == self._flops_per_s  # the plain model: one sum, to the bit
-        flops = gemm + per_key * self.full_width * attn if one_rate else per_key * self.full_width * attn
-        kv = self.full_kv_bytes_per_token * context
-        for k, (_, width, kv_token) in enumerate(self.windows):
-            flops += per_key * width * win_keys[k]
-            kv += kv_token * win_ctx[k]
-        if one_rate:
-            compute = flops / self._flops_per_s
-        else:  # flops: attention's alone
-            compute = gemm / self._flops_per_s + flops / self._attention_flops_per_s
-        if self._kv_bytes_per_s == self._bytes_per_s:
-            memory = (self.weights_bytes(tokens) + kv + self.state_bytes * len(chunks)) / self._bytes_per_s
+        if self._plain:  # one rate for all FLOPs, one for all bytes, no fixed costs: the plain model, to the bit
+            flops = self.flops_per_token * tokens + per_key * self.full_width * attn
+            kv = self.full_kv_bytes_per_token * context
+            for k, (_, width, kv_token) in enumerate(self.windows):
+                flops += per_key * width * win_keys[k]
+                kv += kv_token * win_ctx[k]
+            memory = self.weights_bytes(tokens) + kv + self.state_bytes * len(chunks)
+            step = self.overhead_s + max(flops / self._flops_per_s, memory / self._bytes_per_s)
         else:
+            attn_flops = per_key * self.full_width * attn
+            kv = self.full_kv_bytes_per_token * context
+            for k, (_, width, kv_token) in enumerate(self.windows):
+                attn_flops += per_key * width * win_keys[k]
+                kv += kv_token * win_ctx[k]
+            compute = self.flops_per_token * tokens / self._flops_per_s + attn_flops / self._attention_flops_per_s
             memory = ((self.weights_bytes(tokens) + self.state_bytes * len(chunks)) / self._bytes_per_s
                       + kv / self._kv_bytes_per_s)
-        step = (self._fixed_prefill_s if prompt else self._fixed_s) + max(compute, memory)
+            prompt = tokens > len(chunks)  # a chunk of more than one token: a prompt's (each has at least one)
+            step = (self._fixed_prefill_s if prompt else self._fixed_s) + max(compute, memory)
         if self._collectives:
             step += self._blocks * self.cost.allreduce_s(float(tokens) * self.model.hidden_size
                                                          * self.model.dtype_bytes, self.tp)
