@@ -207,7 +207,9 @@ def _cmd_memory(args) -> int:
                     kv_cache_memory_bytes=args.kv_cache_memory_bytes)
     concurrency = r.max_concurrency(r.max_model_len)
     if args.json:
-        out = {"model": m.name, "gpu": args.gpu, "tp": args.tp, "pp": args.pp, **asdict(r),
+        from ..specs.hardware import load_gpu
+
+        out = {"model": m.name, "gpu": load_gpu(args.gpu).name, "tp": args.tp, "pp": args.pp, **asdict(r),
                "groups": [{"kind": kind, "window_tokens": window or None} for kind, window in r.groups],
                "max_concurrency": concurrency}
         print(_dumps(out, indent=2))

@@ -111,7 +111,7 @@ def _fitted(s: dict) -> list[str]:
     """The calibration and the expert routing a run used, where they are not the defaults."""
     lines = []
     if s.get("cost_model") and "fitted to" in s["cost_model"]:  # name the fitted defaults and their dataset
-        lines.append("  cost model: " + s["cost_model"].split(", ", 3)[-1])
+        lines.append("  cost model: " + s["cost_model"])
     if s.get("calibration"):
         lines.append(f"  calibration: {s['calibration']} (fitted values)")
     if s.get("expert_routing", "uniform") != "uniform":
