@@ -240,7 +240,7 @@ def resolve(model: ModelSpec, *, handoff: str | None = None, deployment: str | N
         raise ConfigError("calibration_corner: runs a calibration's values at an end of their intervals; give "
                           "the calibration")
     if calibration is not None:
-        from ..specs.calibration import CORNERS, check_fits, read_calibration
+        from ..specs.calibration import CORNERS, check_fits, made_with, read_calibration
 
         cal = read_calibration(calibration)
         for name in cal["values"]:
@@ -252,10 +252,7 @@ def resolve(model: ModelSpec, *, handoff: str | None = None, deployment: str | N
             for key in ("gpu", "tp", "prefill_tp", "decode_tp"):  # setting and cost terms
                 if key not in overrides and setup.get(key):
                     overrides = {**overrides, key: setup[key]}
-            if "collectives" not in overrides:
-                overrides = {**overrides, "collectives": bool(setup.get("collectives", False))}
-            if "fitted_defaults" not in overrides:  # a file from before the fits was made on the plain model
-                overrides = {**overrides, "fitted_defaults": bool(setup.get("fitted_defaults", False))}
+            overrides = {**made_with(setup), **overrides}
         check_fits(cal, model=model, gpu=overrides.get("gpu", base.gpu),
                    collectives=overrides.get("collectives", base.collectives))
         if calibration_corner is not None:

@@ -13,7 +13,7 @@ from typing import Any
 from .._files import read_text_limited
 from ..errors import ConfigError
 
-__all__ = ["FREE", "read_calibration", "check_fits", "check_fits_grid", "SETUP_KEYS", "MAX_CALIBRATION_BYTES",
+__all__ = ["FREE", "read_calibration", "made_with", "check_fits", "check_fits_grid", "SETUP_KEYS", "MAX_CALIBRATION_BYTES",
            "SLOWER_END", "CORNERS"]
 
 #: The parameters a calibration may fit, each with the bounds it stays in (seconds, or a fraction).
@@ -31,6 +31,14 @@ CORNERS = ("slow", "fast")
 #: What of a calibration's setup decides how its values apply: the model, GPU and sides it was fitted on, and
 #: whether its fit held the all-reduces (``collectives`` false: they are in its MFU and step overhead).
 SETUP_KEYS = ("model", "gpu", "tp", "prefill_tp", "decode_tp", "collectives", "fitted_defaults")
+
+
+def made_with(setup: dict[str, Any]) -> dict[str, bool]:
+    """How a calibration's values were fitted, as load-model fields: ``collectives`` (whether the cost model's
+    all-reduces were added, so are not in the fitted step overhead) and ``fitted_defaults`` (whether the cost
+    model's fitted terms were on). A file that does not say was made before either existed: neither."""
+    return {"collectives": bool(setup.get("collectives", False)),
+            "fitted_defaults": bool(setup.get("fitted_defaults", False))}
 
 
 def check_fits(cal: dict[str, Any], *, model: Any = None, gpu: Any = None, collectives: bool | None = None) -> None:

@@ -239,6 +239,14 @@ class CostModel:
     def _fitted(self, name: str) -> float | None:
         return None if self._fit is None else self._fit.values.get(name)
 
+    def _field_or_fit(self, name: str, plain: float) -> float:
+        """The field ``name`` where given, else the GPU's fitted value of it, else ``plain``."""
+        given = getattr(self, name)
+        if given is not None:
+            return given
+        fitted = self._fitted(name)
+        return plain if fitted is None else fitted
+
     @property
     def fit(self):
         """The :class:`~depgraph.specs.fitted.GpuFit` the fields left ``None`` take, or ``None``."""
@@ -247,10 +255,7 @@ class CostModel:
     @_term
     def prefill_mfu(self) -> float:
         """GEMM model FLOPs utilisation in force: the field, else the GPU's fit, else :data:`DEFAULT_MFU`."""
-        if self.mfu is not None:
-            return self.mfu
-        fitted = self._fitted("mfu")
-        return DEFAULT_MFU if fitted is None else fitted
+        return self._field_or_fit("mfu", DEFAULT_MFU)
 
     @_term
     def attention_efficiency(self) -> float:
@@ -288,16 +293,12 @@ class CostModel:
     @_term
     def layer_overhead_s(self) -> float:
         """Fixed seconds per decoder layer per step in force (norms, rotary, adds, KV write, launches)."""
-        if self.decode_layer_overhead_s is not None:
-            return self.decode_layer_overhead_s
-        return self._fitted("decode_layer_overhead_s") or 0.0
+        return self._field_or_fit("decode_layer_overhead_s", 0.0)
 
     @_term
     def attention_fixed_s(self) -> float:
         """Fixed seconds of one attention kernel per step (its floor at a small batch or prompt)."""
-        if self.attention_floor_s is not None:
-            return self.attention_floor_s
-        return self._fitted("attention_floor_s") or 0.0
+        return self._field_or_fit("attention_floor_s", 0.0)
 
     def layer_fixed_s(self, layer: LayerSpec) -> float:
         """What one layer costs per decode or engine step whatever it computes: :attr:`layer_overhead_s`,
@@ -312,25 +313,17 @@ class CostModel:
     @_term
     def allreduce_efficiency(self) -> float:
         """Share of the interconnect's bandwidth an all-reduce's ring reaches."""
-        if self.collective_efficiency is not None:
-            return self.collective_efficiency
-        fitted = self._fitted("collective_efficiency")
-        return 0.8 if fitted is None else fitted
+        return self._field_or_fit("collective_efficiency", 0.8)
 
     @_term
     def allreduce_latency_s(self) -> float:
         """Fixed seconds of one all-reduce (its launch)."""
-        if self.collective_latency_s is not None:
-            return self.collective_latency_s
-        fitted = self._fitted("collective_latency_s")
-        return 10e-6 if fitted is None else fitted
+        return self._field_or_fit("collective_latency_s", 10e-6)
 
     @_term
     def allreduce_hop_latency_s(self) -> float:
         """Seconds each of a ring's ``2 (ranks - 1)`` steps adds (within a server)."""
-        if self.collective_hop_latency_s is not None:
-            return self.collective_hop_latency_s
-        return self._fitted("collective_hop_latency_s") or 0.0
+        return self._field_or_fit("collective_hop_latency_s", 0.0)
 
     @_term
     def decode_bytes_per_s(self) -> float:
@@ -420,9 +413,7 @@ class CostModel:
     @_term
     def prefill_overhead_s(self) -> float:
         """Fixed seconds of one layer's prefill in force (norms, rotary, adds, launches)."""
-        if self.prefill_layer_overhead_s is not None:
-            return self.prefill_layer_overhead_s
-        return self._fitted("prefill_layer_overhead_s") or 0.0
+        return self._field_or_fit("prefill_layer_overhead_s", 0.0)
 
     def prefill_fixed_s(self, layer: LayerSpec) -> float:
         """What a layer's prefill costs whatever the prompt: :attr:`prefill_overhead_s`, and the attention
@@ -870,6 +861,7 @@ def calibrated_fields(cal: dict[str, Any], *, target: str, model: Any = None, gp
         return dict(values)
     if target != "cost":
         raise ValueError(f"target: expected 'load' or 'cost', got {target!r}")
+    from .calibration import made_with
     from .models import load_model
 
     gpu = setup.get("gpu") or gpu
@@ -880,7 +872,7 @@ def calibrated_fields(cal: dict[str, Any], *, target: str, model: Any = None, gp
     mfu = values.get("prefill_mfu")
     overhead = values.get("decode_step_overhead_s")
     model = load_model(setup["model"]) if setup.get("model") else model
-    fitted = bool(setup.get("fitted_defaults", False))  # a file from before the fits: the plain cost model
+    fitted = made_with(setup)["fitted_defaults"]  # a file from before the fits: the plain cost model
     kw["fitted_defaults"] = fitted
     if model is not None and not setup.get("collectives") and (ptp > 1 or dtp > 1):
         probe = CostModel(gpu=gpu or DEFAULT_GPU, mfu=mfu or DEFAULT_MFU, prefill_tp=ptp, decode_tp=dtp,

@@ -145,9 +145,9 @@ def _loadtest_row(point: dict[str, Any]) -> dict[str, Any]:
     defaults = {"range_ratio": 0.0, "chunked_prefill": True, "router": "round-robin", "memory": True,
                 "collectives": True, "fitted_defaults": True}
     if point.get("calibration"):  # a calibrated point runs as its fit was made: all-reduces, fitted terms
-        setup = point.get("calibration_setup") or {}
-        point = {**point, "collectives": bool(setup.get("collectives", False)),
-                 "fitted_defaults": bool(setup.get("fitted_defaults", False))}
+        from ..specs.calibration import made_with
+
+        point = {**point, **made_with(point.get("calibration_setup") or {})}
     r = loadtest(point["model"], handoff=point.get("handoff"), qps=point["qps"], prompt_tokens=point["prompt_tokens"],
                  out_tokens=point["out_tokens"], num_prompts=point["num_prompts"],
                  seed=point["seed"], link=point["link"], tp=point["tp"],
