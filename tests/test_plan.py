@@ -32,21 +32,27 @@ def test_candidates_stay_within_the_budget_and_shard_the_model():
         candidates("qwen3-32b", gpu="h200", gpus=8, tps=(16,))
 
 
-def test_a_plan_ranks_by_goodput_per_gpu_and_says_what_bounds_each():
+def test_a_plan_ranks_what_meets_the_targets_first_and_says_what_bounds_each():
     rows = dg.plan("qwen3-32b", **KW, workers=1)
     assert len(rows) == 12
-    per_gpu = [r["goodput_per_gpu"] for r in rows]
-    assert per_gpu == sorted(per_gpu, reverse=True)
+    meets = [r["meets_slos"] for r in rows]
+    assert meets == sorted(meets, reverse=True)  # every candidate meeting the targets before any that does not
+    first = [r for r in rows if r["meets_slos"]]
+    assert [r["gpus"] for r in first] == sorted(r["gpus"] for r in first)  # fewest GPUs first
+    rest = [r["goodput_rps"] for r in rows if not r["meets_slos"]]
+    assert rest == sorted(rest, reverse=True)  # then the closest to the offered rate
     for r in rows:
         assert 0 <= r["goodput_rps"] <= KW["qps"] and r["bound"] in BOUNDS
+        assert r["goodput_rps"] <= r["capacity_rps"] * (1 + 1e-12)
         assert r["goodput_per_gpu"] == pytest.approx(r["goodput_rps"] / r["gpus"])
-        assert (r["bound"] == "meets SLOs") == (r["goodput_rps"] == KW["qps"])
+        assert (r["bound"] == "meets SLOs") == r["meets_slos"]
+        assert not r["meets_slos"] or r["goodput_rps"] == KW["qps"]
     assert rows == dg.plan("qwen3-32b", **KW, workers=2)  # the same whatever the worker count
 
 
 def test_a_missed_target_gives_the_rate_that_would_meet_it():
     rows = dg.plan("qwen3-32b", **{**KW, "slo_ttft_s": 0.05, "max_candidates": 3, "tps": (8,)}, workers=1)
-    missed = [r for r in rows if r["bound"] != "meets SLOs"]
+    missed = [r for r in rows if not r["meets_slos"]]
     assert missed and all(r["goodput_rps"] < KW["qps"] for r in missed)
     r = max(missed, key=lambda r: r["goodput_rps"])
     assert r["goodput_rps"] > 0
@@ -55,7 +61,8 @@ def test_a_missed_target_gives_the_rate_that_would_meet_it():
               decode_tp=r["decode_tp"])
     if r["handoff"]:
         kw["handoff"] = r["handoff"]
-    assert dg.loadtest("qwen3-32b", **kw).summary["slo_attainment"] >= 0.9  # the bisection's rate meets it
+    s = dg.loadtest("qwen3-32b", **kw, until_steady=True, max_prompts=80).summary  # as the bisection ran it
+    assert s["slo_attainment"] >= 0.9 and s["steady_state"] is not False  # the bisection's rate meets it
 
 
 def test_a_plan_tries_a_tp_per_side_and_runs_each_side_at_its_own():
@@ -77,7 +84,8 @@ def test_the_plan_command(capsys, tmp_path):
             "8", "--max-num-seqs", "32", "--workers", "1"]
     assert main(argv + ["--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
-    assert isinstance(rows, list) and {"deployment", "goodput_rps", "goodput_per_gpu", "bound"} <= set(rows[0])
+    assert isinstance(rows, list) and {"deployment", "gpus", "goodput_rps", "goodput_per_gpu", "meets_slos", "bound",
+                                       "gpu", "assumptions", "loadtest"} <= set(rows[0])
     assert main(argv + ["--plot", str(tmp_path / "p.png")]) == 0
     out = capsys.readouterr().out
     assert "rank  deployment" in out and (tmp_path / "p.png").stat().st_size > 0

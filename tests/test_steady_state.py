@@ -1,6 +1,9 @@
-"""Issue 19: run length decides an overloaded load test. The load test says when its queue grows
-through the run (no steady state), in its summary, JSON, text and plot; and the push vs pull
-study's TTFT against run length, with the run length that matches both of the study's numbers."""
+"""Issue 19: run length decides an overloaded load test. The load test says when it does not keep up
+(no steady state), in its summary, JSON, text and plot; and the push vs pull study's TTFT against
+run length, with the run length that matches both of the study's numbers. Issue 28: the verdict rests
+on four pieces of evidence (the capacity bound, the queue's and TTFT's trends, completions against
+arrivals), any of which says "no steady state"; tests/test_planner.py checks it on grids of rates
+around each knee."""
 
 import json
 import math
@@ -37,18 +40,25 @@ def test_pull_at_8rps_has_no_steady_state_and_push_does(seed):
     push = dg.loadtest(M, handoff="push", seed=seed, **STUDY).summary
     assert pull["steady_state"] is False and push["steady_state"] is True
     # pull's queue grows by a fifth or more of the arrivals (measured 19 to 30% on seeds 0 to 4) and its
-    # TTFT by 12 to 16 s across the 50 s of arrivals; push (84% slot utilisation, Poisson bursts) moves
-    # both by at most 2% and about 1 s: the 10% margin sits between them with room on both sides
+    # TTFT by 12 to 16 s across the 50 s of arrivals; push (89% of its decode capacity, Poisson bursts) moves
+    # both by at most 2% and about 1 s: under the 3% margin, and the trends' noise guard holds them (steady)
     rate = pull["arrival_rate_rps"]
     assert pull["queue_growth_per_s"] > 1.5 * STEADY_STATE_MARGIN * rate
     assert pull["ttft_trend_s"] > 1.5 * STEADY_STATE_MARGIN * pull["arrival_window_s"]
     assert pull["queue_last_third_requests"] > 3 * pull["queue_first_third_requests"]
-    assert abs(push["queue_growth_per_s"]) < 0.5 * STEADY_STATE_MARGIN * rate
-    assert push["ttft_trend_s"] < 0.5 * STEADY_STATE_MARGIN * push["arrival_window_s"]
+    assert abs(push["queue_growth_per_s"]) < STEADY_STATE_MARGIN * rate
+    assert push["ttft_trend_s"] < STEADY_STATE_MARGIN * push["arrival_window_s"]
     # fewer completions than arrivals over the window for pull (about 6 of 8 per second)
     assert pull["completion_rate_window_rps"] < 0.85 * rate < push["completion_rate_window_rps"]
-    assert pull["steady_state_reason"].startswith("no steady state: the queue grows through the run (")
-    assert push["steady_state_reason"].startswith("steady state: the queue does not grow through the run (")
+    assert pull["steady_state_reason"].startswith("no steady state: the offered rate exceeds the capacity bound "
+                                                  "(decode servers) by ")
+    assert pull["steady_state_failed"] == ["capacity", "queue", "ttft", "completions"]
+    assert push["steady_state_failed"] == []  # (seed 4: a queue trend of 2%, over half the margin: not decided)
+    assert push["steady_state_reason"].startswith("steady state: offered 8 req/s is 89% of the capacity bound")
+    # the bound: 8 slots of 128 steps at push's 7.0 ms (8.9 req/s); pull's posting work on the loop (16k
+    # tokens: 40.9 ms a request) leaves 6.6
+    assert push["capacity_rps"] == pytest.approx(8.975, rel=0.01) and push["capacity_binding"] == "decode servers"
+    assert pull["capacity_rps"] == pytest.approx(6.55, rel=0.02)
 
 
 @pytest.mark.parametrize("handoff", ["push", "pull"])
@@ -103,18 +113,34 @@ def test_the_rule_on_hand_made_arrays():
     finish = a + 1.0
     flat = (a, a + 0.5, np.full(100, 2.0))  # two waiting, half of each second
     r = steady_state(a, np.full(100, 0.5), finish, flat)
-    assert r["steady_state"] is True and r["queue_growth_per_s"] == pytest.approx(0.0)
+    assert r["steady_state"] is True and r["queue_growth_per_s"] == pytest.approx(0.0, abs=1e-3)  # stretches cut seconds
     assert r["queue_first_third_requests"] == pytest.approx(1.0, rel=0.02)
     assert r["ttft_trend_s"] == pytest.approx(0.0, abs=1e-9) and r["arrival_rate_rps"] == 1.0
     # a queue that gains one waiting request every 4 s (25% of the arrivals) and a TTFT rising 0.25 s a second
     growing = (a, np.full(100, 200.0), np.where(a % 4 == 0, 1.0, 0.0))
     r = steady_state(a, 0.5 + 0.25 * a, finish, growing)
-    assert r["steady_state"] is False
+    assert r["steady_state"] is False and r["steady_state_failed"] == ["queue", "ttft"]
     assert r["queue_growth_per_s"] == pytest.approx(0.25, rel=0.05)
     assert r["ttft_trend_s"] == pytest.approx(0.25 * 99)
-    # either alone is not enough: the queue grows but TTFT does not, or TTFT rises by less than the margin
-    assert steady_state(a, np.full(100, 0.5), finish, growing)["steady_state"] is True
-    assert steady_state(a, 0.5 + 0.05 * a, finish, growing)["steady_state"] is True
+    # any one piece of evidence is enough: the queue alone, TTFT alone (5% of a second a second, over the 3%)
+    assert steady_state(a, np.full(100, 0.5), finish, growing)["steady_state_failed"] == ["queue"]
+    assert steady_state(a, 0.5 + 0.05 * a, finish, flat)["steady_state_failed"] == ["ttft"]
+    assert steady_state(a, 0.5 + 0.01 * a, finish, flat)["steady_state"] is True  # 1%: under the margin
+    # completions: two in five requests finish long after the window (40 of 100: over 3 x sqrt(100))
+    late = np.where(a % 5 < 2, 1000.0, finish)
+    assert steady_state(a, np.full(100, 0.5), late, flat)["steady_state_failed"] == ["completions"]
+    # the capacity bound alone: offered 1 req/s against a bound of 0.9, decided however flat the run looks
+    r = steady_state(a, np.full(100, 0.5), finish, flat, offered_rps=1.0,
+                     capacity={"capacity_rps": 0.9, "capacity_binding": "prefill servers"})
+    assert r["steady_state_failed"] == ["capacity"] and r["steady_state_decided"] is True
+    assert "exceeds the capacity bound (prefill servers) by 11%" in r["steady_state_reason"]
+    # near the knee (95% of the bound) and flat: steady, but not decided
+    r = steady_state(a, np.full(100, 0.5), finish, flat, offered_rps=0.95, capacity={"capacity_rps": 1.0})
+    assert r["steady_state"] is True and r["steady_state_decided"] is False and "near the edge" in r["steady_state_reason"]
+    # a closed loop is not compared with the bound
+    r = steady_state(a, np.full(100, 0.5), finish, flat, offered_rps=1.0, capacity={"capacity_rps": 0.5},
+                     max_concurrency=4)
+    assert r["steady_state"] is True and "capacity not compared" in r["steady_state_reason"]
 
 
 # ------------------------------------------------------------------ the command line and the plot
@@ -125,11 +151,11 @@ def _cli(capsys, *extra):
 
     # the study's case on the command line's load model (the fitted cost model, all-reduces in: the command line
     # has no flags for the study's MFU 0.4, HBM efficiency 1.0, 4.4 ms a step and plain constants). Its
-    # 8 slots hold neither handoff at 8 req/s there (TPOT about 10 ms for push, 12 to 14 ms for pull), so 11
-    # slots: push's queue then grows by 0.18 a second and its TTFT by 1.3 s (steady), pull's by 2.0 and
-    # 16 s (not), each well clear of the 10% margin
+    # 8 slots hold neither handoff at 8 req/s there (TPOT about 10 ms for push, 12 to 14 ms for pull), so 12
+    # slots: push runs at 90% of its decode capacity (8.9 req/s; steady), pull over it (its posting work on the
+    # loop; not). At 11 slots push runs at 97% and its TTFT rises by 1.6 s over the run: near the knee.
     code = main(["loadtest", M, "--qps", "8", "--prompt-tokens", "16384", "--out-tokens", "128", "--num-prompts",
-                 "400", "--max-num-seqs", "11", "--gpu", "h200", "--tp", "8", "--link", "50GBps", *extra])
+                 "400", "--max-num-seqs", "12", "--gpu", "h200", "--tp", "8", "--link", "50GBps", *extra])
     assert code == 0
     return capsys.readouterr().out
 
@@ -147,19 +173,19 @@ def test_cli_summary_line_says_no_steady_state(capsys):
     lines = _cli(capsys, "--handoff", "pull").splitlines()
     said = [line for line in lines if "steady state" in line]
     assert len(said) == 1
-    assert said[0].startswith("  no steady state: the queue grows through the run (")
+    assert said[0].startswith("  no steady state: the offered rate exceeds the capacity bound (decode servers) by ")
     assert "the mean TTFT" in said[0] and "depends on the run length" in said[0]
     push = _cli(capsys, "--handoff", "push")
-    assert "  steady state: the queue does not grow through the run (" in push and "no steady state" not in push
+    assert "  steady state: offered 8 req/s is " in push and "no steady state" not in push
     colocated = _cli(capsys, "--deployment", "colocated", "--max-num-seqs", "64")
-    assert "  no steady state: the queue grows through the run (" in colocated
+    assert "  no steady state: the offered rate exceeds the capacity bound (colocated servers) by " in colocated
 
 
 def test_plot_marks_no_steady_state():
     pull = dg.loadtest(M, handoff="pull", seed=0, **STUDY)
     push = dg.loadtest(M, handoff="push", seed=0, **STUDY)
     text = _figure_texts(plot_loadtest(pull))
-    assert "no steady state: the queue grows through the run" in text and "depends on the run length" in text
+    assert "no steady state: over the capacity bound" in text and "depends on the run length" in text
     fig = plot_loadtest(pull)
     labels = [line.get_label() for line in fig.axes[0].get_lines()]
     assert any(label.startswith("TTFT trend +") for label in labels)
@@ -185,8 +211,10 @@ def test_pull_ttft_grows_with_run_length_and_push_holds(table):
     assert pull[-1] > 5 * pull[0] and pull[-1] > 5.0  # 0.8 s at 25 requests, 7.7 s at 400
     push = table.push_ttft_mean_s.to_numpy()
     assert push.max() < 0.8 and push.max() < 1.6 * push.min()
-    assert (table.push_no_steady_state_share == 0).all()
-    assert (table.pull_no_steady_state_share[table.num_prompts >= 70] == 1).all()
+    # push runs at 89% of its capacity bound: a Poisson excursion can read as growth in a short run (seed 9
+    # of 150 requests: the queue from 0.1 to 4.6, said to be near the edge); pull is over the bound at every length
+    assert (table.push_no_steady_state_share <= 0.1).all()
+    assert (table.pull_no_steady_state_share == 1).all()
     assert (table.pull_ttft_min_s <= table.pull_ttft_mean_s).all() and (table.pull_ttft_sd_s > 0).all()
 
 

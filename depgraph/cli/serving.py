@@ -65,6 +65,11 @@ def add_loadtest_command(sub) -> None:
     p.add_argument("--prompt-tokens", type=_number(int, "--prompt-tokens"), default=None, metavar="N")
     p.add_argument("--out-tokens", type=_number(int, "--out-tokens"), default=None, metavar="M")
     p.add_argument("--num-prompts", type=_number(int, "--num-prompts"), default=None, metavar="R")
+    p.add_argument("--until-steady", action="store_true",
+                   help="run again with twice the requests while the steady-state verdict is not decided (near "
+                        "the knee), up to --max-prompts")
+    p.add_argument("--max-prompts", type=_number(int, "--max-prompts"), default=None, metavar="R",
+                   help="--until-steady's cap (default 8 x --num-prompts)")
     p.add_argument("--max-num-seqs", type=_number(int, "--max-num-seqs"), default=None, metavar="S",
                    help="running requests per server (default vLLM's for the GPU: 1,024 on an H100 or H200, else 256)")
     _add_field_flags(p, ("tp",))  # unset: the load model's (1), or what a --calibration was fitted at
@@ -112,8 +117,13 @@ def _cmd_loadtest(args) -> int:
                     burstiness=args.burstiness, range_ratio=args.range_ratio, **slo, **engine,
                     max_concurrency=args.max_concurrency, slot_scope=args.slot_scope,
                     **_field_values(args, _LOADTEST_FIELDS))
-    result = loadtest(args.model, calibration=args.calibration, **run_args)
+    if args.max_prompts is not None and not args.until_steady:
+        raise DepgraphError("--max-prompts: caps --until-steady's runs; give --until-steady with it")
+    result = loadtest(args.model, calibration=args.calibration, until_steady=args.until_steady,
+                      max_prompts=args.max_prompts, **run_args)
     s = result.summary
+    if args.until_steady:  # the corners below run as long as the run that decided
+        run_args["num_prompts"] = s["steady_state_runs"][-1]
     intervals = {}
     if args.calibration is not None:  # two more runs, at the ends of the fitted values' intervals, if it has them
         from ..serving.calibrate import predicted_intervals
@@ -238,7 +248,7 @@ def run_capacity_command(args: argparse.Namespace) -> int:
 def add_plan_command(subparsers) -> argparse.ArgumentParser:
     """Add ``depgraph plan MODEL --gpu G --gpus N --qps Q --prompt-tokens P --out-tokens O --slo-ttft-ms A
     --slo-tpot-ms B [--json] [--plot FILE]``."""
-    p = subparsers.add_parser("plan", help="rank deployments (colocated, xPyD) by goodput per GPU under SLOs")
+    p = subparsers.add_parser("plan", help="rank deployments (colocated, xPyD): those meeting the SLOs first, fewest GPUs first")
     p.add_argument("model")
     p.add_argument("--gpu", default=DEFAULT_GPU, help=f"GPU type (depgraph gpus; default {DEFAULT_GPU})")
     p.add_argument("--gpus", type=_number(int, "--gpus"), required=True, metavar="N", help="GPU budget")
@@ -250,7 +260,13 @@ def add_plan_command(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--attainment", type=_number(float, "--attainment"), default=0.9,
                    help="share of requests that must meet both targets (default 0.9, as DistServe)")
     p.add_argument("--num-prompts", type=_number(int, "--num-prompts"), default=200, metavar="R",
-                   help="requests in each candidate's load test (default 200)")
+                   help="requests in each candidate's first load test (default 200; doubled while its "
+                        "steady-state verdict is not decided, up to --max-prompts)")
+    p.add_argument("--max-prompts", type=_number(int, "--max-prompts"), default=None, metavar="R",
+                   help="the most requests a candidate's load test runs (default 4 x --num-prompts)")
+    p.add_argument("--verify-prompts", type=_number(int, "--verify-prompts"), default=2000, metavar="R",
+                   help="the top three candidates meeting the targets are re-run with this many requests "
+                        "(default 2000)")
     p.add_argument("--tps", type=_int_list("--tps"), default=(1, 2, 4, 8), metavar="T,T",
                    help="tensor-parallel sizes to try (default 1,2,4,8)")
     p.add_argument("--max-num-seqs", type=_int_list("--max-num-seqs"), default=(64, 256), metavar="S,S",
@@ -290,7 +306,8 @@ def run_plan_command(args) -> int:
                 out_tokens=args.out_tokens, slo_ttft_s=positive("--slo-ttft-ms", args.slo_ttft_ms) / 1e3,
                 slo_tpot_s=positive("--slo-tpot-ms", args.slo_tpot_ms) / 1e3, attainment=args.attainment,
                 num_prompts=args.num_prompts, seed=args.seed, **grid, max_candidates=args.max_candidates,
-                workers=args.workers, calibration=args.calibration, expert_routing=args.expert_routing)
+                workers=args.workers, calibration=args.calibration, expert_routing=args.expert_routing,
+                max_prompts=args.max_prompts, verify_prompts=args.verify_prompts, progress=True)
     if args.plot:
         from ..serving.plots import plot_plan
 
@@ -307,5 +324,5 @@ def run_plan_command(args) -> int:
     print(plan_text(rows, model=args.model, gpu=args.gpu, gpus=args.gpus, qps=args.qps, prompt_tokens=args.prompt_tokens,
                     out_tokens=args.out_tokens, slo_ttft_ms=args.slo_ttft_ms, slo_tpot_ms=args.slo_tpot_ms,
                     attainment=args.attainment, calibration=args.calibration, expert_routing=args.expert_routing,
-                    every=every, top=args.top, wrote=(("plot", args.plot),)))
+                    every=every, top=args.top, wrote=(("plot", args.plot),), headline=rows.headline))
     return 0

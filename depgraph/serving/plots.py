@@ -38,6 +38,7 @@ import pandas as pd
 from .._validate import one_of
 from ..errors import ConfigError
 from ..units import AXIS_UNITS, TIME_SCALES, UNIT_LABELS, format_3sig
+from .steady import headline
 
 __all__ = ["plot_loadtest", "plot_colocated", "plot_plan", "plot_pushpull_sweep"]
 
@@ -124,8 +125,8 @@ def _dominant_parts(requests: pd.DataFrame) -> pd.Series:
 
 
 def _mark_no_steady_state(ax_ttft: Any, ax_queue: Any, result: Any, scale: float, ul: str) -> None:
-    """When the run's queue grows through it (``summary["steady_state"]`` is ``False``): a red box on the
-    TTFT panel saying so, the TTFT's least-squares trend as a red dashed line, and the queue's means over
+    """When the run does not keep up (``summary["steady_state"]`` is ``False``): a red box on the
+    TTFT panel saying which evidence says so (:func:`~depgraph.serving.steady.headline`), the TTFT's least-squares trend as a red dashed line, and the queue's means over
     the first and last thirds of the arrivals (the numbers the verdict compares) on the queue panel."""
     s, req = result.summary, result.requests
     if s.get("steady_state") is not False:
@@ -139,7 +140,7 @@ def _mark_no_steady_state(ax_ttft: Any, ax_queue: Any, result: Any, scale: float
                  label=f"TTFT trend +{_fmt(float(s['ttft_trend_s']) * scale)} {ul}", zorder=4)
     lo, hi = ax_ttft.get_ylim()
     ax_ttft.set_ylim(lo, lo + 1.3 * (hi - lo))  # room above the points for the box
-    ax_ttft.text(0.015, 0.96, "no steady state: the queue grows through the run\n"
+    ax_ttft.text(0.015, 0.96, headline(s) + "\n"
                  f"queue {float(s['queue_first_third_requests']):.1f} -> {float(s['queue_last_third_requests']):.1f} "
                  f"waiting (first -> last third of the arrivals)\nTTFT {float(s['ttft_trend_s']):+.1f} s across "
                  f"{_fmt(span)} s of arrivals: the mean TTFT depends on the run length",
@@ -338,7 +339,7 @@ def plot_colocated(result: Any, *, unit: str = "ms"):
 def plot_plan(rows: list[dict], *, title: str = ""):
     """A plan's candidates (:func:`depgraph.plan`): goodput against the GPUs
     each uses, colored by kind (colocated or disaggregated), hollow where the
-    targets are missed at the offered rate, and the Pareto front (the most
+    targets are missed at the offered rate (``meets_slos`` false), and the Pareto front (the most
     goodput for at most so many GPUs) as a line.
 
     >>> fig = plot_plan([{"deployment": "colocated", "gpus": 8, "goodput_rps": 2.0, "bound": "meets SLOs"},
@@ -353,7 +354,7 @@ def plot_plan(rows: list[dict], *, title: str = ""):
     for kind, color in (("colocated", "#1f77b4"), ("disaggregated", "#ff7f0e")):
         mine = [r for r in rows if r["deployment"].startswith("colocated") == (kind == "colocated")]
         for meets in (True, False):
-            pts = [r for r in mine if (r["bound"] == "meets SLOs") == meets]
+            pts = [r for r in mine if r.get("meets_slos", r["bound"] == "meets SLOs") == meets]
             ax.scatter([r["gpus"] for r in pts], [r["goodput_rps"] for r in pts], s=30,
                        facecolors=color if meets else "none", edgecolors=color,
                        label=f"{kind}, {'meets the SLOs' if meets else 'misses them'}")

@@ -1,8 +1,8 @@
-"""What a load test returns: :class:`LoadResult`, its latency summary, and the steady-state test.
+"""What a load test returns: :class:`LoadResult` and its latency summary.
 
 Every deployment's run (the study's load model, ``<P>P<D>D``, colocated)
-comes back as one :class:`LoadResult`; :func:`steady_state` says whether its
-queue grew through the run; :func:`meets_slos` is the one SLO predicate the
+comes back as one :class:`LoadResult` (:func:`~depgraph.serving.steady.steady_state` says whether
+it kept up with its load); :func:`meets_slos` is the one SLO predicate the
 summary's goodput, the plots and the planner use.
 """
 
@@ -19,8 +19,7 @@ import pandas as pd
 from .._validate import positive_number
 from ..errors import ConfigError
 
-__all__ = ["LoadResult", "SUMMARY_FIELDS", "INTERVAL_FIELDS", "complete_summary", "meets_slos", "steady_state", "STEADY_STATE_MARGIN", "STEADY_STATE_MIN_REQUESTS",
-           "check_slos", "latency_summary", "kv_used", "step_series", "time_average"]
+__all__ = ["LoadResult", "SUMMARY_FIELDS", "INTERVAL_FIELDS", "complete_summary", "meets_slos", "check_slos", "latency_summary", "kv_used", "step_series", "time_average"]
 
 
 @dataclass
@@ -133,16 +132,31 @@ SUMMARY_FIELDS: dict[str, str] = {
     "utilization_by_decode_server": "each decode server's share of the run its loop was busy; null colocated",
     "utilization_by_prefill_server": "each prefill server's share of the run it was busy; null colocated",
     "calibration": "the calibration file whose fitted values ran (null: none)",
-    "steady_state": "false when the queue grows through the run (steady_state; null: not tested)",
-    "steady_state_reason": "the steady-state verdict in words",
+    "steady_state": "false when any evidence says the load exceeds capacity (depgraph.serving.steady; null: "
+                    "not tested)",
+    "steady_state_reason": "the steady-state verdict in words, with every piece of evidence",
+    "steady_state_decided": "false when the verdict sits on an edge a longer run could turn (null: not tested)",
+    "steady_state_failed": "the evidence that says the load exceeds capacity: capacity, queue, ttft, completions",
+    "steady_state_runs": "with until_steady, the request counts run until the verdict was decided (null: not asked)",
     "arrival_window_s": "first to last arrival, seconds",
+    "arrival_rate_rps": "requests arriving per second over the arrival window",
+    "offered_rps": "the rate the client was asked for (a trace's: its arrivals'), requests per second",
+    "capacity_rps": "the capacity bound from the cost model alone, requests per second (depgraph.serving.saturation)",
+    "capacity_binding": "the servers that set it: prefill servers, decode servers, decode memory, colocated "
+                        "servers or colocated memory",
+    "prefill_capacity_rps": "the prefill servers' rate at saturation (colocated: the servers'), requests per second",
+    "decode_capacity_rps": "the decode servers' rate at saturation (colocated: the servers'), requests per second",
+    "capacity_batch": "requests decoding at once at saturation, per server",
+    "load_share": "offered_rps / capacity_rps",
     "queue_first_third_requests": "time-average queue over the arrival window's first third",
     "queue_last_third_requests": "the same over its last third",
-    "queue_growth_per_s": "their difference per second between the thirds' centres",
-    "ttft_trend_s": "TTFT's rise across the arrival window (least squares), seconds",
+    "queue_growth_per_s": "the queue's trend over the window (a line through ten stretches' means), requests per second",
+    "queue_growth_noise_per_s": "that trend's standard error, requests per second",
+    "ttft_trend_s": "TTFT's rise across the arrival window (a line through ten groups' means), seconds",
     "ttft_trend_noise_s": "that rise's standard error, seconds",
-    "arrival_rate_rps": "requests arriving per second over the arrival window",
     "completion_rate_window_rps": "requests finishing per second within the arrival window",
+    "completion_shortfall_share": "share of the window's arrivals not finished within the window shifted by the "
+                                  "early requests' median end-to-end latency",
 }
 
 
@@ -210,112 +224,6 @@ def kv_used(free_bytes: np.ndarray, pool_bytes: list[int]) -> np.ndarray:
 def step_series(log: list[tuple[float, int]], name: str) -> pd.DataFrame:
     df = pd.DataFrame(log, columns=["time_s", name])
     return df.groupby("time_s", as_index=False).last()
-
-
-#: The steady-state test's margin: a run has no steady state when its queue grows by more than this share of
-#: the arrival rate and its TTFT rises by more than this many seconds per second of arrivals (both at once).
-STEADY_STATE_MARGIN = 0.1
-
-
-#: Fewer requests than this are not tested (``steady_state`` is ``None``): thirds of a handful say nothing.
-STEADY_STATE_MIN_REQUESTS = 20
-
-
-def steady_state(arrival_s: np.ndarray, ttft_s: np.ndarray, finish_s: np.ndarray,
-                 queue: tuple[np.ndarray, np.ndarray, np.ndarray], *, max_concurrency: int | None = None
-                 ) -> dict[str, Any]:
-    """Whether a load test reached a steady state, from arrays of the finished run (O(n), no loop).
-
-    ``queue`` is ``(start_s, end_s, count)``: spans during which ``count``
-    requests wait (for a decode slot, for a prefill server, or in a
-    colocated engine's queue). Over the arrival window ``[t0, t1]`` (first
-    to last arrival, ``T = t1 - t0``):
-
-    - ``queue_growth_per_s``: the time-averaged queue over the window's last
-      third minus that over its first third, divided by ``2 T / 3`` (the
-      distance between the thirds' centres);
-    - ``ttft_trend_s``: the least-squares slope of TTFT against arrival time
-      times ``T``, the rise of TTFT across the window; ``ttft_trend_noise_s``
-      its standard error, as if requests were independent;
-    - ``completion_rate_window_rps``: requests finished in the window per
-      second, beside ``arrival_rate_rps`` (shown, not part of the rule: it lags
-      the arrivals by the requests' latency).
-
-    **Rule**: no steady state (``False``) when both the queue grows by more
-    than :data:`STEADY_STATE_MARGIN` (10%) of the arrival rate
-    (``queue_growth_per_s > 0.1 x arrival_rate_rps``) and TTFT rises by more
-    than 0.1 s per second of the window and by more than twice its noise
-    (``ttft_trend_s > max(0.1 x T, 2 x ttft_trend_noise_s)``); ``True``
-    otherwise. Both measure how far arrivals outpace service: a queue served
-    at ``mu`` and fed at ``lambda > mu`` grows at ``lambda - mu`` requests per
-    second, and its wait at ``lambda / mu - 1`` seconds per second, so the
-    margin flags runs offered about 10% more than they serve; a stable queue
-    at 84% load (Poisson bursts) moves both by under 5% in runs of 25 to 400
-    requests. ``None`` (not tested) with fewer than
-    :data:`STEADY_STATE_MIN_REQUESTS` requests, or when they all arrive at
-    once or within the shortest TTFT (a burst: every request is in before
-    any is served; it only drains, and its mean TTFT grows with its size).
-    Under ``max_concurrency`` (a closed loop) the rule is the same, on
-    the servers' queue and the TTFT from each send: the client's backlog of
-    requests held back is not counted, so a closed loop over capacity reads
-    as steady when its servers are. ``steady_state_reason`` says it in words.
-    """
-    a = np.asarray(arrival_s, dtype=np.float64)
-    y = np.asarray(ttft_s, dtype=np.float64)
-    n = len(a)
-    t0, t1 = (float(a.min()), float(a.max())) if n else (0.0, 0.0)
-    span = t1 - t0
-    nan = math.nan
-    out: dict[str, Any] = {"steady_state": None, "steady_state_reason": "", "arrival_window_s": span,
-                           "queue_first_third_requests": nan, "queue_last_third_requests": nan,
-                           "queue_growth_per_s": nan, "ttft_trend_s": nan, "ttft_trend_noise_s": nan,
-                           "arrival_rate_rps": (n - 1) / span if span > 0 else nan,
-                           "completion_rate_window_rps": nan}
-    closed = (f"; a closed loop (at most {max_concurrency} in flight): the servers' queue and TTFT from each send, "
-              "not the client's backlog" if max_concurrency is not None else "")
-    if n < STEADY_STATE_MIN_REQUESTS:
-        out["steady_state_reason"] = (f"steady state not tested: {n} requests (the test needs at least "
-                                      f"{STEADY_STATE_MIN_REQUESTS})")
-        return out
-    if not (np.isfinite(a).all() and np.isfinite(y).all()):
-        out["steady_state_reason"] = "steady state not tested: an arrival time or TTFT is not a finite number"
-        return out
-    if span <= float(y.min()):  # a burst: every request is in before the first is served
-        when = "at once" if span == 0 else f"within {span:.3g} s, before any has its first token"
-        out["steady_state_reason"] = (f"steady state not tested: all {n} requests arrive {when} (a burst only "
-                                      "drains; its mean TTFT grows with its size)")
-        return out
-    third = span / 3
-    start, end, count = (np.asarray(c, dtype=np.float64) for c in queue)
-
-    def mean_over(lo: float, hi: float) -> float:
-        return float((count * np.clip(np.minimum(end, hi) - np.maximum(start, lo), 0.0, None)).sum() / (hi - lo))
-
-    first, last = mean_over(t0, t0 + third), mean_over(t1 - third, t1)
-    growth = (last - first) / (2 * third)
-    x = a - a.mean()
-    sxx = float((x * x).sum())  # not x @ x: BLAS's 1-D matmul is far slower here
-    dy = y - y.mean()
-    slope = float((x * dy).sum()) / sxx
-    resid = dy - slope * x
-    noise = math.sqrt(float((resid * resid).sum()) / (n - 2) / sxx) * span
-    rate = out["arrival_rate_rps"]
-    done = np.asarray(finish_s, dtype=np.float64)
-    grows = growth > STEADY_STATE_MARGIN * rate
-    rises = slope * span > max(STEADY_STATE_MARGIN * span, 2 * noise)
-    steady = not (grows and rises)
-    numbers = (f"{first:.1f} waiting in the first third of the arrivals, {last:.1f} in the last: "
-               f"{round(growth, 2) + 0.0:+.2f} req/s, {round(100 * growth / rate) + 0:+d}% of the arrival rate; TTFT "
-               f"{round(slope * span, 2) + 0.0:+.2f} s across the {span:.1f} s of arrivals")
-    if steady:
-        reason = f"steady state: the queue does not grow through the run ({numbers}){closed}"
-    else:
-        reason = (f"no steady state: the queue grows through the run ({numbers}); the mean TTFT, {float(y.mean()):.2f} "
-                  f"s here, depends on the run length{closed}")
-    out.update(steady_state=steady, steady_state_reason=reason, queue_first_third_requests=first,
-               queue_last_third_requests=last, queue_growth_per_s=growth, ttft_trend_s=slope * span,
-               ttft_trend_noise_s=noise, completion_rate_window_rps=float(((done >= t0) & (done <= t1)).sum()) / span)
-    return out
 
 
 def time_average(log: list[tuple[float, int]], end: float, *, start: float | None = None) -> float:

@@ -29,11 +29,13 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
 from .._memory import check_memory
 from ..errors import ConfigError
+from .._validate import positive_int
 from ..specs.cost import CostModel
 from ..specs.models import ModelSpec, load_model
 from ..specs.predictor import ServingPredictor, StepPredictor
@@ -43,7 +45,8 @@ from .config import ServingConfig, resolve  # noqa: F401
 from .params import HANDOFFS, ROUTERS, SLOT_SCOPES, EngineConfig, LoadModel, parse_deployment  # noqa: F401
 from .disaggregated import DisaggregatedSimulation
 from .graphs import run_graph
-from .results import STEADY_STATE_MARGIN, STEADY_STATE_MIN_REQUESTS, LoadResult, meets_slos, steady_state
+from .results import LoadResult, meets_slos
+from .steady import STEADY_STATE_MARGIN, STEADY_STATE_MIN_REQUESTS, steady_state
 from .summary import BYTES_PER_ITERATION, BYTES_PER_REQUEST, colocated_result  # noqa: F401
 from . import arrivals as _traffic, summary as _summary  # the knobs, read where they live (one copy each)
 
@@ -64,7 +67,7 @@ def loadtest(model: ModelSpec | str, *, handoff: str | None = None, qps: float |
              max_concurrency: int | None = None, router: str = "round-robin", memory: bool | None = None,
              slo_ttft_s: float | None = None, slo_tpot_s: float | None = None, kv_pool_bytes: int | None = None,
              calibration: str | Path | None = None, calibration_corner: str | None = None,
-             **overrides) -> LoadResult:
+             until_steady: bool = False, max_prompts: int | None = None, **overrides) -> LoadResult:
     """Simulate a load test; return per-request rows and a summary.
 
     Either ``qps``, ``prompt_tokens``, ``out_tokens`` and ``num_prompts``
@@ -123,7 +126,24 @@ def loadtest(model: ModelSpec | str, *, handoff: str | None = None, qps: float |
     ``goodput_rps`` (those requests per second, as ``vllm bench serve``'s
     request goodput), else every request counts; ``goodput_per_gpu``
     divides by ``gpus``.
+
+    ``until_steady``: run ``num_prompts`` requests, and while the steady-state verdict is not decided
+    (``steady_state_decided`` false: near the knee, or a trend on its edge) run again with twice as many,
+    up to ``max_prompts`` (default :data:`UNTIL_STEADY_FACTOR` times ``num_prompts``, at most
+    :data:`MAX_REQUESTS`); the result is the last run's, its summary's ``steady_state_runs`` the request
+    counts run (``None`` without ``until_steady``). Generated traffic only (a trace is what it is).
     """
+    if until_steady:
+        return _until_steady(model, num_prompts=num_prompts, max_prompts=max_prompts, trace=trace,
+                             kw=dict(handoff=handoff, qps=qps, prompt_tokens=prompt_tokens, out_tokens=out_tokens,
+                                     max_num_seqs=max_num_seqs, seed=seed, arrival=arrival, params=params,
+                                     deployment=deployment, burstiness=burstiness, range_ratio=range_ratio,
+                                     max_num_batched_tokens=max_num_batched_tokens, chunked_prefill=chunked_prefill,
+                                     max_concurrency=max_concurrency, router=router, memory=memory,
+                                     slo_ttft_s=slo_ttft_s, slo_tpot_s=slo_tpot_s, kv_pool_bytes=kv_pool_bytes,
+                                     calibration=calibration, calibration_corner=calibration_corner, **overrides))
+    if max_prompts is not None:
+        raise ConfigError("max_prompts: caps until_steady's runs; give until_steady=True with it")
     model = load_model(model)
     cfg = resolve(model, handoff=handoff, deployment=deployment, max_num_seqs=max_num_seqs,
                   max_num_batched_tokens=max_num_batched_tokens, chunked_prefill=chunked_prefill,
@@ -176,6 +196,33 @@ def loadtest(model: ModelSpec | str, *, handoff: str | None = None, qps: float |
     sim = DisaggregatedSimulation(model, cfg, cost, table, predict=predict)
     sim.run()
     return sim.result(**meta)
+
+
+#: ``until_steady``'s default cap: this many times the first run's requests.
+UNTIL_STEADY_FACTOR = 8
+
+
+def _until_steady(model, *, num_prompts: int | None, max_prompts: int | None, trace: Any,
+                  kw: dict[str, Any]) -> LoadResult:
+    """:func:`loadtest` with ``until_steady``: doubled runs until the verdict is decided or the cap."""
+    if trace is not None:
+        raise ConfigError("until_steady: extends generated traffic; a trace is run as it is")
+    if num_prompts is None:
+        raise ConfigError("num_prompts: required unless a trace is given")
+    n = positive_int("num_prompts", num_prompts, upper=_traffic.MAX_REQUESTS)
+    cap = (min(_traffic.MAX_REQUESTS, UNTIL_STEADY_FACTOR * n) if max_prompts is None
+           else positive_int("max_prompts", max_prompts, upper=_traffic.MAX_REQUESTS))
+    if cap < n:
+        raise ConfigError(f"max_prompts: {cap:,} is fewer than num_prompts ({n:,}); expected at least as many")
+    runs = []
+    while True:
+        result = loadtest(model, num_prompts=n, **kw)
+        runs.append(n)
+        if result.summary["steady_state_decided"] is not False or n >= cap:
+            break
+        n = min(cap, 2 * n)
+    result.summary["steady_state_runs"] = runs
+    return result
 
 
 def estimated_iterations(table: pd.DataFrame, *, model: ModelSpec, cost: CostModel, params: LoadModel,

@@ -21,7 +21,9 @@ from ..specs.models import ModelSpec
 from .params import default_max_num_batched_tokens
 from .engine import simulate_colocated
 from .memory import max_slots_in_memory
-from .results import LoadResult, check_slos, complete_summary, kv_used, latency_summary, steady_state, step_series, time_average
+from .results import LoadResult, check_slos, complete_summary, kv_used, latency_summary, step_series, time_average
+from .saturation import capacity_bound
+from .steady import steady_state
 
 __all__ = ["disaggregated_result", "colocated_result"]
 
@@ -185,8 +187,12 @@ def disaggregated_result(sim: Any, **meta) -> LoadResult:
                    max_concurrency=sim.concurrency, calibration=meta.get("calibration"),
                    bytes_moved=float(sum(sim.predict.handoff_bytes(r.prompt) for r in sim.reqs)),
                    **_occupancy(sim, end))
+    cfg = sim.cfg
+    capacity = capacity_bound(kind="disaggregated", predict=sim.predict, table=df, prefill=cfg.prefill, decode=cfg.decode,
+                              handoff=sim.handoff, pools=sim.pools, relay_s=cfg.handoff.relay_s)
     summary.update(steady_state(df.arrival_s.to_numpy(), df.ttft_s.to_numpy(), df.finish_s.to_numpy(),
-                                _queue_spans(sim, df, end), max_concurrency=sim.concurrency))
+                                _queue_spans(sim, df, end), max_concurrency=sim.concurrency,
+                                offered_rps=meta.get("qps"), capacity=capacity))
     tokens = float(df.output_tokens.sum())
     complete_summary(summary, max_num_batched_tokens=sim.cfg.prefill.max_num_batched_tokens,
                      step_overhead_s=sim.cfg.cost.step_overhead_s,
@@ -239,9 +245,13 @@ def colocated_result(model: ModelSpec, cfg: Any, cost: CostModel, table: pd.Data
         "kv_pool_bytes": run.pool_bytes if engine.memory else None,
         "makespan_s": end, "calibration": meta.get("calibration"),
     }
+    pools = run._trace["servers"][0].pool.stages if engine.memory else []
+    capacity = capacity_bound(kind="colocated", predict=cfg.predictor(model, cost), table=df, prefill=cfg.prefill,
+                              decode=cfg.decode, handoff=None, pools=pools, engine_budget=run.max_num_batched_tokens)
     summary.update(steady_state(df.arrival_s.to_numpy(), df.ttft_s.to_numpy(), df.finish_s.to_numpy(),
                                 (st.start_s.to_numpy(), st.end_s.to_numpy(), st.waiting.to_numpy()),
-                                max_concurrency=engine.max_concurrency))
+                                max_concurrency=engine.max_concurrency, offered_rps=meta.get("qps"),
+                                capacity=capacity))
     complete_summary(summary, prefill_pp=1, decode_pp=1, memory=engine.memory)
     timeline = st.assign(kv_used=used)
     return LoadResult(requests=df, summary=summary, timeline=timeline,

@@ -30,6 +30,18 @@ def pp_text(stages: int) -> str:
     return f" PP {stages}" if stages > 1 else ""
 
 
+def steady_lines(s: dict) -> list[str]:
+    """The steady-state verdict with its evidence (``steady_state_reason``), and, with ``until_steady``, the
+    runs it took to decide it."""
+    lines = [f"  {s['steady_state_reason']}"]
+    runs = s.get("steady_state_runs")
+    if runs:
+        how = ("decided" if s.get("steady_state_decided") is not False else
+               f"still near the edge at the cap")
+        lines.append(f"  until steady: {' -> '.join(f'{n:,}' for n in runs)} requests ({how})")
+    return lines
+
+
 def goodput_text(s: dict) -> str:
     """A load test's goodput, per GPU, and the share of requests meeting the SLOs it was given.
 
@@ -67,7 +79,7 @@ def loadtest_text(result, *, intervals: dict[str, Any] | None = None, wrote: Ite
     lines += _interval_line(intervals, "ttft", 1)
     lines.append(f"  TPOT   p50 {s['tpot_p50_s'] * 1e3:9.2f} ms   p90 {s['tpot_p90_s'] * 1e3:9.2f} ms   p99 {s['tpot_p99_s'] * 1e3:9.2f} ms")
     lines += _interval_line(intervals, "tpot", 2)
-    lines.append(f"  {s['steady_state_reason']}")  # "no steady state: the queue grows through the run (...)" when false
+    lines += steady_lines(s)
     servers, seqs = s.get("decode_servers", 1), s["max_num_seqs"]
     each = f" ({servers} servers x {seqs})" if servers > 1 else ""
     lines.append(f"  slots held (mean) {s['slots_held_mean']:.2f} of {servers * seqs}{each}; waiting for a slot: "
@@ -132,7 +144,7 @@ def _colocated_text(result, *, intervals: dict[str, Any] | None = None, wrote: I
                      f"{s[f'{name}_p90_s'] * 1e3:9.{digits}f} ms   p99 {s[f'{name}_p99_s'] * 1e3:9.{digits}f} ms")
         if name in ("ttft", "tpot"):
             lines += _interval_line(intervals, name, digits)
-    lines.append(f"  {s['steady_state_reason']}")
+    lines += steady_lines(s)
     lines.append(f"  throughput {s['throughput_rps']:.3f} req/s ({s['output_tokens_per_s']:,.0f} output tokens/s); "
                  f"{goodput_text(s)}")
     lines.append(f"  utilisation {100 * s['utilization_mean']:.1f}% of the time stepping; running {s['running_mean']:.1f} "

@@ -6,24 +6,47 @@ budget; and disaggregated ``<P>P<D>D`` deployments with a TP per side (every
 pair of the sizes tried where one divides the other, as vLLM's connectors
 need), with each handoff; each at every ``max_num_seqs`` asked for. Each runs as a
 load test (:func:`~depgraph.serving.simulator.loadtest`) of the traffic, in
-parallel through the sweep machinery (local workers, or a Dask client), and
-is scored by its goodput as DistServe defines it: the highest request rate,
-up to the offered one, at which at least ``attainment`` of requests meet
-both latency targets (found by bisection below the offered rate when the
-offered rate misses). Ranked by goodput per GPU (then fewer GPUs, then the
-order above); each candidate says what bounds it:
+parallel through the sweep machinery (local workers, or a Dask client), long
+enough to know: ``num_prompts`` requests, doubled while the steady-state
+verdict is not decided (``until_steady``: the candidates near their knee run
+longest), up to ``max_prompts``.
+
+A candidate **meets the targets** when at least ``attainment`` of its
+requests meet both latency targets at the offered rate *and* the run keeps
+up with its load (:func:`~depgraph.serving.steady.steady_state`: the
+capacity bound from the cost model, the queue's and TTFT's trends,
+completions against arrivals). Its goodput is DistServe's: the offered rate
+when it meets them, else the highest rate below it that does (by bisection),
+never above the capacity bound (:func:`~depgraph.serving.saturation.capacity_bound`).
+
+**Ranking**: first the candidates that meet the targets, fewest GPUs first
+(then goodput per GPU, then the order above); then the rest, most goodput
+first, each with the reason it loses and by how much. The first
+``verify_top`` candidates that meet the targets are re-run with
+``verify_prompts`` requests before they are printed; one that fails there
+drops to the rest, with what the longer run said. Each candidate says what
+bounds it:
 
 ``meets SLOs``
-    the offered rate is served within the targets;
+    the offered rate is served within the targets, steadily;
+``capacity-bound``
+    the run does not keep up: the offered rate is over the capacity bound
+    (the prefill or decode servers', the colocated servers'), or its
+    queue, TTFT or completions say so;
 ``TTFT-bound`` / ``TPOT-bound``
-    the target that the fewest requests meet;
+    steady, and the target that the fewest requests meet;
 ``link-bound``
     TTFT-bound with the handoff more than half of the mean first-token time;
 ``memory-bound``
     the weights do not fit the GPUs, one request does not fit beside them,
-    or more than a tenth of the requests were preempted (KV blocks and
-    recurrent state are modelled on colocated and decode servers alike) and
-    the targets are missed.
+    the KV cache caps the batch below the offered load (the capacity bound's
+    ``decode memory`` / ``colocated memory``), or more than a tenth of the
+    requests were preempted and the targets are missed.
+
+With a calibration that has intervals, each candidate's TTFT and TPOT p90
+carry them (two more runs, at the intervals' ends), and two candidates that
+meet the targets with overlapping intervals are said to be indistinct.
+Without one, every row names the defaults it rests on (``assumptions``).
 """
 
 from __future__ import annotations
@@ -43,22 +66,30 @@ from ..specs.hardware import load_gpu
 from ..specs.models import load_model
 from ..specs.parallel import check_tp_pair
 
-__all__ = ["plan", "candidates", "evaluate", "BOUNDS", "MAX_CANDIDATES", "PlanResult"]
+__all__ = ["plan", "candidates", "evaluate", "loadtest_flags", "BOUNDS", "MAX_CANDIDATES", "PlanResult",
+           "PROMPTS_FACTOR", "VERIFY_PROMPTS", "VERIFY_TOP"]
 
-BOUNDS = ("meets SLOs", "TTFT-bound", "TPOT-bound", "link-bound", "memory-bound")
+BOUNDS = ("meets SLOs", "capacity-bound", "TTFT-bound", "TPOT-bound", "link-bound", "memory-bound")
 #: The most candidates one plan runs.
 MAX_CANDIDATES = 1000
 #: Server counts tried on each side (and for colocated replicas), within the budget.
 _COUNTS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)
 #: Bisection steps below the offered rate for a candidate that misses its targets there.
 _BISECTIONS = 4
+#: A candidate's runs go up to this many times ``num_prompts`` while its verdict is not decided.
+PROMPTS_FACTOR = 4
+#: The top candidates meeting the targets are re-run with this many requests before they are printed ...
+VERIFY_PROMPTS = 2000
+#: ... this many of them.
+VERIFY_TOP = 3
 
 
 class PlanResult(list):
     """:func:`plan`'s ranked rows (a list of dicts, best first), with ``candidates_total``: how many
-    candidates the grid holds before ``max_candidates`` left any out."""
+    candidates the grid holds before ``max_candidates`` left any out, and ``headline``: the plan in one line."""
 
     candidates_total: int = 0
+    headline: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +102,7 @@ class _Traffic:
     slo_tpot_s: float
     attainment: float
     seed: int
+    max_prompts: int | None = None  # None: PROMPTS_FACTOR x num_prompts
 
 
 def candidates(model, *, gpu: str, gpus: int, tps=(1, 2, 4, 8), max_num_seqs=(64, 256),
@@ -135,121 +167,268 @@ def _pairs(prefill_tp: int, decode_tp: int) -> bool:
     return True
 
 
+def _label(row: dict[str, Any]) -> str:
+    """A candidate in words: ``2P1D, TP 4, push, 64 seqs``."""
+    tp = f"TP {row['tp']}" if row.get("tp") is not None else f"TP {row['prefill_tp']}/{row['decode_tp']}"
+    return ", ".join([row["deployment"], tp] + ([row["handoff"]] if row.get("handoff") else [])
+                     + [f"{row['max_num_seqs']} seqs"])
+
+
+def loadtest_flags(model: str, row: dict[str, Any], traffic: dict[str, Any], *, gpu: str, num_prompts: int,
+                   calibration: str | None = None, expert_routing: str = "uniform") -> str:
+    """The ``depgraph loadtest`` command line that runs ``row``'s candidate on ``traffic`` (the plan's)."""
+    parts = [f"depgraph loadtest {model} --deployment {row['deployment']}"]
+    if row.get("tp") is not None:
+        parts.append(f"--tp {row['tp']}")
+    else:
+        parts.append(f"--prefill-tp {row['prefill_tp']} --decode-tp {row['decode_tp']}")
+    if row.get("handoff"):
+        parts.append(f"--handoff {row['handoff']}")
+    parts.append(f"--max-num-seqs {row['max_num_seqs']} --gpu {gpu} --qps {traffic['qps']:g} "
+                 f"--prompt-tokens {traffic['prompt_tokens']} --out-tokens {traffic['out_tokens']} "
+                 f"--num-prompts {num_prompts} --seed {traffic['seed']} --slo-ttft-ms {traffic['slo_ttft_s'] * 1e3:g} "
+                 f"--slo-tpot-ms {traffic['slo_tpot_s'] * 1e3:g}")
+    if calibration:
+        parts.append(f"--calibration {calibration}")
+    if expert_routing != "uniform":
+        parts.append(f"--expert-routing {expert_routing}")
+    return " ".join(parts)
+
+
+def _assumptions(s: dict[str, Any], calibration: str | None) -> dict[str, Any]:
+    """What a candidate's prediction rests on: the cost model's terms and where they come from, the step
+    overhead, the all-reduces, the link, the calibration (``None``: the defaults)."""
+    return {"gpu": s["gpu"], "cost_model": s.get("cost_model"), "prefill_mfu": s.get("prefill_mfu"),
+            "hbm_efficiency": s.get("hbm_efficiency"), "step_overhead_s": s.get("step_overhead_s"),
+            "collectives": s.get("collectives"), "link": s.get("link"), "calibration": calibration}
+
+
+def _verdict(s: dict[str, Any], df: Any, t: _Traffic) -> tuple[bool, str, str]:
+    """(meets the targets, bound, reason) of one run's summary ``s`` and requests ``df`` for traffic ``t``."""
+    attained = s["slo_attainment"] >= t.attainment
+    steady = s["steady_state"] is not False
+    ttft_met, tpot_met = meets_slos(df, t.slo_ttft_s, t.slo_tpot_s)
+    ttft_ok, tpot_ok = float(ttft_met.mean()), float(tpot_met.mean())
+    preempted = s.get("preempted_requests", 0) / len(df)
+    target = f"{100 * t.attainment:g}%"
+    if attained and steady:
+        return True, "meets SLOs", (f"{100 * s['slo_attainment']:.1f}% of requests meet both targets (at least "
+                                    f"{target} asked), at {100 * s['load_share']:.0f}% of the capacity bound"
+                                    + (f"; {100 * preempted:.0f}% preempted on the way" if preempted else ""))
+    if not steady:
+        failed, binding = s["steady_state_failed"], s["capacity_binding"] or "its servers"
+        memory = "memory" in str(binding)
+        if "capacity" in failed:
+            over = (f"offered {s['offered_rps']:.3g} req/s is {100 * (s['load_share'] - 1):.0f}% over the capacity "
+                    f"bound, {s['capacity_rps']:.3g} req/s ({binding}"
+                    + (f": {s['capacity_batch']} requests fit" if memory else "") + ")"
+                    if s["capacity_rps"] > 0 else f"the capacity bound is 0 ({binding}: not one request fits)")
+            return False, "memory-bound" if memory else "capacity-bound", "not steady: " + over
+        said = {"queue": "the queue grows", "ttft": "TTFT rises", "completions": "completions lag the arrivals"}
+        return False, "capacity-bound", (f"not steady: {', '.join(said[k] for k in failed)} at "
+                                         f"{100 * s['load_share']:.0f}% of the capacity bound ({binding})")
+    if preempted > 0.1:
+        return False, "memory-bound", f"{100 * preempted:.0f}% of requests preempted"
+    if ttft_ok <= tpot_ok:
+        handoff = float(df.handoff_s.mean()) if "handoff_s" in df else 0.0
+        link = handoff > 0.5 * float(df.ttft_s.mean())
+        return False, "link-bound" if link else "TTFT-bound", (
+            f"{100 * ttft_ok:.1f}% meet TTFT <= {t.slo_ttft_s * 1e3:g} ms ({100 * (t.attainment - ttft_ok):.1f} "
+            f"points short of {target})" + (f"; the handoff is {handoff * 1e3:.0f} ms of it" if link else ""))
+    return False, "TPOT-bound", (f"{100 * tpot_ok:.1f}% meet TPOT <= {t.slo_tpot_s * 1e3:g} ms "
+                                 f"({100 * (t.attainment - tpot_ok):.1f} points short of {target})")
+
+
 def evaluate(point: dict[str, Any]) -> list[dict[str, Any]]:
-    """One candidate's row (a sweep runner: picklable, deterministic): its
-    load test at the offered rate, and its goodput by bisection below it."""
+    """One candidate's row (a sweep runner: picklable, deterministic): its load test at the offered rate,
+    run until its steady-state verdict is decided (``traffic["max_prompts"]`` at most), and its goodput by
+    bisection below the offered rate and the capacity bound when it misses."""
     c, t = point["candidate"], _Traffic(**point["traffic"])
     # a candidate with one "tp" runs both sides at it
     c = {**c, "prefill_tp": c.get("prefill_tp", c.get("tp")), "decode_tp": c.get("decode_tp", c.get("tp"))}
     c["tp"] = c["prefill_tp"] if c["prefill_tp"] == c["decode_tp"] else None
     model, gpu = point["model"], point["gpu"]
     row = {k: c[k] for k in ("deployment", "tp", "prefill_tp", "decode_tp", "handoff", "max_num_seqs", "gpus")}
+    row["gpu"] = gpu
+    name = model if isinstance(model, str) else model.name
+    flags = dict(gpu=gpu, calibration=point.get("calibration"), expert_routing=point.get("expert_routing", "uniform"))
     spec = load_model(model)
+    nan = math.nan
+    empty = {"slo_attainment": 0.0, "ttft_p90_s": nan, "tpot_p90_s": nan, "steady_state": None,
+             "capacity_rps": 0.0, "capacity_binding": None, "requests_run": [], "assumptions": None,
+             "loadtest": loadtest_flags(name, row, point["traffic"], num_prompts=t.num_prompts, **flags)}
     for side in ("prefill_tp", "decode_tp"):
         weights = weights_per_gpu_bytes(spec, tp=c[side])
         # vLLM's start-up accounting: no KV cache is left beside the weights, activations and non-torch memory
         if min(stage_kv_cache_bytes(spec, gpu=gpu, tp=c[side], max_num_seqs=c["max_num_seqs"])) <= 0:
             where = "" if c["handoff"] is None else f" on the {side[:-3]} side"
-            return [{**row, "goodput_rps": 0.0, "goodput_per_gpu": 0.0, "bound": "memory-bound",
-                     "reason": f"weights {weights / 1e9:.1f} GB per GPU{where} leave no KV cache",
-                     "slo_attainment": 0.0,
-                     "ttft_p90_s": math.nan, "tpot_p90_s": math.nan}]
+            return [{**row, "goodput_rps": 0.0, "goodput_per_gpu": 0.0, "meets_slos": False, "bound": "memory-bound",
+                     "reason": f"weights {weights / 1e9:.1f} GB per GPU{where} leave no KV cache", **empty}]
 
-    def run(qps: float):
-        kw = dict(qps=qps, prompt_tokens=t.prompt_tokens, out_tokens=t.out_tokens, num_prompts=t.num_prompts,
+    def run(qps: float, n: int, cap: int):
+        kw = dict(qps=qps, prompt_tokens=t.prompt_tokens, out_tokens=t.out_tokens, num_prompts=n,
                   calibration=point.get("calibration"), expert_routing=point.get("expert_routing", "uniform"),
                   max_num_seqs=c["max_num_seqs"], seed=t.seed, slo_ttft_s=t.slo_ttft_s, slo_tpot_s=t.slo_tpot_s,
                   deployment=c["deployment"], gpu=gpu, prefill_tp=c["prefill_tp"], decode_tp=c["decode_tp"])
         if c["handoff"] is not None:
             kw["handoff"] = c["handoff"]
-        return loadtest(model, **kw)
+        return loadtest(model, until_steady=True, max_prompts=max(n, cap), **kw), kw
 
     try:
-        first = run(t.qps)
+        first, kw = run(t.qps, t.num_prompts, t.max_prompts or PROMPTS_FACTOR * t.num_prompts)
     except MemoryFitError as exc:  # the deployment's memory cannot hold the traffic (not the machine's budget)
-        return [{**row, "goodput_rps": 0.0, "goodput_per_gpu": 0.0, "bound": "memory-bound", "reason": str(exc),
-                 "slo_attainment": 0.0, "ttft_p90_s": math.nan, "tpot_p90_s": math.nan}]
+        return [{**row, "goodput_rps": 0.0, "goodput_per_gpu": 0.0, "meets_slos": False, "bound": "memory-bound",
+                 "reason": str(exc), **empty}]
     s, df = first.summary, first.requests
-    attained = s["slo_attainment"] >= t.attainment
-    ttft_met, tpot_met = meets_slos(df, t.slo_ttft_s, t.slo_tpot_s)
-    ttft_ok, tpot_ok = float(ttft_met.mean()), float(tpot_met.mean())
-    preempted = s.get("preempted_requests", 0) / len(df)
-    if attained:
-        bound, reason = "meets SLOs", f"{100 * s['slo_attainment']:.1f}% of requests meet both targets" + (
-            f" ({100 * preempted:.0f}% preempted on the way)" if preempted else "")
-    elif preempted > 0.1:
-        bound, reason = "memory-bound", f"{100 * preempted:.0f}% of requests preempted"
-    elif ttft_ok <= tpot_ok:
-        handoff = float(df.handoff_s.mean()) if "handoff_s" in df else 0.0
-        link = handoff > 0.5 * float(df.ttft_s.mean())
-        bound = "link-bound" if link else "TTFT-bound"
-        reason = f"{100 * ttft_ok:.1f}% meet TTFT" + (f"; the handoff is {handoff * 1e3:.0f} ms of it" if link else "")
-    else:
-        bound, reason = "TPOT-bound", f"{100 * tpot_ok:.1f}% meet TPOT"
-    goodput = t.qps if attained else 0.0
-    if not attained:  # DistServe's goodput: the highest rate meeting the attainment, by bisection
-        lo, hi = 0.0, t.qps
+    meets, bound, reason = _verdict(s, df, t)
+    capacity = s["capacity_rps"]
+    goodput = t.qps if meets else 0.0
+    if not meets:  # DistServe's goodput: the highest rate meeting the targets, by bisection, under the bound
+        lo, hi = 0.0, min(t.qps, capacity) if math.isfinite(capacity) else t.qps
         slowest = t.num_prompts / MAX_ARRIVAL_S  # a slower rate spreads the requests beyond the clock's reach
         for _ in range(_BISECTIONS):
             mid = (lo + hi) / 2
-            if mid >= slowest and run(mid).summary["slo_attainment"] >= t.attainment:
-                lo = mid
+            if mid >= slowest:
+                low = run(mid, t.num_prompts, 2 * t.num_prompts)[0].summary
+                ok = low["slo_attainment"] >= t.attainment and low["steady_state"] is not False
             else:
-                hi = mid
+                ok = False
+            lo, hi = (mid, hi) if ok else (lo, mid)
         goodput = lo
-    return [{**row, "goodput_rps": goodput, "goodput_per_gpu": goodput / c["gpus"], "bound": bound, "reason": reason,
-             "slo_attainment": s["slo_attainment"], "ttft_p90_s": s["ttft_p90_s"], "tpot_p90_s": s["tpot_p90_s"]}]
+    if math.isfinite(capacity):
+        goodput = min(goodput, capacity)
+    ran = s["steady_state_runs"]
+    out = {**row, "goodput_rps": goodput, "goodput_per_gpu": goodput / c["gpus"], "meets_slos": meets,
+           "bound": bound, "reason": reason, "slo_attainment": s["slo_attainment"], "ttft_p90_s": s["ttft_p90_s"],
+           "tpot_p90_s": s["tpot_p90_s"], "steady_state": s["steady_state"], "capacity_rps": capacity,
+           "capacity_binding": s["capacity_binding"], "requests_run": ran,
+           "assumptions": _assumptions(s, point.get("calibration")),
+           "loadtest": loadtest_flags(name, row, point["traffic"], num_prompts=ran[-1], **flags)}
+    if point.get("intervals"):  # the calibration's intervals, at the length that decided
+        from ..serving.calibrate import predicted_intervals
+
+        got = predicted_intervals(model, summary=s, **{**kw, "num_prompts": ran[-1]})
+        out["ttft_p90_s_interval"] = got.get("ttft_p90_s_interval")
+        out["tpot_p90_s_interval"] = got.get("tpot_p90_s_interval")
+    return [out]
+
+
+def _rank(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Best first: the candidates meeting the targets, fewest GPUs first, then goodput per GPU; then the rest,
+    most goodput first, then fewer GPUs; ties in the grid's order (``order``)."""
+    return sorted(rows, key=lambda r: (0, r["gpus"], -r["goodput_per_gpu"], r["order"]) if r["meets_slos"]
+                  else (1, -r["goodput_rps"], r["gpus"], r["order"]))
+
+
+def _overlap(a: Any, b: Any) -> bool:
+    """Whether intervals ``a`` and ``b`` (``[low, high]``) overlap (unknown ends: they do)."""
+    if not a or not b or None in a or None in b:
+        return True
+    return a[0] <= b[1] and b[0] <= a[1]
+
+
+def _map(jobs: list[dict[str, Any]], *, workers: int | None, client: Any, progress: Any) -> list[list[dict]]:
+    """``evaluate`` over ``jobs`` (in order), on a Dask ``client``, in this process, or in worker processes,
+    advancing ``progress`` as each finishes."""
+    from concurrent.futures import as_completed
+
+    from .workers import cpu_count, stop_pool, worker_pool
+
+    n = min(len(jobs), workers if workers is not None else cpu_count())
+    if client is not None:  # a Dask cluster: one task per candidate
+        return client.gather(client.map(evaluate, jobs, pure=False))
+    out: list[Any] = [None] * len(jobs)
+    if n <= 1:
+        for i, job in enumerate(jobs):
+            out[i] = evaluate(job)
+            progress.advance()
+        return out
+    pool = worker_pool(n)  # the sweeps' worker processes (started as the sweeps start them)
+    try:
+        futures = {pool.submit(evaluate, job): i for i, job in enumerate(jobs)}
+        for f in as_completed(futures):
+            out[futures[f]] = f.result()
+            progress.advance()
+    except BaseException:
+        stop_pool(pool)
+        raise
+    pool.shutdown(wait=True)
+    return out
 
 
 def plan(model, *, gpu: str = DEFAULT_GPU, gpus: int, qps: float, prompt_tokens: int, out_tokens: int, slo_ttft_s: float,
          slo_tpot_s: float, attainment: float = 0.9, num_prompts: int = 200, seed: int = 0, tps=(1, 2, 4, 8),
          max_num_seqs=(64, 256), handoffs=("push",), colocated: bool = True, disaggregated: bool = True,
          max_candidates: int = 100, workers: int | None = None, client: Any = None,
-         calibration: str | None = None, expert_routing: str = "uniform") -> list[dict[str, Any]]:
+         calibration: str | None = None, expert_routing: str = "uniform", max_prompts: int | None = None,
+         verify_prompts: int = VERIFY_PROMPTS, verify_top: int = VERIFY_TOP, progress: bool = False) -> PlanResult:
     """Rank deployments of ``model`` on at most ``gpus`` GPUs of type ``gpu``
     for ``qps`` requests per second of ``prompt_tokens`` and ``out_tokens``,
     under TTFT <= ``slo_ttft_s`` and TPOT <= ``slo_tpot_s`` for at least
-    ``attainment`` of requests. Returns one dict per candidate, best first (a
-    :class:`PlanResult`, whose ``candidates_total`` counts the grid before
-    ``max_candidates``):
+    ``attainment`` of requests (the module docstring gives the rules).
+    Returns one dict per candidate, best first (a :class:`PlanResult`, whose
+    ``candidates_total`` counts the grid before ``max_candidates`` and
+    ``headline`` says the cheapest deployment that meets the targets, or that
+    none does and what binds):
     ``deployment``, ``prefill_tp``, ``decode_tp`` (``tp``: theirs when they
-    are equal, else ``None``), ``handoff``, ``max_num_seqs``, ``gpus``,
-    ``goodput_rps`` (capped at ``qps``), ``goodput_per_gpu``, ``bound``,
-    ``reason``, ``slo_attainment`` (at the offered rate), ``ttft_p90_s``,
-    ``tpot_p90_s``. Deterministic for a seed, whatever the worker count.
+    are equal, else ``None``), ``handoff``, ``max_num_seqs``, ``gpus``, ``gpu``,
+    ``goodput_rps`` (at most ``qps`` and the capacity bound), ``goodput_per_gpu``,
+    ``meets_slos`` (a boolean), ``bound``, ``reason``, ``slo_attainment``
+    (at the offered rate), ``ttft_p90_s``, ``tpot_p90_s``, ``steady_state``,
+    ``capacity_rps``, ``capacity_binding``, ``requests_run`` (the run lengths
+    the verdict took), ``verified_prompts`` (the re-run's length, the top
+    ones), ``assumptions`` (the cost model's terms, the overheads and the
+    calibration it rests on), ``loadtest`` (the command that reproduces it),
+    and with a calibration's intervals ``ttft_p90_s_interval``,
+    ``tpot_p90_s_interval`` and ``indistinct_from``. Each candidate runs
+    ``num_prompts`` requests, doubled while its verdict is undecided, up to
+    ``max_prompts`` (default :data:`PROMPTS_FACTOR` x ``num_prompts``); the
+    first ``verify_top`` that meet the targets are re-run with
+    ``verify_prompts``. Deterministic for a seed, whatever the worker count.
     ``calibration``: a file ``depgraph calibrate -o`` wrote; every candidate
     runs with its fitted values (read once here, so a bad file fails before
     any candidate runs). ``expert_routing``: how a MoE model's decode steps
     spread their tokens over the experts (:mod:`depgraph.specs.routing`;
-    a histogram file is checked against the model here).
+    a histogram file is checked against the model here). ``progress``: a
+    line on standard error as candidates finish.
 
     >>> import depgraph as dg
     >>> best = dg.plan("qwen3-32b", gpu="h200", gpus=8, qps=2, prompt_tokens=2048, out_tokens=64,
     ...                slo_ttft_s=1.0, slo_tpot_s=0.05, num_prompts=60, tps=(8,), max_num_seqs=(64,),
-    ...                workers=1)[0]
-    >>> best["deployment"], best["bound"]
-    ('colocated', 'meets SLOs')
+    ...                workers=1, verify_prompts=200)[0]
+    >>> best["deployment"], best["bound"], best["meets_slos"]
+    ('colocated', 'meets SLOs', True)
     """
-    from .workers import cpu_count, stop_pool, worker_pool
+    from .progress import Progress
 
     model_spec = load_model(model)
     gpu = load_gpu(gpu).name
+    n = positive_int("num_prompts", num_prompts, upper=100_000)
     traffic = _Traffic(qps=positive_number("qps", qps, upper=1e6),
                        prompt_tokens=positive_int("prompt_tokens", prompt_tokens, upper=10_000_000),
                        out_tokens=positive_int("out_tokens", out_tokens, upper=1_000_000),
-                       num_prompts=positive_int("num_prompts", num_prompts, upper=100_000),
+                       num_prompts=n,
                        slo_ttft_s=positive_number("slo_ttft_s", slo_ttft_s, upper=1e6),
                        slo_tpot_s=positive_number("slo_tpot_s", slo_tpot_s, upper=1e6),
                        attainment=positive_number("attainment", attainment, upper=1.0),
-                       seed=positive_int("seed", seed, allow_zero=True, upper=2**63 - 1))
+                       seed=positive_int("seed", seed, allow_zero=True, upper=2**63 - 1),
+                       max_prompts=(PROMPTS_FACTOR * n if max_prompts is None
+                                    else positive_int("max_prompts", max_prompts, upper=100_000)))
+    if traffic.max_prompts < n:
+        raise ConfigError(f"max_prompts: {traffic.max_prompts:,} is fewer than num_prompts ({n:,}); expected at "
+                          "least as many")
+    verify_prompts = positive_int("verify_prompts", verify_prompts, upper=100_000)
+    verify_top = positive_int("verify_top", verify_top, allow_zero=True, upper=MAX_CANDIDATES)
     model_spec.check_context(prompt_tokens + out_tokens, field="out_tokens", what="a prompt plus its output")
-    if traffic.num_prompts / traffic.qps > MAX_ARRIVAL_S:
-        raise ConfigError(f"qps: {traffic.qps:g} req/s spreads {traffic.num_prompts:,} requests over more than "
-                          f"{MAX_ARRIVAL_S:.0e} s; expected at least {traffic.num_prompts / MAX_ARRIVAL_S:.3g} req/s")
+    longest = max(traffic.max_prompts, verify_prompts)
+    if longest / traffic.qps > MAX_ARRIVAL_S:
+        raise ConfigError(f"qps: {traffic.qps:g} req/s spreads {longest:,} requests over more than "
+                          f"{MAX_ARRIVAL_S:.0e} s; expected at least {longest / MAX_ARRIVAL_S:.3g} req/s")
+    intervals = False
     if calibration is not None:
         from ..specs.calibration import read_calibration
 
-        read_calibration(calibration)
+        intervals = bool(read_calibration(calibration)["intervals"])
         calibration = str(calibration)
     from ..specs.routing import is_routing_file, parse_routing
 
@@ -261,33 +440,65 @@ def plan(model, *, gpu: str = DEFAULT_GPU, gpus: int, qps: float, prompt_tokens:
     every = candidates(model_spec, **grid, max_candidates=None)  # the grid, then the cap: built once
     found = every if max_candidates is None else _capped(every, max_candidates)
     # the model travels by name when it has one in the catalog (workers load it), else as the spec
-    points = [{"key": f"{i}", "model": model if isinstance(model, str) else model_spec, "gpu": gpu,
-               "candidate": c, "traffic": _as_dict(traffic), "calibration": calibration,
-               "expert_routing": str(expert_routing)}
-              for i, c in enumerate(found)]
-    jobs = [{k: v for k, v in p.items() if k != "key"} for p in points]
-    n = min(len(jobs), workers if workers is not None else cpu_count())
-    if client is not None:  # a Dask cluster: one task per candidate
-        rows = client.gather(client.map(evaluate, jobs, pure=False))
-    elif n <= 1:
-        rows = [evaluate(job) for job in jobs]
-    else:  # the sweeps' worker processes (started as the sweeps start them)
-        pool = worker_pool(n)
-        try:
-            rows = list(pool.map(evaluate, jobs))
-        except BaseException:
-            stop_pool(pool)
-            raise
-        pool.shutdown(wait=True)
+    jobs = [{"model": model if isinstance(model, str) else model_spec, "gpu": gpu, "candidate": c,
+             "traffic": _as_dict(traffic), "calibration": calibration, "expert_routing": str(expert_routing),
+             "intervals": intervals} for c in found]
+    bar = Progress("plan", len(jobs), 0, enabled=progress, unit="candidates")
+    try:
+        rows = _map(jobs, workers=workers, client=client, progress=bar)
+    finally:
+        bar.close()
     out = [dict(r[0], order=i) for i, r in enumerate(rows) if r]
-    out.sort(key=lambda r: (-r["goodput_per_gpu"], r["gpus"], r["order"]))
-    for r in out:
-        del r["order"]
     if not out:
         raise DepgraphError("plan: no candidate ran")
+    out = _rank(out)
+    # re-verify the top: the first verify_top meeting the targets, re-run longer; one that fails there drops
+    verified: set[int] = set()
+    longer = {**_as_dict(traffic), "num_prompts": verify_prompts, "max_prompts": verify_prompts}
+    while verify_top:
+        top = [r for r in out if r["meets_slos"]][:verify_top]
+        todo = [r for r in top if r["order"] not in verified]
+        if not todo:
+            break
+        bar.say(f"re-running {len(todo)} with {verify_prompts:,} requests")
+        again = _map([{**jobs[r["order"]], "traffic": longer} for r in todo], workers=workers, client=client,
+                     progress=Progress("plan", 0, 0, enabled=False))
+        for r, [v] in zip(todo, again):
+            verified.add(r["order"])
+            r["verified_prompts"] = verify_prompts
+            if not v["meets_slos"]:  # the longer run's word replaces the shorter's
+                keep = {k: r[k] for k in ("order", "verified_prompts")}
+                r.clear()
+                r.update(v, **keep, reason=f"re-run with {verify_prompts:,} requests: {v['reason']}")
+        out = _rank(out)
+    meeting = [r for r in out if r["meets_slos"]]
+    for prev, r in zip(meeting, meeting[1:]):
+        if "ttft_p90_s_interval" in r and _overlap(prev.get("ttft_p90_s_interval"), r.get("ttft_p90_s_interval")) \
+                and _overlap(prev.get("tpot_p90_s_interval"), r.get("tpot_p90_s_interval")):
+            r["indistinct_from"] = _label(prev)
+    for r in out:
+        r.setdefault("verified_prompts", None)
+        del r["order"]
     result = PlanResult(out)
     result.candidates_total = len(every)
+    result.headline = _headline(out, gpus=gpus, verify_prompts=verify_prompts)
     return result
+
+
+def _headline(rows: list[dict[str, Any]], *, gpus: int, verify_prompts: int) -> str:
+    """The plan in one line: the cheapest deployment that meets the targets, or that none does and what binds."""
+    best = rows[0]
+    if best["meets_slos"]:
+        checked = (f"; re-run with {best['verified_prompts']:,} requests" if best.get("verified_prompts") else "")
+        return (f"cheapest deployment that meets the targets: {_label(best)} ({best['gpus']} GPUs, "
+                f"{best['goodput_rps']:.3g} req/s{checked}: {best['reason']})")
+    counts: dict[str, int] = {}
+    for r in rows:
+        counts[r["bound"]] = counts.get(r["bound"], 0) + 1
+    binds = max(counts, key=lambda b: (counts[b], -BOUNDS.index(b)))
+    return (f"no deployment meets the targets within {gpus} GPUs: {binds} for {counts[binds]} of the {len(rows)} "
+            f"candidates; closest: {_label(best)} ({best['gpus']} GPUs, goodput {best['goodput_rps']:.3g} req/s): "
+            f"{best['reason']}")
 
 
 def _as_dict(traffic: _Traffic) -> dict[str, Any]:

@@ -13,8 +13,9 @@ class Progress:
     """A progress bar on stderr: redrawn in place on a terminal, one line
     per tenth of the points otherwise."""
 
-    def __init__(self, label: str, total: int, done: int, *, enabled: bool, stream: TextIO | None = None) -> None:
-        self.label, self.total, self.done = label, total, done
+    def __init__(self, label: str, total: int, done: int, *, enabled: bool, stream: TextIO | None = None,
+                 unit: str = "points") -> None:
+        self.label, self.total, self.done, self.unit = label, total, done, unit
         self.enabled = enabled and total > 0
         self.stream = stream if stream is not None else sys.stderr
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
@@ -38,7 +39,7 @@ class Progress:
             decile = self.done * 10 // self.total
             if decile > self.decile:
                 self.decile = decile
-                self.say(f"{self.done}/{self.total} points ({100 * self.done // self.total}%), "
+                self.say(f"{self.done}/{self.total} {self.unit} ({100 * self.done // self.total}%), "
                          f"{now - self.start:.0f} s")
 
     def draw(self, now: float) -> None:
