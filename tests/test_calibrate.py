@@ -655,3 +655,35 @@ def test_a_corner_moves_only_the_values_with_intervals():
     assert calibrated_fields(cal, target="load", corner="fast") == {
         "prefill_mfu": 0.33, "hbm_efficiency": 0.8, "decode_step_overhead_s": 0.005}
     assert calibrated_fields(cal, target="load") == cal["values"]
+
+
+def test_a_plan_carries_the_calibrations_intervals(fit, tmp_path, capsys):
+    """Issue 28: with a calibration that has intervals, each candidate's TTFT and TPOT p90 carry them (the
+    load test at the fitted values and at the intervals' two ends), the text shows them, and two candidates
+    meeting the targets whose intervals overlap are said to be indistinct; every row names the calibration
+    it rests on."""
+    path = tmp_path / "calib.toml"
+    write_calibration(fit, path)
+    kw = dict(gpu="h200", gpus=16, qps=2, prompt_tokens=2048, out_tokens=64, slo_ttft_s=1.0, slo_tpot_s=0.1,
+              num_prompts=40, tps=(8,), max_num_seqs=(64,), verify_prompts=80, workers=1)
+    rows = dg.plan("qwen3-32b", calibration=path, **kw)
+    meeting = [r for r in rows if r["meets_slos"]]
+    assert len(meeting) >= 2
+    for r in rows:
+        if r["assumptions"] is None:  # memory-bound before any run
+            continue
+        assert r["assumptions"]["calibration"] == str(path)
+        lo, hi = r["ttft_p90_s_interval"]
+        assert lo <= r["ttft_p90_s"] <= hi and lo < hi
+        lo, hi = r["tpot_p90_s_interval"]
+        assert lo <= r["tpot_p90_s"] <= hi and lo < hi
+    for prev, r in zip(meeting, meeting[1:]):
+        overlap = all(a[0] <= b[1] and b[0] <= a[1] for a, b in ((prev[f"{m}_p90_s_interval"], r[f"{m}_p90_s_interval"])
+                                                                 for m in ("ttft", "tpot")))
+        assert ("indistinct_from" in r) == overlap
+    from depgraph.sweeps.text import plan_text
+
+    text = plan_text(rows, model="qwen3-32b", gpu="h200", gpus=16, qps=2, prompt_tokens=2048, out_tokens=64,
+                     slo_ttft_ms=1000, slo_tpot_ms=100, attainment=0.9, calibration=str(path), headline=rows.headline)
+    assert f"rests on calibration {path} (fitted values)" in text and "TTFT and TPOT p90 carry its intervals" in text
+    assert "interval: TTFT p90 " in text

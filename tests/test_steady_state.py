@@ -134,9 +134,17 @@ def test_the_rule_on_hand_made_arrays():
                      capacity={"capacity_rps": 0.9, "capacity_binding": "prefill servers"})
     assert r["steady_state_failed"] == ["capacity"] and r["steady_state_decided"] is True
     assert "exceeds the capacity bound (prefill servers) by 11%" in r["steady_state_reason"]
-    # near the knee (95% of the bound) and flat: steady, but not decided
+    # near the knee (95% of the bound): decided when the trends are quiet enough to see a 3% overload (flat),
+    # not decided when TTFT is too noisy to (a spread of a few seconds: its line's noise over 3% of the window)
     r = steady_state(a, np.full(100, 0.5), finish, flat, offered_rps=0.95, capacity={"capacity_rps": 1.0})
+    assert r["steady_state"] is True and r["steady_state_decided"] is True
+    noisy = 0.5 + np.abs(np.random.default_rng(0).normal(0.0, 3.0, 100))
+    r = steady_state(a, noisy, finish, flat, offered_rps=0.95, capacity={"capacity_rps": 1.0})
     assert r["steady_state"] is True and r["steady_state_decided"] is False and "near the edge" in r["steady_state_reason"]
+    assert r["ttft_trend_noise_s"] > 3 * 0.03  # why: the line's noise, times its t, is over 3% of the 99 s
+    # the same noise far from the knee (half the bound) is decided: only the knee waits for quieter trends
+    r = steady_state(a, noisy, finish, flat, offered_rps=0.5, capacity={"capacity_rps": 1.0})
+    assert r["steady_state"] is True and r["steady_state_decided"] is True
     # a closed loop is not compared with the bound
     r = steady_state(a, np.full(100, 0.5), finish, flat, offered_rps=1.0, capacity={"capacity_rps": 0.5},
                      max_concurrency=4)

@@ -343,9 +343,11 @@ def _pushpull_section(ctx: dict) -> str:
     if t is None:
         return ""
     cols = ["prompt_tokens", "handoff", "qps", "ttft_s", "ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "slots_held_mean",
-            "waiting_mean", "waiting_peak", "loop_posting_share"] + (["steady_state"] if "steady_state" in t.columns
-                                                                     else [])
+            "waiting_mean", "waiting_peak", "loop_posting_share"] + [
+        c for c in ("steady_state", "load_share", "steady_state_failed") if c in t.columns]
     view = t[cols].copy()
+    if "load_share" in view:  # the offered rate as a share of the capacity bound
+        view["load_share"] = view.load_share.map(lambda v: f"{100 * v:.0f}%")
     for c in ("ttft_s", "ttft_p50_s", "ttft_p99_s", "tpot_p50_s"):
         view[c.replace("_s", "_ms")] = view.pop(c) * 1e3
     return f"""## Push vs pull under load (the second study's Role 3)
@@ -353,7 +355,10 @@ def _pushpull_section(ctx: dict) -> str:
 Qwen3-32B on TP 8 at 50 GB/s per GPU, `--max-num-seqs 8`, 400 prompts, 128 output tokens
 (`workloads/pushpull.toml`, `pushpull.csv`). TTFT is the mean over requests; `waiting` is
 `num_requests_waiting` (requests waiting for a slot), averaged over time and at its peak;
-`steady_state` is "no" where the queue grows through the run (its mean TTFT then depends on the run length).
+`steady_state` is "no" where the run does not keep up with its load (its mean TTFT then depends on the run
+length): `load_share` is the offered rate over the capacity bound from the cost model (the decode server's 8
+slots at the step time the load model gives), `steady_state_failed` the evidence that says no (`capacity`:
+over that bound; `queue`, `ttft`: their trends through the run; `completions`: lagging the arrivals).
 
 {_table_md(view, '{:.2f}')}
 
@@ -372,6 +377,13 @@ def _run_length_section(ctx: dict) -> str:
 
     n = inferred_run_length(t)
     row, last = t[t.inferred].iloc[0], t.iloc[-1]
+    pp, over = ctx.get("pushpull"), ""
+    if pp is not None and "capacity_rps" in pp.columns:  # the sweep's own bound for the case
+        case = pp[(pp.handoff == "pull") & (pp.qps == 8) & (pp.prompt_tokens == 16384)]
+        if len(case):
+            c = case.iloc[0]
+            over = (f": {100 * c.load_share:.0f}% of its capacity bound (its posting work on the decode loop "
+                    f"leaves the 8 slots {c.capacity_rps:.2g} req/s)")
     view = pd.DataFrame({"num_prompts": t.num_prompts, "push_ttft_ms": t.push_ttft_mean_s * 1e3,
                          "push_sd_ms": t.push_ttft_sd_s * 1e3, "pull_ttft_ms": t.pull_ttft_mean_s * 1e3,
                          "pull_sd_ms": t.pull_ttft_sd_s * 1e3,
@@ -380,8 +392,8 @@ def _run_length_section(ctx: dict) -> str:
                          "inferred": t.inferred.map({True: "**inferred**", False: ""})})
     return f"""### Mean TTFT against run length
 
-Pull at 8 req/s with 16k prompts is over capacity: its queue for slots grows through the run (the load
-test's `steady_state` is false), so its mean TTFT depends on how many requests the run sends. The study's
+Pull at 8 req/s with 16k prompts is over capacity{over}, and its queue for slots grows through the run (the
+load test's `steady_state` is false), so its mean TTFT depends on how many requests the run sends. The study's
 case at each run length, mean over {int(t.seeds.iloc[0])} seeds of each run's mean TTFT and their standard
 deviation (`tables/pushpull_run_length.csv`, `depgraph.studies.runlength`):
 

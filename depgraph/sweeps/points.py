@@ -165,7 +165,10 @@ def _loadtest_row(point: dict[str, Any]) -> dict[str, Any]:
     steady = s.get("steady_state")  # a table column: "yes", "no" or "not tested"
     return {"policy": "-", "admission": "none", "ttft_s": s["ttft_mean_s"], "frontier_max": running,
             **{k: s[k] for k in keep}, **{k: math.nan if s[k] is None else s[k] for k in push_pull},
-            "steady_state": "not tested" if steady is None else "yes" if steady else "no"}
+            "steady_state": "not tested" if steady is None else "yes" if steady else "no",
+            # the evidence beside the verdict: the capacity bound, the offered share of it, what said no
+            "capacity_rps": s["capacity_rps"], "load_share": s["load_share"],
+            "steady_state_failed": "+".join(s["steady_state_failed"]) or "-"}
 
 
 def run_point(point: dict[str, Any], *, cost: CostModel | None = None, policies: Sequence[str] = POLICY_NAMES,

@@ -32,6 +32,7 @@ LEAD_COLUMNS: tuple[str, ...] = ("key", "model", "prompt_tokens", "link", "gpu",
 ROW_COLUMNS: tuple[str, ...] = ("policy", "admission", "ttft_s", "frontier_max")
 _PARAM_COLUMNS = tuple(dict.fromkeys(p.name for w in WORKLOADS.values() for p in w.params if p.sweepable))
 _STR_COLUMNS = frozenset({"key", "model", "link", "gpu", "timing", "workload", "variant", "policy", "admission",
+                          "steady_state_failed",
                           *(p.name for w in WORKLOADS.values() for p in w.params if p.kind == "choice")})
 _INT64 = (-(2**63), 2**63 - 1)
 
