@@ -120,6 +120,18 @@ class HandoffSection:
     """The decode loop's posting work per request, seconds (pull)."""
     posting_per_block_s: float
     """And per block of the prompt, seconds."""
+    policy: str = "whole"
+    """``whole`` (one bulk transfer per request after prefill; NICs do not contend) or a readiness policy
+    (:data:`~depgraph.serving.handoff.HANDOFF_POLICIES`): message by message on NICs that contend."""
+    hook_scope: str = "request"
+    """Under a per-layer policy, who waits for state not yet in: ``request`` (the request joins a step
+    only when no operator of it would wait) or ``batch`` (vLLM's ``wait_for_layer_load``: it joins once
+    its first operator can run, and the whole step waits for its later layers)."""
+    admission: str = "step"
+    """``step`` (join the batch at a step boundary) or ``async`` (its first token on its own, as soon as
+    the policy allows, with no interference; then it joins the batch)."""
+    nic: str = "per-gpu"
+    """``per-gpu`` (a NIC per GPU at each end) or ``per-node`` (one per server)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,7 +211,7 @@ class ServingConfig:
 
 def _sections(deploy: Deployment | None, params: LoadModel, *, handoff: str | None, max_num_seqs: int,
               memory: bool, kv_pool_bytes: int | None, max_concurrency: int | None, slo: dict,
-              calibration: str | None, engine: EngineConfig | None) -> ServingConfig:
+              calibration: str | None, engine: EngineConfig | None, policy: dict | None = None) -> ServingConfig:
     p = params
     return ServingConfig(
         deployment=deploy, params=p,
@@ -214,7 +226,7 @@ def _sections(deploy: Deployment | None, params: LoadModel, *, handoff: str | No
                              block_tokens=p.block_tokens if engine is None else engine.block_tokens,
                              slot_scope=p.slot_scope, router=p.router if engine is None else engine.router),
         handoff=HandoffSection(mode=handoff, relay_s=p.relay_s, posting_base_s=p.posting_base_s,
-                               posting_per_block_s=p.posting_per_block_s),
+                               posting_per_block_s=p.posting_per_block_s, **(policy or {})),
         client=ClientSection(max_concurrency=max_concurrency, slo_ttft_s=slo["ttft_s"], slo_tpot_s=slo["tpot_s"]),
         engine=engine)
 
@@ -225,7 +237,8 @@ def resolve(model: ModelSpec, *, handoff: str | None = None, deployment: str | N
             max_concurrency: int | None = None, router: str = "round-robin", memory: bool | None = None,
             slo_ttft_s: float | None = None, slo_tpot_s: float | None = None, kv_pool_bytes: int | None = None,
             calibration: str | Path | None = None, params: LoadModel | None = None,
-            calibration_corner: str | None = None, **overrides) -> ServingConfig:
+            calibration_corner: str | None = None, policy: str | None = None, hook_scope: str | None = None,
+            admission: str | None = None, nic: str | None = None, **overrides) -> ServingConfig:
     """The load test's configuration from :func:`~depgraph.serving.simulator.loadtest`'s keywords (the
     same names and defaults; ``overrides`` replace fields of ``params``), with every cross-check in
     one place: a calibration's values in place of the defaults (never given twice, only for the model,
@@ -317,9 +330,42 @@ def resolve(model: ModelSpec, *, handoff: str | None = None, deployment: str | N
     max_num_seqs = positive_int("max_num_seqs", max_num_seqs, upper=1_000_000)
     if colocated:
         _check_colocated(deploy, params)
+    handoff_policy = _handoff_policy(params, policy=policy, hook_scope=hook_scope, admission=admission, nic=nic,
+                                     colocated=colocated)
     return _sections(deploy, params, handoff=None if colocated else handoff, max_num_seqs=max_num_seqs,
                      memory=memory, kv_pool_bytes=kv_pool_bytes, max_concurrency=max_concurrency, slo=slo,
-                     calibration=None if calibration is None else str(calibration), engine=engine)
+                     calibration=None if calibration is None else str(calibration), engine=engine,
+                     policy=handoff_policy)
+
+
+def _handoff_policy(params: LoadModel, *, policy, hook_scope, admission, nic, colocated: bool) -> dict:
+    """The handoff's readiness policy and decode-side rules, checked against the deployment."""
+    from ..specs.parallel import NIC_MODES
+    from .handoff import ADMISSIONS, HANDOFF_POLICIES, HOOK_SCOPES, WHOLE
+
+    if colocated:
+        for name, value in (("policy", policy), ("hook_scope", hook_scope), ("admission", admission), ("nic", nic)):
+            if value is not None:
+                raise ConfigError(f"{name}: a colocated deployment has no handoff; leave it out")
+        return {}
+    policy = WHOLE if policy is None else one_of("policy", policy, HANDOFF_POLICIES)
+    if policy == WHOLE:
+        for name, value in (("hook_scope", hook_scope), ("admission", admission), ("nic", nic)):
+            if value is not None:
+                raise ConfigError(f"{name}: sets how a per-layer handoff is waited on; give a policy "
+                                  f"({', '.join(HANDOFF_POLICIES[1:])})")
+        return {"policy": policy}
+    if params.prefill_pp != 1 or params.decode_pp != 1:
+        raise ConfigError(f"policy: a {policy} handoff is modelled without pipeline stages (give prefill_pp 1 and "
+                          "decode_pp 1, or policy whole)")
+    if params.prefill_max_num_batched_tokens is not None and policy != "compute-then-move":
+        raise ConfigError(f"policy: batching prefill servers (max_num_batched_tokens) hand off after a prompt's "
+                          f"last chunk; a {policy} handoff streams layers as a whole-prompt prefill computes them: "
+                          "give compute-then-move, or leave max_num_batched_tokens out")
+    return {"policy": policy,
+            "hook_scope": "request" if hook_scope is None else one_of("hook_scope", hook_scope, HOOK_SCOPES),
+            "admission": "step" if admission is None else one_of("admission", admission, ADMISSIONS),
+            "nic": "per-gpu" if nic is None else one_of("nic", nic, NIC_MODES)}
 
 
 def _check_colocated(deploy: Deployment, params: LoadModel) -> None:

@@ -28,7 +28,7 @@ class DecodeServer:
 
     __slots__ = ("sim", "k", "free_slots", "slot_queue", "last_release", "thread_free_at", "thread_last",
                  "pending_posting", "ready_queue", "running", "context_sum", "finishing_at", "loop_busy",
-                 "iterations", "finishing", "pool", "grow_at")
+                 "iterations", "finishing", "pool", "grow_at", "pending")
 
     def __init__(self, sim: Any, k: int, slots: int, pool: KVPool | None) -> None:
         self.sim, self.k = sim, k
@@ -47,6 +47,7 @@ class DecodeServer:
         self.finishing: list[int] = []
         self.pool = pool  # memory: the KV and state pool of every stage (None: slots only)
         self.grow_at: dict[int, list[int]] = {}  # loop iteration -> running requests that need a KV block in it
+        self.pending: list[int] = []  # per-layer handoff, request scope: ready, but a step would still wait for it
 
     # -- memory: KV blocks and recurrent state
     def admit(self, t: float) -> None:
@@ -56,7 +57,9 @@ class DecodeServer:
         sim, pool = self.sim, self.pool
         while self.slot_queue and self.free_slots > 0:
             r = sim.reqs[self.slot_queue[0]]
-            if not pool.grow(r, pool.blocks(r.prompt + r.generated + 1)):
+            # async admission makes its first token on its own first: room for the second too
+            extra = 1 if sim.async_first and not r.generated and not r.recompute else 0
+            if not pool.grow(r, pool.blocks(r.prompt + r.generated + 1 + extra)):
                 return
             self.slot_queue.pop(0)
             sim.waiting -= 1
@@ -192,9 +195,45 @@ class DecodeServer:
         sim.kernel.push(r.posting_end, "posted", i)
 
     def join(self, t: float, i: int) -> None:
-        """The request may run from the next loop iteration."""
+        """The request may run from the next loop iteration (async admission: it first makes its first
+        token on its own, as soon as its state lets it, and joins after)."""
+        sim = self.sim
+        r = sim.reqs[i]
+        if sim.async_first and not r.generated and not r.recompute and r.gated is not None:
+            alone = sim.decode_step_s(1, r.prompt, [r.prompt])
+            start = max(t, r.gated.earliest_start_s(alone, sim.predict.step_overhead_s))
+            sim.kernel.push(start + alone, "first_token", i)
+            return
         self.ready_queue.append(i)
         self.kick(t)
+
+    def _trial_step(self, joining: list[int], n: int) -> float:
+        """The decode step this iteration would take with ``joining`` added to the running batch (the
+        same arguments as the loop's own step, so the same bits)."""
+        sim = self.sim
+        reqs = sim.reqs
+        batch = len(self.running) + len(joining)
+        ctx = [reqs[i].prompt + reqs[i].generated for i in joining]
+        total = self.context_sum + sum(ctx)
+        if sim.windowed:
+            return sim.decode_step_s(batch, total, [base + n for base in self.running.values()] + ctx)
+        return sim.decode_step_s(batch, total)
+
+    def _admissible(self, t: float, candidates: list[int], n: int) -> list[int]:
+        """Request scope: the candidates that may join a step starting at ``t`` without any operator
+        waiting for its state. The largest such set: start from all (the longest step, the most
+        lenient) and drop those that would wait until none does."""
+        sim = self.sim
+        reqs, o = sim.reqs, sim.predict.step_overhead_s
+        keep = candidates
+        while keep:
+            step = self._trial_step(keep, n)
+            ok = [i for i in keep if reqs[i].gated is None or reqs[i].recompute
+                  or reqs[i].gated.end_s <= t or reqs[i].gated.earliest_start_s(step, o) <= t]
+            if len(ok) == len(keep):
+                break
+            keep = ok
+        return keep
 
     # -- the loop
     def kick(self, t: float) -> None:
@@ -212,7 +251,7 @@ class DecodeServer:
             self.finishing = []
         if self.pool is not None and self.slot_queue and not (self.pending_posting or self.ready_queue or self.running):
             self.admit(t)  # nothing runs: the queue's head may fit now
-        if not (self.pending_posting or self.ready_queue or self.running):
+        if not (self.pending_posting or self.ready_queue or self.running or self.pending):
             self.loop_busy = False
             return None
         # one loop iteration (inline: the loop's hot path): posting work first (pull), then one decode step
@@ -242,6 +281,16 @@ class DecodeServer:
             self.ready_queue.clear()
         else:
             joining = []
+        if self.pending or (joining and sim.gated and not sim.batch_scope):
+            candidates = sorted(self.pending + joining) if self.pending else joining
+            joining = self._admissible(t, candidates, n)
+            self.pending = [i for i in candidates if i not in joining] if len(joining) < len(candidates) else []
+            if not (joining or self.running or posting):  # only requests whose state is still coming: idle
+                o = predict.step_overhead_s
+                wake = min(reqs[i].gated.earliest_start_s(self._trial_step([i], n), o) for i in self.pending)
+                sim.kernel.push(wake, "decode_wake", self.k)
+                self.loop_busy = False
+                return None
         running = self.running
         recompute = 0.0
         for i in joining:
@@ -270,8 +319,23 @@ class DecodeServer:
         if recompute:
             step += recompute
         end = t + step
+        stall = 0.0
+        if sim.batch_scope and joining:  # the whole step waits where a joiner's state is not in yet
+            o = predict.step_overhead_s
+            bound = max((reqs[i].gated.bound_s(step, o) for i in joining
+                         if reqs[i].gated is not None and not reqs[i].recompute and reqs[i].gated.end_s > t),
+                        default=end)
+            if bound > end:
+                stall, end = bound - end, bound
+                sim.stalled_steps += 1
+                joined = set(joining)
+                for j in running:
+                    if j not in joined:
+                        reqs[j].stall_s += stall
         it = {"iteration": n, "start_s": start, "posting_s": t - start, "step_s": step,
               "end_s": end, "running": batch, "joined": joining, "posted": posting, "server": self.k}
+        if stall:
+            it["stall_s"] = stall
         if pool is not None:  # the pools' free bytes as the step ran (a list never changed in place)
             it["free_bytes"] = pool.free
         self.iterations.append(it)
@@ -283,6 +347,10 @@ class DecodeServer:
                 it["rejoined"] = it.get("rejoined", 0) + 1
                 sim.rejoin_gaps.append(end - r.preempted_token_s)
                 r.recompute = 0
+            elif r.async_first and r.first_iter < 0:  # its first token came on its own: this is its second
+                r.first_iter = -2
+                it["rejoined"] = it.get("rejoined", 0) + 1
+                sim.rejoin_gaps.append(end - r.first_token)
         self.context_sum += batch  # one token each
         finished = self.finishing_at.pop(n, None)
         if finished:

@@ -21,6 +21,14 @@ or batching engines that only prefill); the handoff moves its state; a
     from arrival (waiting if none is free, before prefill starts); prefill
     writes into them from a background thread; nothing runs on the loop.
 
+With a readiness policy (``cfg.handoff.policy`` other than ``whole``) the
+handoff goes message by message on NICs that contend, and the decode side
+waits for it as the policy says (:mod:`depgraph.serving.handoff`): the
+producer streams from the prefill's start (``global``, ``layer``,
+``component`` under push), or moves everything once the prefill (push
+``compute-then-move``) or the posting work (pull) is done; the request may
+join a step once it is allowed (``ready``), before its last byte is in.
+
 Every duration comes from the step predictor
 (:class:`~depgraph.specs.predictor.ServingPredictor`); all state lives on
 the instance; ties break by time, the disaggregated tie order
@@ -42,6 +50,7 @@ from .engine import EngineServer
 from .kernel import EventKernel
 from .kvpool import KVPool
 from .memory import decode_pools
+from .handoff import WHOLE, NICs, move, profile_builder
 from .prefill import PrefillPool, pick_batching_server
 from .request import HandoffRequest
 
@@ -90,6 +99,18 @@ class DisaggregatedSimulation:
         self.windowed = model.has_sliding_window  # a step reads each request's own context
         self.reserved = dec.slot_scope == "reserved"
         self._cols = None
+        # a per-layer handoff (policy other than whole): message by message, on NICs that contend
+        h = cfg.handoff
+        self.policy = h.policy
+        self.gated = h.policy != WHOLE
+        self.batch_scope = self.gated and h.hook_scope == "batch"
+        self.async_first = self.gated and h.admission == "async"
+        self.streams = self.gated and self.handoff == "push" and h.policy != "compute-then-move"
+        self.nics = NICs()
+        self.stalled_steps = 0
+        if self.gated:
+            self.profile = profile_builder(model, cost, policy=h.policy, nic=h.nic,
+                                           after_compute=not self.streams)
 
     @property
     def concurrency(self) -> int | None:
@@ -133,6 +154,8 @@ class DisaggregatedSimulation:
                 self.kernel.push(t, "prefill_wake", k)
             return
         self.kernel.push(self.prefill_pool.start(t, r), "prefilled", i)
+        if self.streams:  # the producer sends each layer's state as its prefill ends
+            self._move(r.prefill_start, i, scale=self.predict.prefill_s(r.prompt))
 
     def prefill_step(self, t: float, k: int) -> None:
         end = self.pre[k].start_step(t)
@@ -158,15 +181,33 @@ class DisaggregatedSimulation:
         kernel.run({"loop": kernel.chained("loop", [d.loop for d in self.dec]), "arrive": self._on_arrive,
                     "prefill_wake": self.prefill_step, "prefill_step": self.prefill_step_end,
                     "prefilled": self._on_prefilled,
-                    "relayed": self._on_relayed, "posted": self._on_posted, "ready": self._on_ready})
+                    "relayed": self._on_relayed, "posted": self._on_posted, "ready": self._on_ready,
+                    "first_token": self._on_first_token, "decode_wake": lambda t, k: self.dec[k].kick(t)})
 
     def _on_arrive(self, t: float, i: int) -> None:
         if self.client.arrive(i):
             self.send(t, i)
 
     # -- the handoff
+    def _move(self, gate: float, i: int, *, scale: float | None = None) -> None:
+        """A per-layer handoff of request ``i`` from ``gate`` on (its prefill's start, scaling the graph's
+        prefill offsets to the predictor's prefill of ``scale`` seconds; else when all its state is
+        ready): its messages booked on its NICs; it is ready when the policy lets it join a step."""
+        r = self.reqs[i]
+        profile = self.profile(r.prompt)
+        factor = scale / profile.prefill_s if scale is not None and profile.prefill_s > 0 else 1.0
+        count_up = r.prefill_server >= 0  # an unbounded prefill pool's uplinks never contend
+        r.gated = move(profile, self.nics, gate_s=gate, scale=factor, up_server=r.prefill_server,
+                       down_server=r.server, count_up=count_up)
+        self.kernel.push(r.gated.first_ready_s, "ready", i)
+
     def _on_prefilled(self, t: float, i: int) -> None:
+        if self.streams:  # its messages went as its layers finished
+            return
         if self.handoff == "push":  # prefill writes into the blocks decode registered
+            if self.gated:
+                self._move(t, i)
+                return
             self.kernel.push(t + self.predict.transfer_s(self.reqs[i].prompt), "ready", i)
         else:  # the router relays where the blocks are
             self.kernel.push(t + self.cfg.handoff.relay_s, "relayed", i)
@@ -179,7 +220,24 @@ class DisaggregatedSimulation:
             d.post(t, i)
 
     def _on_posted(self, t: float, i: int) -> None:  # decode reads the blocks
+        if self.gated:
+            self._move(t, i)
+            return
         self.kernel.push(t + self.predict.transfer_s(self.reqs[i].prompt), "ready", i)
+
+    def _on_first_token(self, t: float, i: int) -> None:
+        """Async admission: request ``i`` made its first token on its own; it joins the batch for the
+        rest (or, with one output token, is done)."""
+        r = self.reqs[i]
+        r.first_token, r.generated, r.async_first = t, 1, True
+        d = self.dec[r.server]
+        if r.out == 1:
+            r.last_token = t
+            d.release_slot(t, i)
+            self.finished(t, i)
+            return
+        d.ready_queue.append(i)
+        d.kick(t)
 
     def _on_ready(self, t: float, i: int) -> None:
         r = self.reqs[i]

@@ -23,9 +23,10 @@ __all__ = ["EventKernel", "TIE_ORDERS"]
 TIE_ORDERS: dict[str, dict[str, int]] = {
     # the study's load model and <P>P<D>D: a request's handoff events before new arrivals, then the decode
     # loops' steps (a loop sees every request that became ready at that instant), then the batching prefill
-    # servers' step ends and wake-ups
+    # servers' step ends and wake-ups; a per-layer handoff's own first tokens (async admission) and the wake-up
+    # of a loop that idles until a streaming request may join
     "disaggregated": {"release": 0, "ready": 1, "posted": 2, "prefilled": 3, "relayed": 4, "arrive": 5, "loop": 6,
-                      "prefill_step": 7, "prefill_wake": 8},
+                      "prefill_step": 7, "prefill_wake": 8, "first_token": 9, "decode_wake": 10},
     # colocated: steps end (freeing memory and slots; a busy server schedules its next step right there,
     # before the instant's arrivals), then requests arrive, then the idle servers they woke schedule
     # (seeing every request that arrived at that instant)

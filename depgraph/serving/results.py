@@ -117,6 +117,32 @@ SUMMARY_FIELDS: dict[str, str] = {
                     "disaggregated (0 colocated without memory)",
     "kv_used_mean": "time-average share of the KV pool in use; null without memory disaggregated",
     "bytes_moved": "bytes the handoffs moved, every rank's shards together (0 colocated)",
+    "handoff_policy": "whole (one bulk transfer per request after prefill; NICs do not contend) or the readiness "
+                      "policy of a per-layer handoff (compute-then-move, global, layer, component); null colocated",
+    "hook_scope": "per-layer handoff: who waits for state not yet in, request (the request joins later) or batch "
+                  "(the step waits); null otherwise",
+    "admission": "per-layer handoff: step (join at a step boundary) or async (first token on its own); null "
+                 "otherwise",
+    "nic": "per-layer handoff: per-gpu (a NIC per GPU at each end) or per-node (one per server); null otherwise",
+    "nic_busy_share": "per-layer handoff: each NIC's busy seconds over the run, by NIC "
+                      "(prefill<k>:gpu<r>:up, decode<k>:gpu<r>:down); null otherwise",
+    "nic_bytes": "per-layer handoff: bytes each NIC moved (every uplink's sum and every downlink's sum are "
+                 "bytes_moved); null otherwise",
+    "nic_queue_wait_mean_s": "per-layer handoff: per NIC, the mean wait of its messages between ready and sent "
+                             "(behind the same request's earlier messages or other requests'); null otherwise",
+    "nic_messages": "per-layer handoff: messages each NIC carried; null otherwise",
+    "nic_busy_share_max": "per-layer handoff: the busiest NIC's busy share; null otherwise",
+    "busiest_nic": "per-layer handoff: the NIC with the largest busy share; null otherwise",
+    "handoff_messages": "per-layer handoff: messages moved (one per layer, component and rank pair); null "
+                        "otherwise",
+    "link_wait_mean_s": "per-layer handoff: mean over requests of how much later their last message arrived "
+                        "because other requests' messages held their NICs; null otherwise",
+    "link_wait_p99_s": "per-layer handoff: its 99th percentile; null otherwise",
+    "stall_mean_s": "per-layer handoff: mean over requests of the seconds their steps waited for other requests' "
+                    "state (batch-scope hook; 0 with request scope); null otherwise",
+    "stall_total_s": "per-layer handoff: those seconds summed over requests; null otherwise",
+    "stalled_steps": "per-layer handoff: decode steps that waited for a joining request's state; null otherwise",
+    "stalled_step_share": "per-layer handoff: their share of the decode steps; null otherwise",
     "waiting_peak": "requests waiting at most: for a decode slot (disaggregated), in the engine's queue at a "
                     "step's start (colocated)",
     "waiting_mean": "time-average requests waiting for a decode slot; null colocated",

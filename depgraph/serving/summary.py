@@ -106,6 +106,40 @@ def _columns(sim: Any) -> list[dict[str, np.ndarray]]:
         sim._cols = cols
     return sim._cols
 
+def _gated_row(r: Any) -> dict[str, float]:
+    """A per-layer handoff's columns of a request: when its last byte arrived, how long other requests'
+    messages held its NICs up, and how long its steps waited for other requests' state."""
+    g = r.gated
+    return {"handoff_end_s": g.end_s if g is not None else math.nan,
+            "link_wait_s": g.link_wait_s if g is not None else math.nan, "stall_s": r.stall_s,
+            "async_first": r.async_first}
+
+
+def _handoff_summary(sim: Any, df: pd.DataFrame, end: float) -> dict[str, Any]:
+    """The handoff's policy and, for a per-layer handoff, every NIC's bytes, busy share (busy seconds
+    over the run) and queueing, and the stall a batch-scope hook imposed on running requests."""
+    h = sim.cfg.handoff
+    out: dict[str, Any] = {"handoff_policy": h.policy}
+    if not sim.gated:
+        return out
+    nics = sim.nics
+    keys = sorted(nics.bytes)
+    share = {nics.name(k): nics.busy_s[k] / end if end > 0 else math.nan for k in keys}
+    out.update(
+        hook_scope=h.hook_scope, admission=h.admission, nic=h.nic,
+        nic_busy_share=share, nic_bytes={nics.name(k): nics.bytes[k] for k in keys},
+        nic_queue_wait_mean_s={nics.name(k): nics.wait_s[k] / nics.messages[k] for k in keys},
+        nic_messages={nics.name(k): nics.messages[k] for k in keys},
+        nic_busy_share_max=max(share.values(), default=0.0),
+        busiest_nic=max(share, key=share.get) if share else None,
+        handoff_messages=int(sum(nics.messages[k] for k in keys if k[0] == "down")),
+        link_wait_mean_s=float(df.link_wait_s.mean()), link_wait_p99_s=float(np.percentile(df.link_wait_s, 99)),
+        stall_mean_s=float(df.stall_s.mean()), stall_total_s=float(df.stall_s.sum()),
+        stalled_steps=sim.stalled_steps,
+        stalled_step_share=sim.stalled_steps / max(1, sum(len(d.iterations) for d in sim.dec)))
+    return out
+
+
 def disaggregated_result(sim: Any, **meta) -> LoadResult:
     """The :class:`LoadResult` of a finished :class:`~depgraph.serving.disaggregated.DisaggregatedSimulation`."""
     rows = []
@@ -125,7 +159,8 @@ def disaggregated_result(sim: Any, **meta) -> LoadResult:
                      "time_in_slot_s": r.slot_held_s + (r.last_token - r.slot_since) if r.preemptions
                      else r.last_token - r.slot_start, "finish_s": r.last_token,
                      "e2e_s": r.last_token - r.arrival, "decode_server": r.server,
-                     "scheduled_s": r.nominal, "preemptions": r.preemptions})
+                     "scheduled_s": r.nominal, "preemptions": r.preemptions,
+                     **(_gated_row(r) if sim.gated else {})})
     df = pd.DataFrame(rows)
     timeline = step_series(sim.held_log, "slots_held").merge(
         step_series(sim.waiting_log, "waiting"), on="time_s", how="outer").sort_values("time_s").ffill()
@@ -185,8 +220,9 @@ def disaggregated_result(sim: Any, **meta) -> LoadResult:
                    prefill_servers=P, decode_servers=D, router=sim.cfg.decode.router, preemptions=sim.preemptions,
                    preempted_requests=int((df.preemptions > 0).sum()), memory=sim.memory,
                    max_concurrency=sim.concurrency, calibration=meta.get("calibration"),
-                   bytes_moved=float(sum(sim.predict.handoff_bytes(r.prompt) for r in sim.reqs)),
-                   **_occupancy(sim, end))
+                   bytes_moved=float(sum(sim.predict.handoff_bytes(r.prompt) for r in sim.reqs)) if not sim.gated
+                   else float(sum(sim.nics.bytes[key] for key in sim.nics.bytes if key[0] == "down")),
+                   **_occupancy(sim, end), **_handoff_summary(sim, df, end))
     cfg = sim.cfg
     capacity = capacity_bound(kind="disaggregated", predict=sim.predict, table=df, prefill=cfg.prefill, decode=cfg.decode,
                               handoff=sim.handoff, pools=sim.pools, relay_s=cfg.handoff.relay_s)

@@ -1,0 +1,263 @@
+"""The study's mechanism under load: a request's handoff message by message, on NICs that contend.
+
+With a readiness policy (:data:`HANDOFF_POLICIES` other than ``whole``) a
+disaggregated load test moves each request's state as the single-request
+graph does (:func:`~depgraph.workloads.single.request_parts`): one message
+per layer, component and rank pair, each sent when its prefill layer ends
+(``global``, ``layer``, ``component``: the producer streams) or after the
+whole prefill (``compute-then-move``; and for every policy under pull, whose
+decode side reads only after its posting work). The decode side may start a
+step when the policy lets it (:mod:`depgraph.core.policies`).
+
+:class:`HandoffProfile` is one prompt length's handoff worked out once, from
+the policy applied to that request's own event graph: every message's
+ready offset, duration, bytes, NIC lane and *tail*, the decode-side time
+from the start of the first operator that needs it to the first token.
+With a decode step of ``D`` seconds of which ``o`` is the step's fixed
+overhead, a message arriving at ``a`` with tail ``g`` lets the step end no
+earlier than ``a + g (D - o) / T`` (``T``: the request's decode chain on its
+own), so the earliest step start that waits for nothing is
+``max(a + g (D - o) / T) - D`` (:meth:`GatedHandoff.earliest_start_s`).
+With one request on an idle system and no step overhead that is the
+single-request graph's TTFT (tests/test_handoff_load.py).
+
+NICs (:class:`NICs`): every prefill GPU has an uplink and every decode GPU
+a downlink (``nic="per-node"``: one per server); a message holds the NIC
+at both ends. Sharing rule: **first come first served per NIC, in the
+order handoffs begin** -- a request's messages on one lane (the busier
+end's card, as the graph names it) go one after another, each when it is
+ready and when the previous has gone, and the lane starts when every NIC it
+touches has finished the messages of handoffs that began before it. So two
+handoffs that start together on one NIC take ``T1`` and ``T1 + T2``, not
+``2 T`` each as fair sharing would give; idle time inside an earlier
+handoff's stream is not lent to a later one (a conservative rule for
+streams paced by prefill). Each message pays the link's per-message
+latency, as in the graph.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import networkx as nx
+import numpy as np
+
+from ..core.policies import POLICY_NAMES, get_policy
+from ..workloads.batching import ADMISSIONS, HOOK_SCOPES
+from ..workloads.single import add_parts, request_parts
+
+__all__ = ["HANDOFF_POLICIES", "HOOK_SCOPES", "ADMISSIONS", "WHOLE", "HandoffProfile", "GatedHandoff", "NICs",
+           "profile_builder"]
+
+#: The load test's handoff: ``whole`` (one bulk transfer per request after prefill, NICs do not contend:
+#: the load model before per-layer handoffs) or a readiness policy, coarsest to finest.
+WHOLE = "whole"
+HANDOFF_POLICIES: tuple[str, ...] = (WHOLE,) + POLICY_NAMES
+
+
+@dataclass(frozen=True)
+class Lane:
+    """One lane of a request's messages (one card of the graph), in send order: indices into the
+    profile's arrays, their cumulative durations, and the NICs they touch (``up`` prefill ranks,
+    ``down`` decode ranks) with, per NIC, its messages, bytes and busy seconds."""
+
+    idx: np.ndarray
+    ready_off_s: np.ndarray
+    dur_s: np.ndarray
+    cum_s: np.ndarray
+    cum_prev_s: np.ndarray
+    nics: tuple  # ((side, rank, message positions in the lane, bytes, busy seconds), ...)
+
+
+@dataclass(frozen=True)
+class HandoffProfile:
+    """One prompt length's handoff under one policy (:func:`profile_builder`). Times are seconds from
+    the prefill's start (streaming) or from the gate (``after_compute``: all messages ready at once)."""
+
+    lanes: tuple
+    tail_s: np.ndarray  # per message (and per direct prefill gate): its first consumer's tail
+    decode_chain_s: float  # T: the request's decode step on its own, in the graph
+    prefill_s: float  # the graph's prefill, for the streaming offsets
+    after_compute: bool
+    first_gate: np.ndarray  # messages the first decode operator waits for (tail == T)
+    direct_off_s: np.ndarray  # ready offsets of direct prefill -> decode gates (token edge), else empty
+    bytes_total: float
+    messages: int
+
+
+def _graph(model, cost, prompt_tokens: int, *, policy: str, nic: str) -> nx.DiGraph:
+    parts = request_parts(model, prompt_tokens=prompt_tokens, link=cost.link, cost=cost, timing="handoff",
+                          prefill_tp=cost.prefill_tp, decode_tp=cost.decode_tp, nic=nic)
+    G = nx.DiGraph()
+    add_parts(G, parts)
+    return get_policy(policy).apply(G)
+
+
+def profile_builder(model, cost, *, policy: str, nic: str = "per-gpu", after_compute: bool = False):
+    """A function ``prompt_tokens -> HandoffProfile`` (cached per length) for ``model`` on ``cost`` (its
+    link, GPU and each side's TP) under readiness ``policy``. The graph's structure (which message each
+    decode operator waits for under the policy, the lanes, the ranks) is read once, from the first
+    length asked for; each length's durations and bytes come from its own request parts."""
+    structure: dict = {}
+    cache: dict[int, HandoffProfile] = {}
+    per_node = nic == "per-node"
+
+    def learn(prompt_tokens: int) -> None:
+        H = _graph(model, cost, prompt_tokens, policy=policy, nic=nic)
+        kind = nx.get_node_attributes(H, "kind")
+        sends = sorted((n for n, k in kind.items() if k == "send"), key=lambda n: H.nodes[n]["priority"])
+        arrives = [n for n, k in kind.items() if k == "arrive"]
+        decode = set()
+        for a in arrives:
+            decode |= nx.descendants(H, a)
+        prefill = set()
+        for s in sends:
+            prefill |= nx.ancestors(H, s)
+        prefill -= set(sends)
+        order = list(nx.topological_sort(H))
+        structure.update(
+            sends=sends,
+            send_preds=[[p for p in H.predecessors(s) if p in prefill] for s in sends],
+            send_arrive=[next(v for v in H.successors(s) if kind[v] == "arrive") for s in sends],
+            arrive_next={a: [v for v in H.successors(a) if v in decode] for a in arrives},
+            prefill_order=[(n, [p for p in H.predecessors(n) if p in prefill]) for n in order if n in prefill],
+            decode_order=[(n, [v for v in H.successors(n) if v in decode]) for n in reversed(order) if n in decode],
+            direct=[(u, v) for u, v in H.edges if u in prefill and v in decode],
+            cards=[H.nodes[s].get("resource") for s in sends],
+            ranks=[(H.nodes[s].get("src_rank") or 0, H.nodes[s].get("rank") or 0) for s in sends],
+        )
+
+    def build(prompt_tokens: int) -> HandoffProfile:
+        if not structure:
+            learn(prompt_tokens)
+        parts = request_parts(model, prompt_tokens=prompt_tokens, link=cost.link, cost=cost, timing="handoff",
+                              prefill_tp=cost.prefill_tp, decode_tp=cost.decode_tp, nic=nic)
+        attrs = dict(parts.new_nodes)
+        dur = {n: d["duration_s"] for n, d in attrs.items()}
+        finish: dict = {}
+        for n, preds in structure["prefill_order"]:
+            start = max((finish[p] for p in preds), default=0.0)
+            finish[n] = start + dur.get(n, 0.0)
+        prefill_s = max(finish.values(), default=0.0)
+        tail: dict = {}
+        for n, succ in structure["decode_order"]:
+            tail[n] = dur.get(n, 0.0) + max((tail[v] for v in succ), default=0.0)
+        chain_s = max(tail.values(), default=0.0)
+        sends = structure["sends"]
+        ready = np.array([max((finish[p] for p in preds), default=0.0) for preds in structure["send_preds"]])
+        if after_compute:
+            ready = np.zeros(len(sends))
+        d = np.array([dur[s] for s in sends])
+        nbytes = np.array([float(attrs[s]["bytes"]) for s in sends])
+        g = [max((tail[v] for v in structure["arrive_next"][a]), default=0.0) for a in structure["send_arrive"]]
+        direct = structure["direct"] if not after_compute else []
+        g += [tail[v] for _, v in direct]
+        direct_off = np.array([finish[u] for u, _ in direct])
+        lanes = []
+        by_card: dict = {}
+        for j, card in enumerate(structure["cards"]):
+            by_card.setdefault(card, []).append(j)
+        for card, idx in by_card.items():
+            idx = np.array(idx)
+            cum = np.cumsum(d[idx])
+            nics = {}
+            for pos, j in enumerate(idx):
+                src, dst = structure["ranks"][j]
+                for key in (("up", 0 if per_node else src), ("down", 0 if per_node else dst)):
+                    nics.setdefault(key, []).append(pos)
+            lanes.append(Lane(idx, ready[idx], d[idx], cum, cum - d[idx],
+                              tuple((side, rank, np.array(p), float(nbytes[idx][p].sum()), float(d[idx][p].sum()))
+                                    for (side, rank), p in nics.items())))
+        tails = np.array(g, dtype=np.float64)
+        return HandoffProfile(lanes=tuple(lanes), tail_s=tails, decode_chain_s=chain_s, prefill_s=prefill_s,
+                              after_compute=after_compute, first_gate=tails >= chain_s, direct_off_s=direct_off,
+                              bytes_total=float(nbytes.sum()), messages=len(sends))
+
+    def profile(prompt_tokens: int) -> HandoffProfile:
+        hit = cache.get(prompt_tokens)
+        if hit is None:
+            hit = cache[prompt_tokens] = build(prompt_tokens)
+        return hit
+
+    return profile
+
+
+class NICs:
+    """Every NIC's books: when it is next free, and its bytes, busy seconds, messages and queueing
+    (seconds its messages waited between being ready and starting). Keys ``(side, server, rank)``:
+    ``side`` ``"up"`` (a prefill GPU's) or ``"down"`` (a decode GPU's)."""
+
+    __slots__ = ("free", "bytes", "busy_s", "wait_s", "messages")
+
+    def __init__(self) -> None:
+        self.free: dict = {}
+        self.bytes: dict = {}
+        self.busy_s: dict = {}
+        self.wait_s: dict = {}
+        self.messages: dict = {}
+
+    def name(self, key) -> str:
+        side, server, rank = key
+        return f"{'prefill' if side == 'up' else 'decode'}{server}:gpu{rank}:{'up' if side == 'up' else 'down'}"
+
+
+@dataclass
+class GatedHandoff:
+    """One request's realised handoff: each gate's arrival (``arrival_s``) and tail (``tail_s``), the
+    decode chain ``T`` it is scaled by, and when its last byte arrived."""
+
+    arrival_s: np.ndarray
+    tail_s: np.ndarray
+    chain_s: float
+    first_ready_s: float
+    end_s: float
+    link_wait_s: float
+
+    def bound_s(self, step_s: float, overhead_s: float) -> float:
+        """The earliest end of a decode step of ``step_s`` seconds (``overhead_s`` of them before its
+        operators) that waits for this request's state, measured from nothing: ``max(a + g k)``."""
+        k = (step_s - overhead_s) / self.chain_s if self.chain_s > 0 else 0.0
+        return float(np.max(self.arrival_s + self.tail_s * k)) if len(self.arrival_s) else -math.inf
+
+    def earliest_start_s(self, step_s: float, overhead_s: float) -> float:
+        """The earliest start of such a step in which no operator waits for this request's state."""
+        return self.bound_s(step_s, overhead_s) - step_s
+
+
+def move(profile: HandoffProfile, nics: NICs, *, gate_s: float, scale: float, up_server, down_server: int,
+         count_up: bool) -> GatedHandoff:
+    """Reserve a request's messages on its NICs (first come first served, in the order handoffs begin)
+    from ``gate_s`` (its prefill's start when the producer streams, with the graph's prefill offsets
+    times ``scale``; else when all of them are ready) and book them; return the realised handoff.
+    ``up_server`` names the prefill server (``count_up`` false: an unbounded pool, whose uplinks never
+    contend and are not booked)."""
+    arrival = np.empty(profile.messages + len(profile.direct_off_s))
+    free, link_wait = nics.free, 0.0
+    for lane in profile.lanes:
+        ready = gate_s + lane.ready_off_s * scale if not profile.after_compute else gate_s + lane.ready_off_s
+        keys = [("up", up_server, rank) if side == "up" else ("down", down_server, rank)
+                for side, rank, *_ in lane.nics]
+        F = max((free.get(key, -math.inf) for key, (side, *_r) in zip(keys, lane.nics) if side == "down" or count_up),
+                default=-math.inf)
+        x = np.maximum.accumulate(ready - lane.cum_prev_s)
+        alone = lane.cum_s[-1] + x[-1]
+        if F > x[0]:
+            x = np.maximum(x, F)
+        end = lane.cum_s + x
+        link_wait = max(link_wait, float(end[-1] - alone))
+        arrival[lane.idx] = end
+        wait = end - lane.dur_s - ready
+        for key, (side, _rank, pos, nbytes, busy) in zip(keys, lane.nics):
+            if side == "up" and not count_up:
+                continue
+            free[key] = float(end[pos[-1]])
+            nics.bytes[key] = nics.bytes.get(key, 0.0) + nbytes
+            nics.busy_s[key] = nics.busy_s.get(key, 0.0) + busy
+            nics.wait_s[key] = nics.wait_s.get(key, 0.0) + float(wait[pos].sum())
+            nics.messages[key] = nics.messages.get(key, 0) + len(pos)
+    if len(profile.direct_off_s):
+        arrival[profile.messages:] = gate_s + profile.direct_off_s * scale
+    first = float(np.max(arrival[profile.first_gate])) if profile.first_gate.any() else gate_s
+    return GatedHandoff(arrival, profile.tail_s, profile.decode_chain_s, first, float(np.max(arrival[:profile.messages]))
+                        if profile.messages else gate_s, link_wait)
