@@ -115,6 +115,8 @@ def profile_builder(model, cost, *, policy: str, nic: str = "per-gpu", after_com
         for s in sends:
             prefill |= nx.ancestors(H, s)
         prefill -= set(sends)
+        for n in list(prefill):  # and the rest of the prefill (its last layer's all-reduces follow the last send)
+            prefill |= {v for v in nx.descendants(H, n) if kind[v] not in ("send", "arrive") and v not in decode}
         order = list(nx.topological_sort(H))
         structure.update(
             sends=sends,

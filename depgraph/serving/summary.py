@@ -152,9 +152,20 @@ def disaggregated_result(sim: Any, **meta) -> LoadResult:
                  "prefill_s": r.prefill_end - r.prefill_start,
                  "handoff_s": r.ready - r.prefill_end - (slot_wait if inside_handoff else 0.0),
                  "slot_wait_s": slot_wait}
+        decode_s = r.first_token - max(r.ready, r.slot_start)
+        if sim.gated and not inside_handoff:
+            # a streamed handoff may let the request in (ready) before its prefill ends: count from the
+            # prefill's end what is left of the handoff, then of the slot wait, then the decode
+            e = r.prefill_end
+            h_end = max(r.ready, e)
+            s_end = h_end if before_prefill else max(r.slot_start, h_end)
+            parts["handoff_s"] = h_end - e
+            if not before_prefill:
+                parts["slot_wait_s"] = s_end - h_end
+            decode_s = r.first_token - s_end
         rows.append({"request": r.i, "arrival_s": r.arrival, "prompt_tokens": r.prompt, "output_tokens": r.out,
                      "ttft_s": r.first_token - r.arrival, **parts,
-                     "decode_s": r.first_token - max(r.ready, r.slot_start),
+                     "decode_s": decode_s,
                      "tpot_s": tpot, "slot_start_s": r.slot_start, "slot_end_s": r.last_token,
                      "time_in_slot_s": r.slot_held_s + (r.last_token - r.slot_since) if r.preemptions
                      else r.last_token - r.slot_start, "finish_s": r.last_token,

@@ -1,0 +1,217 @@
+"""The per-layer handoff inside the load test (depgraph/serving/handoff.py).
+
+The two halves of depgraph must tell one story: with one request on an idle
+system, the load test's TTFT under a readiness policy is the single-request
+graph's TTFT under that policy, built on the same cost model (to 1e-9
+relative), for every policy, hybrid and dense models, heterogeneous TP and
+either NIC layout. Then what only the load test has: NICs shared first come
+first served in the order handoffs begin (hand-computed), bytes conserved per
+NIC and split per rank as vLLM's rules give, the order of the policies at
+light load, and the stall a batch-scope hook imposes on running requests.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import pandas as pd
+import pytest
+
+import depgraph as dg
+from depgraph.errors import ConfigError
+from depgraph.serving.config import resolve
+from depgraph.specs.hardware import load_link
+
+POLICIES = ("compute-then-move", "global", "layer", "component")
+HYBRID, DENSE = "qwen3.6-35b-a3b", "qwen3-32b"
+
+
+def _one(prompt_tokens: int, out: int = 2, at: float = 0.0) -> pd.DataFrame:
+    return pd.DataFrame({"arrival_s": [at], "prompt_tokens": [prompt_tokens], "output_tokens": [out]})
+
+
+def _graph_ttft(model, prompt_tokens: int, policy: str, *, nic: str = "per-gpu", **load) -> float:
+    """The single-request graph's TTFT on the cost model the load test charges with."""
+    cost = resolve(model, deployment="1P1D", handoff="push", policy=policy, nic=nic, **load).cost_model()
+    G = dg.single_request(model, prompt_tokens=prompt_tokens, cost=cost, timing="handoff", nic=nic)
+    return dg.schedule(G, policy=policy).ttft_s
+
+
+CASES = [  # model, prompt, prefill TP, decode TP, link, nic
+    (HYBRID, 4096, 1, 1, "ib-ndr", "per-gpu"),
+    (HYBRID, 1024, 1, 1, "25g", "per-gpu"),
+    (HYBRID, 8192, 2, 4, "25g", "per-gpu"),
+    (HYBRID, 3000, 4, 2, "ib-ndr", "per-node"),
+    (DENSE, 8192, 2, 2, "ib-ndr", "per-gpu"),
+    (DENSE, 2048, 1, 1, "25g", "per-node"),
+    ("nemotron-3-nano-30b-a3b", 3000, 2, 4, "25g", "per-gpu"),
+    ("gpt-oss-20b", 3000, 1, 2, "25g", "per-gpu"),
+]
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("name,prompt,ptp,dtp,link,nic", CASES)
+def test_one_request_on_an_idle_system_is_the_graph(name, prompt, ptp, dtp, link, nic, policy):
+    model = dg.load_model(name)
+    load = dict(prefill_tp=ptp, decode_tp=dtp, link=link)
+    want = _graph_ttft(model, prompt, policy, nic=nic, **load)
+    for hook_scope, admission in (("request", "step"), ("batch", "step"), ("request", "async")):
+        res = dg.loadtest(model, deployment="1P1D", handoff="push", trace=_one(prompt), policy=policy, nic=nic,
+                          hook_scope=hook_scope, admission=admission, **load)
+        got = float(res.requests.ttft_s.iloc[0])
+        assert got == pytest.approx(want, rel=1e-9), (hook_scope, admission)
+        assert res.summary["handoff_policy"] == policy
+        assert res.summary["stall_total_s"] == 0.0  # nothing else runs: nobody to stall
+
+
+def test_the_graph_orders_the_policies_and_so_does_a_light_load():
+    """component <= layer <= global <= compute-then-move, one request and at light load (mean TTFT)."""
+    model = dg.load_model(HYBRID)
+    for prompt, link in ((1024, "25g"), (8192, "ib-ndr")):
+        one = [_graph_ttft(model, prompt, p, link=link) for p in POLICIES]
+        assert one == sorted(one, reverse=True)
+        means = [dg.loadtest(model, deployment="1P1D", handoff="push", qps=2.0, prompt_tokens=prompt, out_tokens=8,
+                             num_prompts=40, seed=1, link=link, policy=p).summary["ttft_mean_s"] for p in POLICIES]
+        assert all(a >= b - 1e-12 for a, b in zip(means, means[1:])), means
+        assert means[0] > means[2]  # streaming buys something on these links
+
+
+def test_two_handoffs_on_one_nic_go_one_after_the_other():
+    """Two prefill servers finish two prompts; their state shares the decode server's one NIC (per node).
+    compute-then-move sends each whole after its prefill: the first takes T1 from its prefill's end,
+    the second starts when the first has gone, T1 + T2 in all, T = bytes * 8 / rate + messages x latency."""
+    model = dg.load_model(HYBRID)
+    link = load_link("25g")
+    trace = pd.DataFrame({"arrival_s": [0.0, 0.0], "prompt_tokens": [2000, 4000], "output_tokens": [2, 2]})
+    res = dg.loadtest(model, deployment="2P1D", handoff="push", trace=trace, policy="compute-then-move", link="25g",
+                      nic="per-node")
+    df, s = res.requests, res.summary
+    per_request = s["handoff_messages"] / 2
+
+    def alone(prompt):
+        return sum(dg.handoff_bytes(model, prompt_tokens=prompt).values()) * 8 / (link.bandwidth_gbps * 1e9) \
+            + per_request * link.latency_s
+
+    end0 = df.prefill_s[0] + alone(2000)  # the shorter prompt's prefill ends first: it goes first
+    assert df.prefill_s[0] < df.prefill_s[1]
+    assert df.handoff_end_s[0] == pytest.approx(end0, rel=1e-9)
+    assert df.handoff_end_s[1] == pytest.approx(end0 + alone(4000), rel=1e-9)
+    assert df.link_wait_s[1] == pytest.approx(end0 - df.prefill_s[1], rel=1e-9)
+    assert df.link_wait_s[0] == 0.0
+    # the uplinks are the two prefill servers' own: neither waits on them
+    assert s["nic_messages"] == {"decode0:gpu0:down": 2 * per_request, "prefill0:gpu0:up": per_request,
+                                 "prefill1:gpu0:up": per_request}
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_bytes_are_conserved_on_every_nic(policy):
+    """Every uplink's bytes and every downlink's bytes sum to what the requests' state is (at the decode
+    TP), under contention too."""
+    model = dg.load_model(HYBRID)
+    res = dg.loadtest(model, deployment="2P1D", handoff="push", qps=30.0, prompt_tokens=2048, out_tokens=4,
+                      num_prompts=24, seed=3, range_ratio=0.5, link="25g", policy=policy, prefill_tp=2, decode_tp=2)
+    s, df = res.summary, res.requests
+    want = sum(sum(dg.handoff_bytes(model, prompt_tokens=int(p), tp=2).values()) for p in df.prompt_tokens)
+    up = sum(v for k, v in s["nic_bytes"].items() if k.endswith(":up"))
+    down = sum(v for k, v in s["nic_bytes"].items() if k.endswith(":down"))
+    assert up == pytest.approx(want, rel=1e-12)
+    assert down == pytest.approx(want, rel=1e-12)
+    assert s["bytes_moved"] == pytest.approx(want, rel=1e-12)
+    assert all(0.0 < v <= 1.0 for v in s["nic_busy_share"].values())
+    assert s["busiest_nic"] in s["nic_busy_share"]
+    assert s["link_wait_mean_s"] > 0.0  # 30 req/s of 2k prompts on 25G contend
+
+
+def test_hybrid_state_resharded_from_tp2_to_tp4():
+    """Prefill TP 2 to decode TP 4: each decode rank receives its own shard at TP 4 (KV heads: 2, so one
+    per rank pair, replicated; GDN state split by value heads), each prefill rank sends the shards of
+    the two decode ranks it serves; ssm and conv totals are those of TP 1."""
+    model = dg.load_model(HYBRID)
+    prompt = 3000
+    res = dg.loadtest(model, deployment="1P1D", handoff="push", trace=_one(prompt, out=3), policy="layer",
+                      prefill_tp=2, decode_tp=4)
+    nb = res.summary["nic_bytes"]
+    rank = dg.handoff_bytes_per_rank(model, prompt_tokens=prompt, tp=4)
+    one = sum(rank.values())
+    assert sorted(nb) == [f"decode0:gpu{r}:down" for r in range(4)] + [f"prefill0:gpu{r}:up" for r in range(2)]
+    for r in range(4):
+        assert nb[f"decode0:gpu{r}:down"] == one
+    for r in range(2):
+        assert nb[f"prefill0:gpu{r}:up"] == 2 * one
+    total = dg.handoff_bytes(model, prompt_tokens=prompt, tp=4)
+    flat = dg.handoff_bytes(model, prompt_tokens=prompt)
+    assert total["ssm"] == flat["ssm"] and total["conv"] == flat["conv"]
+    assert total["kv"] == 4 * rank["kv"] == 2 * flat["kv"]  # 2 KV heads on 4 ranks: each held twice
+    assert res.summary["bytes_moved"] == sum(total.values())
+
+
+def test_a_batch_scope_hook_stalls_the_running_batch():
+    """The study's Figure 9 (right): a request admitted while its state is still arriving holds every
+    request already running when the whole batch waits on its layers (batch scope); with request scope
+    it joins later and nobody else waits."""
+    model = dg.load_model(HYBRID)
+    trace = pd.DataFrame({"arrival_s": [0.0, 0.2], "prompt_tokens": [512, 16384], "output_tokens": [200, 2]})
+    runs = {scope: dg.loadtest(model, deployment="1P1D", handoff="push", trace=trace, policy="layer", link="25g",
+                               hook_scope=scope) for scope in ("request", "batch")}
+    req, bat = runs["request"], runs["batch"]
+    assert req.summary["stall_total_s"] == 0.0 and req.summary["stalled_steps"] == 0
+    assert bat.summary["stalled_steps"] >= 1
+    stall = bat.requests.stall_s[0]
+    assert stall > 0.0 and bat.requests.stall_s[1] == 0.0  # the running request pays, not the joiner
+    assert bat.summary["stall_total_s"] == pytest.approx(stall, rel=1e-12)
+    # the running request's tokens come later by the stall
+    assert bat.requests.finish_s[0] == pytest.approx(req.requests.finish_s[0] + stall, rel=1e-6)
+    # the joiner gains no more than the stall it imposed
+    assert bat.requests.ttft_s[1] <= req.requests.ttft_s[1] + 1e-12
+
+
+def test_whole_is_the_default_and_named():
+    model = dg.load_model(HYBRID)
+    res = dg.loadtest(model, deployment="1P1D", handoff="push", trace=_one(1024))
+    assert res.summary["handoff_policy"] == "whole"
+    assert res.summary["nic_busy_share"] is None and res.summary["stall_total_s"] is None
+
+
+@pytest.mark.parametrize("kwargs,needle", [
+    (dict(policy="streaming"), "policy"),
+    (dict(hook_scope="batch"), "hook_scope"),
+    (dict(policy="layer", hook_scope="everyone"), "hook_scope"),
+    (dict(policy="layer", admission="later"), "admission"),
+    (dict(policy="layer", nic="per-rack"), "nic"),
+])
+def test_bad_policy_settings_are_refused(kwargs, needle):
+    model = dg.load_model(HYBRID)
+    with pytest.raises(ConfigError, match=needle):
+        dg.loadtest(model, deployment="1P1D", handoff="push", trace=_one(1024), **kwargs)
+
+
+def test_a_colocated_deployment_has_no_handoff_policy():
+    with pytest.raises(ConfigError, match="colocated"):
+        dg.loadtest(dg.load_model(HYBRID), deployment="colocated", trace=_one(1024), policy="layer")
+
+
+def test_summaries_are_deterministic():
+    model = dg.load_model(HYBRID)
+    kw = dict(deployment="2P2D", handoff="push", qps=20.0, prompt_tokens=4096, out_tokens=16, num_prompts=60,
+              seed=5, range_ratio=0.5, link="25g", policy="layer", hook_scope="batch")
+    a, b = dg.loadtest(model, **kw), dg.loadtest(model, **kw)
+    assert a.requests.equals(b.requests)
+    assert {k: v for k, v in a.summary.items() if not (isinstance(v, float) and math.isnan(v))} == \
+        {k: v for k, v in b.summary.items() if not (isinstance(v, float) and math.isnan(v))}
+
+
+def test_the_request_columns_add_up_to_the_ttft():
+    """Under streaming the handoff overlaps the prefill: handoff_s is what is left after the prefill
+    (never negative), and the parts still add up to the TTFT."""
+    model = dg.load_model(HYBRID)
+    for policy, scope, handoff, slots in itertools.product(POLICIES, ("request", "batch"), ("push", "pull"),
+                                                          ("running", "reserved")):
+        df = dg.loadtest(model, deployment="1P1D", handoff=handoff, qps=15.0, prompt_tokens=2048, out_tokens=8,
+                         num_prompts=30, seed=2, link="25g", policy=policy, hook_scope=scope, max_num_seqs=4,
+                         slot_scope=slots).requests
+        parts = df.prefill_queue_s + df.prefill_s + df.handoff_s + df.slot_wait_s + df.decode_s
+        where = (policy, scope, handoff, slots)
+        for column in ("prefill_queue_s", "handoff_s", "slot_wait_s", "decode_s"):
+            assert (df[column] >= -1e-12).all(), (column, where)
+        assert (parts - df.ttft_s).abs().max() < 1e-9, where
