@@ -215,3 +215,47 @@ def test_the_request_columns_add_up_to_the_ttft():
         for column in ("prefill_queue_s", "handoff_s", "slot_wait_s", "decode_s"):
             assert (df[column] >= -1e-12).all(), (column, where)
         assert (parts - df.ttft_s).abs().max() < 1e-9, where
+
+
+def _cli(capsys, *argv):
+    from depgraph.cli import main
+
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+LOAD = ("loadtest", HYBRID, "--deployment", "2P1D", "--handoff", "push", "--qps", "20", "--prompt-tokens", "4096",
+        "--out-tokens", "32", "--num-prompts", "60", "--link", "25g")
+
+
+def test_loadtest_policy_flags(capsys):
+    import json
+
+    code, out, err = _cli(capsys, *LOAD, "--policy", "layer", "--hook-scope", "batch", "--nic", "per-node", "--json")
+    assert code == 0, err
+    s = json.loads(out)
+    assert (s["handoff_policy"], s["hook_scope"], s["admission"], s["nic"]) == ("layer", "batch", "step", "per-node")
+    assert set(s["nic_busy_share"]) == {"decode0:gpu0:down", "prefill0:gpu0:up", "prefill1:gpu0:up"}
+    assert s["busiest_nic"] == "decode0:gpu0:down"  # both prefill servers' state lands on it
+    api = dg.loadtest(HYBRID, deployment="2P1D", handoff="push", qps=20, prompt_tokens=4096, out_tokens=32,
+                      num_prompts=60, link="25g", policy="layer", hook_scope="batch", nic="per-node").summary
+    assert s["ttft_p50_s"] == api["ttft_p50_s"] and s["nic_busy_share"] == api["nic_busy_share"]
+    code, out, _ = _cli(capsys, *LOAD, "--policy", "layer", "--hook-scope", "batch")
+    assert code == 0
+    assert "handoff: layer readiness (batch-scope hook, step admission, per-gpu NICs)" in out
+    assert "busiest NIC decode0:gpu0:down busy" in out and "imposed on running requests" in out
+    code, out, _ = _cli(capsys, *LOAD, "--json")
+    assert json.loads(out)["handoff_policy"] == "whole" and json.loads(out)["nic_busy_share"] is None
+    assert "handoff:" not in _cli(capsys, *LOAD)[1]
+
+
+@pytest.mark.parametrize("flags,needle", [
+    (("--policy", "bulk"), "policy"),
+    (("--hook-scope", "batch"), "hook_scope"),
+    (("--policy", "layer", "--admission", "now"), "admission"),
+])
+def test_loadtest_policy_flags_refuse_bad_values(capsys, flags, needle):
+    code, out, err = _cli(capsys, *LOAD, *flags)
+    assert code == 2 and out == ""
+    assert needle in err and len(err.strip().splitlines()) == 1

@@ -79,10 +79,38 @@ def add_loadtest_command(sub) -> None:
     p.add_argument("--arrival", default="poisson", help="poisson or constant")
     p.add_argument("--trace", default=None, help="CSV of arrival_s,prompt_tokens,output_tokens (replaces --qps ...)")
     _add_field_flags(p, ("prefill_servers", "slot_scope"), defaults={"slot_scope": LoadModel().slot_scope})
+    _add_handoff_policy_flags(p)
     p.add_argument("--plot", default=None, help="write TTFT and slots held over time to this PNG/SVG")
     p.add_argument("--perfetto", default=None, help="write the realised run as a Perfetto trace (.json)")
     p.add_argument("--requests-csv", default=None, help="write the per-request table to this CSV")
     p.add_argument("--json", action="store_true")
+
+
+def _add_handoff_policy_flags(p) -> None:
+    """--policy and the decode-side rules of a per-layer handoff (a disaggregated run's)."""
+    from ..serving.handoff import ADMISSIONS, HANDOFF_POLICIES, HOOK_SCOPES
+    from ..specs.parallel import NIC_MODES
+
+    p.add_argument("--policy", default=None, metavar="P",
+                   help=f"the handoff's readiness policy: {', '.join(HANDOFF_POLICIES[1:])} (each layer's KV, ssm "
+                        "and conv sent as its prefill layer ends, or after the prefill for compute-then-move; "
+                        "decode waits as the policy says), on NICs that contend; default whole: one bulk transfer "
+                        "per request after its prefill, NICs not modelled")
+    p.add_argument("--hook-scope", default=None, metavar="S",
+                   help=f"with --policy: who waits for state not yet in, {' or '.join(HOOK_SCOPES)} (the whole "
+                        "step: vLLM's wait_for_layer_load; it stalls the running batch); default request")
+    p.add_argument("--admission", default=None, metavar="A",
+                   help=f"with --policy: {' or '.join(ADMISSIONS)} (join at a step boundary, or make the first "
+                        "token on its own first); default step")
+    p.add_argument("--nic", default=None, metavar="N",
+                   help=f"with --policy: {' or '.join(NIC_MODES)} (a NIC per GPU at each end, or one per server "
+                        "that all its GPUs share); default per-gpu")
+
+
+def _policy_values(args) -> dict:
+    """The per-layer handoff's flags that were given, as loadtest()'s keywords."""
+    return {name: getattr(args, name) for name in ("policy", "hook_scope", "admission", "nic")
+            if getattr(args, name, None) is not None}
 
 
 def _cmd_loadtest(args) -> int:
@@ -116,7 +144,7 @@ def _cmd_loadtest(args) -> int:
                     **({} if args.tp is None else {"tp": args.tp}),
                     burstiness=args.burstiness, range_ratio=args.range_ratio, **slo, **engine,
                     max_concurrency=args.max_concurrency, slot_scope=args.slot_scope,
-                    **_field_values(args, _LOADTEST_FIELDS))
+                    **_field_values(args, _LOADTEST_FIELDS), **_policy_values(args))
     if args.max_prompts is not None and not args.until_steady:
         raise DepgraphError("--max-prompts: caps --until-steady's runs; give --until-steady with it")
     result = loadtest(args.model, calibration=args.calibration, until_steady=args.until_steady,

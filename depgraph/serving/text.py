@@ -75,6 +75,7 @@ def loadtest_text(result, *, intervals: dict[str, Any] | None = None, wrote: Ite
              f"{s['link']} per GPU" + (f"; at most {s['max_concurrency']} requests in flight"
                                         if s["max_concurrency"] is not None else "")]
     lines += _fitted(s)
+    lines += _handoff_lines(s)
     lines.append(f"  TTFT   p50 {s['ttft_p50_s'] * 1e3:9.1f} ms   p90 {s['ttft_p90_s'] * 1e3:9.1f} ms   p99 {s['ttft_p99_s'] * 1e3:9.1f} ms")
     lines += _interval_line(intervals, "ttft", 1)
     lines.append(f"  TPOT   p50 {s['tpot_p50_s'] * 1e3:9.2f} ms   p90 {s['tpot_p90_s'] * 1e3:9.2f} ms   p99 {s['tpot_p99_s'] * 1e3:9.2f} ms")
@@ -101,6 +102,32 @@ def loadtest_text(result, *, intervals: dict[str, Any] | None = None, wrote: Ite
     parts = result.requests[["prefill_queue_s", "prefill_s", "handoff_s", "slot_wait_s", "decode_s"]].mean()
     lines.append("  mean TTFT parts: " + ", ".join(f"{k[:-2]} {v * 1e3:.1f} ms" for k, v in parts.items()))
     return "\n".join(lines + _wrote(wrote))
+
+
+def _handoff_lines(s: dict) -> list[str]:
+    """A per-layer handoff's policy, its NICs (the busiest one's busy share and queueing) and the stalls a
+    batch-scope hook imposed; nothing for a whole handoff (whose NICs are not modelled).
+
+    >>> s = {"handoff_policy": "layer", "hook_scope": "batch", "admission": "step", "nic": "per-gpu",
+    ...      "handoff_messages": 560, "busiest_nic": "decode0:gpu0:down", "nic_busy_share_max": 0.42,
+    ...      "nic_queue_wait_mean_s": {"decode0:gpu0:down": 0.0021}, "link_wait_mean_s": 0.001,
+    ...      "link_wait_p99_s": 0.004, "stalled_steps": 3, "stalled_step_share": 0.01, "stall_total_s": 0.05,
+    ...      "stall_mean_s": 0.0125}
+    >>> print("\\n".join(_handoff_lines(s)))
+      handoff: layer readiness (batch-scope hook, step admission, per-gpu NICs), 560 messages; busiest NIC decode0:gpu0:down busy 42.0%, its messages queued 2.10 ms on average
+      link wait (other requests' messages ahead on its NICs): mean 1.00 ms, p99 4.00 ms; stalls: 3 steps (1.0%), 0.050 s imposed on running requests (mean 12.50 ms a request)
+    """
+    if s.get("handoff_policy") in (None, "whole"):
+        return []
+    busiest = s["busiest_nic"]
+    nic = (f"busiest NIC {busiest} busy {100 * s['nic_busy_share_max']:.1f}%, its messages queued "
+           f"{s['nic_queue_wait_mean_s'][busiest] * 1e3:.2f} ms on average") if busiest else "no NIC booked"
+    return [f"  handoff: {s['handoff_policy']} readiness ({s['hook_scope']}-scope hook, {s['admission']} admission, "
+            f"{s['nic']} NICs), {s['handoff_messages']:,} messages; {nic}",
+            f"  link wait (other requests' messages ahead on its NICs): mean {s['link_wait_mean_s'] * 1e3:.2f} ms, p99 "
+            f"{s['link_wait_p99_s'] * 1e3:.2f} ms; stalls: {s['stalled_steps']:,} steps "
+            f"({100 * s['stalled_step_share']:.1f}%), {s['stall_total_s']:.3f} s imposed on running requests "
+            f"(mean {s['stall_mean_s'] * 1e3:.2f} ms a request)"]
 
 
 def _interval_line(intervals: dict[str, Any] | None, metric: str, digits: int) -> list[str]:
