@@ -259,3 +259,55 @@ def test_loadtest_policy_flags_refuse_bad_values(capsys, flags, needle):
     code, out, err = _cli(capsys, *LOAD, *flags)
     assert code == 2 and out == ""
     assert needle in err and len(err.strip().splitlines()) == 1
+
+
+# ------------------------------------------------------------------ the planner
+
+PLAN = dict(gpu="h100", gpus=2, out_tokens=32, slo_ttft_s=2.0, slo_tpot_s=0.05, num_prompts=60, tps=(1,),
+            max_num_seqs=(64,), workers=1, verify_prompts=100, colocated=False)
+
+
+def test_plan_runs_each_candidate_under_each_policy():
+    rows = dg.plan(HYBRID, qps=2, prompt_tokens=4096, policies=("whole", "layer"), link="25g", **PLAN)
+    assert sorted((r["deployment"], r["policy"]) for r in rows) == [("1P1D", "layer"), ("1P1D", "whole")]
+    for r in rows:
+        assert r["link"] == "25g" and f"--link 25g" in r["loadtest"]
+        assert ("--policy layer" in r["loadtest"]) == (r["policy"] == "layer")
+        assert (r["link_busy_share"] is None) == (r["policy"] == "whole")
+    assert "cheapest disaggregated under each handoff policy: whole: 1P1D" in rows.headline
+    layer = next(r for r in rows if r["policy"] == "layer")
+    again = dg.loadtest(HYBRID, deployment="1P1D", handoff="push", qps=2, prompt_tokens=4096, out_tokens=32,
+                        num_prompts=layer["requests_run"][-1], seed=0, max_num_seqs=64, gpu="h100", prefill_tp=1,
+                        decode_tp=1, slo_ttft_s=2.0, slo_tpot_s=0.05, link="25g", policy="layer")
+    assert layer["verified_prompts"] or layer["ttft_p90_s"] == again.summary["ttft_p90_s"]
+
+
+def test_plan_names_the_link_when_it_binds():
+    """16k prompts at 6 req/s on a 10 Gbit/s link: each request's 0.4 GB take 0.32 s on the decode server's
+    NIC, slower than its prefill (the servers' bound, 3.8 req/s): streamed, the NIC is the bound, and the
+    goodput is capped at what it carries."""
+    rows = dg.plan(HYBRID, qps=6, prompt_tokens=16384, policies=("layer",), link="10gbps", **PLAN)
+    [r] = rows
+    assert r["bound"] == "link-bound" and not r["meets_slos"]
+    assert r["busiest_nic"] == "decode0:gpu0:down" and r["link_busy_share"] > 0.9
+    per_request = sum(dg.handoff_bytes(dg.load_model(HYBRID), prompt_tokens=16384).values()) * 8 / 10e9
+    assert r["link_capacity_rps"] == pytest.approx(1 / per_request, rel=0.01)  # latency: none on this link
+    assert r["link_capacity_rps"] < r["capacity_rps"]
+    assert r["goodput_rps"] <= r["link_capacity_rps"]
+    assert "carries at most" in r["reason"]
+
+
+def test_plan_cli_policy_and_link(capsys):
+    import json
+
+    code, out, err = _cli(capsys, "plan", HYBRID, "--gpu", "h100", "--gpus", "2", "--qps", "2", "--prompt-tokens",
+                          "4096", "--out-tokens", "32", "--slo-ttft-ms", "2000", "--slo-tpot-ms", "50",
+                          "--num-prompts", "60", "--verify-prompts", "100", "--tps", "1", "--max-num-seqs", "64",
+                          "--only", "disaggregated", "--policy", "all", "--link", "25g", "--workers", "1", "--json")
+    assert code == 0, err
+    rows = json.loads(out)
+    assert sorted(r["policy"] for r in rows) == sorted(("whole", *POLICIES))
+    code, out, err = _cli(capsys, "plan", HYBRID, "--gpu", "h100", "--gpus", "2", "--qps", "2", "--prompt-tokens",
+                          "4096", "--out-tokens", "32", "--slo-ttft-ms", "2000", "--slo-tpot-ms", "50",
+                          "--policy", "streaming")
+    assert code == 2 and "policies" in err and len(err.strip().splitlines()) == 1

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from ..errors import DepgraphError
 from ..specs.cost import DEFAULT_GPU
+from ..specs.hardware import DEFAULT_LINK
 from .args import (LINK_HELP, _add_field_flags, _add_routing_arg, _add_side_flags, _field_values, _gb_bytes, _int_list, _number,
                    _workers_arg)
 from .output import _dumps
@@ -300,6 +301,12 @@ def add_plan_command(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--max-num-seqs", type=_int_list("--max-num-seqs"), default=(64, 256), metavar="S,S",
                    help="max_num_seqs values to try (default 64,256)")
     p.add_argument("--handoffs", default="push", help="handoffs for disaggregated candidates (default push)")
+    p.add_argument("--policy", default="whole", metavar="P[,P]",
+                   help="the handoff's readiness policies for disaggregated candidates: whole (one bulk transfer "
+                        "after prefill, the default), compute-then-move, global, layer, component, a comma list, or "
+                        "all (each candidate under every policy: does streaming change the cheapest deployment?)")
+    p.add_argument("--link", default=None, metavar="L",
+                   help=f"the link between prefill and decode servers (depgraph links; default {DEFAULT_LINK})")
     p.add_argument("--only", default=None, help="colocated or disaggregated: try only those")
     p.add_argument("--max-candidates", type=_number(int, "--max-candidates"), default=100, metavar="K")
     p.add_argument("--seed", type=_number(int, "--seed"), default=0)
@@ -327,15 +334,18 @@ def run_plan_command(args) -> int:
     positive = lambda flag, v: v if v > 0 else (_ for _ in ()).throw(  # noqa: E731
         DepgraphError(f"{flag}: expected a number > 0, got {v:g}"))
     # the candidates' grid, as plan() and candidates() both take it
+    from ..serving.handoff import HANDOFF_POLICIES
+
+    policies = HANDOFF_POLICIES if args.policy.strip() == "all" else tuple(p.strip() for p in args.policy.split(","))
     grid = dict(gpu=args.gpu, gpus=args.gpus, tps=args.tps, max_num_seqs=args.max_num_seqs,
                 handoffs=tuple(h.strip() for h in args.handoffs.split(",")), colocated=only != "disaggregated",
-                disaggregated=only != "colocated")
+                disaggregated=only != "colocated", policies=policies)
     rows = plan(args.model, qps=args.qps, prompt_tokens=args.prompt_tokens,
                 out_tokens=args.out_tokens, slo_ttft_s=positive("--slo-ttft-ms", args.slo_ttft_ms) / 1e3,
                 slo_tpot_s=positive("--slo-tpot-ms", args.slo_tpot_ms) / 1e3, attainment=args.attainment,
                 num_prompts=args.num_prompts, seed=args.seed, **grid, max_candidates=args.max_candidates,
                 workers=args.workers, calibration=args.calibration, expert_routing=args.expert_routing,
-                max_prompts=args.max_prompts, verify_prompts=args.verify_prompts, progress=True)
+                max_prompts=args.max_prompts, verify_prompts=args.verify_prompts, progress=True, link=args.link)
     if args.plot:
         from ..serving.plots import plot_plan
 

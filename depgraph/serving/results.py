@@ -133,6 +133,8 @@ SUMMARY_FIELDS: dict[str, str] = {
     "nic_messages": "per-layer handoff: messages each NIC carried; null otherwise",
     "nic_busy_share_max": "per-layer handoff: the busiest NIC's busy share; null otherwise",
     "busiest_nic": "per-layer handoff: the NIC with the largest busy share; null otherwise",
+    "nic_capacity_rps": "per-layer handoff: the request rate at which the busiest NIC would be busy all the time "
+                        "(requests over its busy seconds, the run's mix of lengths and servers); null otherwise",
     "handoff_messages": "per-layer handoff: messages moved (one per layer, component and rank pair); null "
                         "otherwise",
     "link_wait_mean_s": "per-layer handoff: mean over requests of how much later their last message arrived "

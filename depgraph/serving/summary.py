@@ -132,6 +132,7 @@ def _handoff_summary(sim: Any, df: pd.DataFrame, end: float) -> dict[str, Any]:
         nic_messages={nics.name(k): nics.messages[k] for k in keys},
         nic_busy_share_max=max(share.values(), default=0.0),
         busiest_nic=max(share, key=share.get) if share else None,
+        nic_capacity_rps=len(df) / max(nics.busy_s.values()) if keys and max(nics.busy_s.values()) > 0 else math.inf,
         handoff_messages=int(sum(nics.messages[k] for k in keys if k[0] == "down")),
         link_wait_mean_s=float(df.link_wait_s.mean()), link_wait_p99_s=float(np.percentile(df.link_wait_s, 99)),
         stall_mean_s=float(df.stall_s.mean()), stall_total_s=float(df.stall_s.sum()),

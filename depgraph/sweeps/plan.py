@@ -17,7 +17,8 @@ up with its load (:func:`~depgraph.serving.steady.steady_state`: the
 capacity bound from the cost model, the queue's and TTFT's trends,
 completions against arrivals). Its goodput is DistServe's: the offered rate
 when it meets them, else the highest rate below it that does (by bisection),
-never above the capacity bound (:func:`~depgraph.serving.saturation.capacity_bound`).
+never above the capacity bound (:func:`~depgraph.serving.saturation.capacity_bound`) nor, for a
+per-layer handoff, above the rate its busiest NIC carries (``nic_capacity_rps``).
 
 **Ranking**: first the candidates that meet the targets, fewest GPUs first
 (then goodput per GPU, then the order above); then the rest, most goodput
@@ -36,7 +37,11 @@ bounds it:
 ``TTFT-bound`` / ``TPOT-bound``
     steady, and the target that the fewest requests meet;
 ``link-bound``
-    TTFT-bound with the handoff more than half of the mean first-token time;
+    TTFT-bound with the handoff more than half of the mean first-token time,
+    or (a per-layer handoff, whose messages contend on NICs) not steady with
+    its busiest NIC's rate (``nic_capacity_rps``: requests over its busy
+    seconds) at most the servers' capacity bound; rows carry the busiest NIC,
+    its busy share (``link_busy_share``) and that rate (``link_capacity_rps``);
 ``memory-bound``
     the weights do not fit the GPUs, one request does not fit beside them,
     the KV cache caps the batch below the offered load (the capacity bound's
@@ -65,6 +70,9 @@ from ..serving.simulator import HANDOFFS, MAX_ARRIVAL_S, loadtest, meets_slos
 from ..specs.hardware import load_gpu
 from ..specs.models import load_model
 from ..specs.parallel import check_tp_pair
+from ..serving.handoff import HANDOFF_POLICIES, WHOLE
+from ..serving.params import LoadModel
+from ..specs.hardware import load_link
 
 __all__ = ["plan", "candidates", "evaluate", "loadtest_flags", "BOUNDS", "MAX_CANDIDATES", "PlanResult",
            "PROMPTS_FACTOR", "VERIFY_PROMPTS", "VERIFY_TOP"]
@@ -107,9 +115,12 @@ class _Traffic:
 
 def candidates(model, *, gpu: str, gpus: int, tps=(1, 2, 4, 8), max_num_seqs=(64, 256),
                handoffs=("push",), colocated: bool = True, disaggregated: bool = True,
-               max_candidates: int | None = 100) -> list[dict[str, Any]]:
+               max_candidates: int | None = 100, policies=(WHOLE,)) -> list[dict[str, Any]]:
     """The deployments :func:`plan` tries, in its tie-breaking order (colocated
-    first, then fewer GPUs), at most ``max_candidates``: over the cap, the
+    first, then fewer GPUs), each disaggregated one under every handoff
+    readiness policy of ``policies`` (``whole``, or those of
+    :data:`~depgraph.serving.handoff.HANDOFF_POLICIES`; ``policy`` is ``None``
+    for a colocated candidate), at most ``max_candidates``: over the cap, the
     smallest of each kind, half each (:func:`plan` says how many it left
     out). A TP the model cannot shard is left out; one whose weights do not
     fit is kept, to be reported memory-bound. ``max_candidates=None``: all
@@ -128,21 +139,26 @@ def candidates(model, *, gpu: str, gpus: int, tps=(1, 2, 4, 8), max_num_seqs=(64
     if not shardable:
         raise ConfigError(f"tps: none of {', '.join(map(str, tps))} shards {model.name} within {gpus} GPUs")
     handoffs = tuple(dict.fromkeys(one_of("handoffs", h, HANDOFFS) for h in handoffs))
+    policies = tuple(dict.fromkeys(one_of("policies", p, HANDOFF_POLICIES) for p in policies))
+    if not policies:
+        raise ConfigError(f"policies: expected at least one of {', '.join(HANDOFF_POLICIES)}")
     out = []
     for seqs in dict.fromkeys(positive_int("max_num_seqs", v, upper=1_000_000) for v in max_num_seqs):
         for tp in shardable if colocated else ():
             for n in (c for c in _COUNTS if c * tp <= gpus):
                 out.append({"deployment": "colocated" if n == 1 else f"colocated:{n}", "tp": tp, "prefill_tp": tp,
-                            "decode_tp": tp, "handoff": None, "max_num_seqs": seqs, "gpus": n * tp})
+                            "decode_tp": tp, "handoff": None, "policy": None, "max_num_seqs": seqs,
+                            "gpus": n * tp})
         pairs = [(a, b) for a in shardable for b in shardable if _pairs(a, b)] if disaggregated else []
         for ptp, dtp in pairs:
             for p in _COUNTS:
                 for d in _COUNTS:
                     if p * ptp + d * dtp <= gpus:
                         for h in handoffs:
-                            out.append({"deployment": f"{p}P{d}D", "tp": ptp if ptp == dtp else None,
-                                        "prefill_tp": ptp, "decode_tp": dtp, "handoff": h,
-                                        "max_num_seqs": seqs, "gpus": p * ptp + d * dtp})
+                            for policy in policies:
+                                out.append({"deployment": f"{p}P{d}D", "tp": ptp if ptp == dtp else None,
+                                            "prefill_tp": ptp, "decode_tp": dtp, "handoff": h, "policy": policy,
+                                            "max_num_seqs": seqs, "gpus": p * ptp + d * dtp})
     return out if max_candidates is None else _capped(out, max_candidates)
 
 
@@ -168,14 +184,16 @@ def _pairs(prefill_tp: int, decode_tp: int) -> bool:
 
 
 def _label(row: dict[str, Any]) -> str:
-    """A candidate in words: ``2P1D, TP 4, push, 64 seqs``."""
+    """A candidate in words: ``2P1D, TP 4, push, 64 seqs`` (``push layer`` under a per-layer handoff)."""
     tp = f"TP {row['tp']}" if row.get("tp") is not None else f"TP {row['prefill_tp']}/{row['decode_tp']}"
-    return ", ".join([row["deployment"], tp] + ([row["handoff"]] if row.get("handoff") else [])
-                     + [f"{row['max_num_seqs']} seqs"])
+    handoff = row.get("handoff")
+    if handoff and row.get("policy") not in (None, WHOLE):
+        handoff = f"{handoff} {row['policy']}"
+    return ", ".join([row["deployment"], tp] + ([handoff] if handoff else []) + [f"{row['max_num_seqs']} seqs"])
 
 
 def loadtest_flags(model: str, row: dict[str, Any], traffic: dict[str, Any], *, gpu: str, num_prompts: int,
-                   calibration: str | None = None, expert_routing: str = "uniform") -> str:
+                   calibration: str | None = None, expert_routing: str = "uniform", link: str | None = None) -> str:
     """The ``depgraph loadtest`` command line that runs ``row``'s candidate on ``traffic`` (the plan's)."""
     parts = [f"depgraph loadtest {model} --deployment {row['deployment']}"]
     if row.get("tp") is not None:
@@ -184,6 +202,10 @@ def loadtest_flags(model: str, row: dict[str, Any], traffic: dict[str, Any], *, 
         parts.append(f"--prefill-tp {row['prefill_tp']} --decode-tp {row['decode_tp']}")
     if row.get("handoff"):
         parts.append(f"--handoff {row['handoff']}")
+    if row.get("policy") not in (None, WHOLE):
+        parts.append(f"--policy {row['policy']}")
+    if link is not None:
+        parts.append(f"--link {link}")
     parts.append(f"--max-num-seqs {row['max_num_seqs']} --gpu {gpu} --qps {traffic['qps']:g} "
                  f"--prompt-tokens {traffic['prompt_tokens']} --out-tokens {traffic['out_tokens']} "
                  f"--num-prompts {num_prompts} --seed {traffic['seed']} --slo-ttft-ms {traffic['slo_ttft_s'] * 1e3:g} "
@@ -211,10 +233,20 @@ def _verdict(s: dict[str, Any], df: Any, t: _Traffic) -> tuple[bool, str, str]:
     ttft_ok, tpot_ok = float(ttft_met.mean()), float(tpot_met.mean())
     preempted = s.get("preempted_requests", 0) / len(df)
     target = f"{100 * t.attainment:g}%"
+    link_share = s.get("nic_busy_share_max")  # a per-layer handoff's busiest NIC (None: whole, NICs not modelled)
+    nic = (f"; its busiest NIC, {s['busiest_nic']}, is busy {100 * link_share:.0f}% of the run"
+           if link_share is not None and s.get("busiest_nic") else "")
     if attained and steady:
         return True, "meets SLOs", (f"{100 * s['slo_attainment']:.1f}% of requests meet both targets (at least "
                                     f"{target} asked), at {100 * s['load_share']:.0f}% of the capacity bound"
-                                    + (f"; {100 * preempted:.0f}% preempted on the way" if preempted else ""))
+                                    + (f"; {100 * preempted:.0f}% preempted on the way" if preempted else "") + nic)
+    link_rps = s.get("nic_capacity_rps")
+    if not steady and link_share is not None and link_rps <= s["capacity_rps"]:
+        return False, "link-bound", (f"not steady: the handoff's busiest NIC, {s['busiest_nic']}, is busy "
+                                     f"{100 * link_share:.0f}% of the run (its messages queued "
+                                     f"{s['nic_queue_wait_mean_s'][s['busiest_nic']] * 1e3:.0f} ms on average) and "
+                                     f"carries at most {link_rps:.3g} req/s, under the servers' capacity bound "
+                                     f"({s['capacity_rps']:.3g} req/s)")
     if not steady:
         failed, binding = s["steady_state_failed"], s["capacity_binding"] or "its servers"
         memory = "memory" in str(binding)
@@ -234,7 +266,7 @@ def _verdict(s: dict[str, Any], df: Any, t: _Traffic) -> tuple[bool, str, str]:
         link = handoff > 0.5 * float(df.ttft_s.mean())
         return False, "link-bound" if link else "TTFT-bound", (
             f"{100 * ttft_ok:.1f}% meet TTFT <= {t.slo_ttft_s * 1e3:g} ms ({100 * (t.attainment - ttft_ok):.1f} "
-            f"points short of {target})" + (f"; the handoff is {handoff * 1e3:.0f} ms of it" if link else ""))
+            f"points short of {target})" + (f"; the handoff is {handoff * 1e3:.0f} ms of it" if link else "") + nic)
     return False, "TPOT-bound", (f"{100 * tpot_ok:.1f}% meet TPOT <= {t.slo_tpot_s * 1e3:g} ms "
                                  f"({100 * (t.attainment - tpot_ok):.1f} points short of {target})")
 
@@ -248,14 +280,21 @@ def evaluate(point: dict[str, Any]) -> list[dict[str, Any]]:
     c = {**c, "prefill_tp": c.get("prefill_tp", c.get("tp")), "decode_tp": c.get("decode_tp", c.get("tp"))}
     c["tp"] = c["prefill_tp"] if c["prefill_tp"] == c["decode_tp"] else None
     model, gpu = point["model"], point["gpu"]
-    row = {k: c[k] for k in ("deployment", "tp", "prefill_tp", "decode_tp", "handoff", "max_num_seqs", "gpus")}
+    c.setdefault("policy", None if c["handoff"] is None else WHOLE)
+    row = {k: c[k] for k in ("deployment", "tp", "prefill_tp", "decode_tp", "handoff", "policy", "max_num_seqs",
+                             "gpus")}
     row["gpu"] = gpu
+    link = point.get("link")
+    row["link"] = link if link is not None else LoadModel().link
     name = model if isinstance(model, str) else model.name
-    flags = dict(gpu=gpu, calibration=point.get("calibration"), expert_routing=point.get("expert_routing", "uniform"))
+    flags = dict(gpu=gpu, calibration=point.get("calibration"), expert_routing=point.get("expert_routing", "uniform"),
+                 link=link)
     spec = load_model(model)
     nan = math.nan
     empty = {"slo_attainment": 0.0, "ttft_p90_s": nan, "tpot_p90_s": nan, "steady_state": None,
-             "capacity_rps": 0.0, "capacity_binding": None, "requests_run": [], "assumptions": None,
+             "capacity_rps": 0.0, "capacity_binding": None, "link_busy_share": None, "link_capacity_rps": None,
+             "busiest_nic": None,
+             "requests_run": [], "assumptions": None,
              "loadtest": loadtest_flags(name, row, point["traffic"], num_prompts=t.num_prompts, **flags)}
     for side in ("prefill_tp", "decode_tp"):
         weights = weights_per_gpu_bytes(spec, tp=c[side])
@@ -272,6 +311,10 @@ def evaluate(point: dict[str, Any]) -> list[dict[str, Any]]:
                   deployment=c["deployment"], gpu=gpu, prefill_tp=c["prefill_tp"], decode_tp=c["decode_tp"])
         if c["handoff"] is not None:
             kw["handoff"] = c["handoff"]
+            if c["policy"] != WHOLE:
+                kw["policy"] = c["policy"]
+        if link is not None:
+            kw["link"] = link
         return loadtest(model, until_steady=True, max_prompts=max(n, cap), **kw), kw
 
     try:
@@ -297,11 +340,15 @@ def evaluate(point: dict[str, Any]) -> list[dict[str, Any]]:
         goodput = lo
     if math.isfinite(capacity):
         goodput = min(goodput, capacity)
+    if s.get("nic_capacity_rps") is not None:  # nor above what the busiest NIC carries
+        goodput = min(goodput, s["nic_capacity_rps"])
     ran = s["steady_state_runs"]
     out = {**row, "goodput_rps": goodput, "goodput_per_gpu": goodput / c["gpus"], "meets_slos": meets,
            "bound": bound, "reason": reason, "slo_attainment": s["slo_attainment"], "ttft_p90_s": s["ttft_p90_s"],
            "tpot_p90_s": s["tpot_p90_s"], "steady_state": s["steady_state"], "capacity_rps": capacity,
-           "capacity_binding": s["capacity_binding"], "requests_run": ran,
+           "capacity_binding": s["capacity_binding"], "link_busy_share": s.get("nic_busy_share_max"),
+           "link_capacity_rps": s.get("nic_capacity_rps"),
+           "busiest_nic": s.get("busiest_nic"), "requests_run": ran,
            "assumptions": _assumptions(s, point.get("calibration")),
            "loadtest": loadtest_flags(name, row, point["traffic"], num_prompts=ran[-1], **flags)}
     if point.get("intervals"):  # the calibration's intervals, at the length that decided
@@ -361,7 +408,8 @@ def plan(model, *, gpu: str = DEFAULT_GPU, gpus: int, qps: float, prompt_tokens:
          max_num_seqs=(64, 256), handoffs=("push",), colocated: bool = True, disaggregated: bool = True,
          max_candidates: int = 100, workers: int | None = None, client: Any = None,
          calibration: str | None = None, expert_routing: str = "uniform", max_prompts: int | None = None,
-         verify_prompts: int = VERIFY_PROMPTS, verify_top: int = VERIFY_TOP, progress: bool = False) -> PlanResult:
+         verify_prompts: int = VERIFY_PROMPTS, verify_top: int = VERIFY_TOP, progress: bool = False,
+         policies=(WHOLE,), link: str | None = None) -> PlanResult:
     """Rank deployments of ``model`` on at most ``gpus`` GPUs of type ``gpu``
     for ``qps`` requests per second of ``prompt_tokens`` and ``out_tokens``,
     under TTFT <= ``slo_ttft_s`` and TPOT <= ``slo_tpot_s`` for at least
@@ -371,11 +419,14 @@ def plan(model, *, gpu: str = DEFAULT_GPU, gpus: int, qps: float, prompt_tokens:
     ``headline`` says the cheapest deployment that meets the targets, or that
     none does and what binds):
     ``deployment``, ``prefill_tp``, ``decode_tp`` (``tp``: theirs when they
-    are equal, else ``None``), ``handoff``, ``max_num_seqs``, ``gpus``, ``gpu``,
+    are equal, else ``None``), ``handoff``, ``policy`` (the handoff's
+    readiness policy; ``None`` colocated), ``max_num_seqs``, ``gpus``, ``gpu``, ``link``,
     ``goodput_rps`` (at most ``qps`` and the capacity bound), ``goodput_per_gpu``,
     ``meets_slos`` (a boolean), ``bound``, ``reason``, ``slo_attainment``
     (at the offered rate), ``ttft_p90_s``, ``tpot_p90_s``, ``steady_state``,
-    ``capacity_rps``, ``capacity_binding``, ``requests_run`` (the run lengths
+    ``capacity_rps``, ``capacity_binding``, ``link_busy_share`` and
+    ``busiest_nic`` (a per-layer handoff's busiest NIC and its busy share;
+    ``None`` otherwise), ``requests_run`` (the run lengths
     the verdict took), ``verified_prompts`` (the re-run's length, the top
     ones), ``assumptions`` (the cost model's terms, the overheads and the
     calibration it rests on), ``loadtest`` (the command that reproduces it),
@@ -390,7 +441,12 @@ def plan(model, *, gpu: str = DEFAULT_GPU, gpus: int, qps: float, prompt_tokens:
     any candidate runs). ``expert_routing``: how a MoE model's decode steps
     spread their tokens over the experts (:mod:`depgraph.specs.routing`;
     a histogram file is checked against the model here). ``progress``: a
-    line on standard error as candidates finish.
+    line on standard error as candidates finish. ``policies``: the handoff
+    readiness policies each disaggregated candidate runs under (a dimension
+    of the grid: ``("whole", "layer")`` shows whether per-layer streaming
+    changes the cheapest deployment; the headline then names the cheapest
+    under each). ``link``: the link between the servers (default the load
+    model's, :data:`~depgraph.specs.cost.DEFAULT_LINK`).
 
     >>> import depgraph as dg
     >>> best = dg.plan("qwen3-32b", gpu="h200", gpus=8, qps=2, prompt_tokens=2048, out_tokens=64,
@@ -435,14 +491,16 @@ def plan(model, *, gpu: str = DEFAULT_GPU, gpus: int, qps: float, prompt_tokens:
     parse_routing(expert_routing).check(model_spec)
     if is_routing_file(str(expert_routing)):
         expert_routing = str(Path(expert_routing).resolve())  # the workers may run elsewhere
+    if link is not None:
+        link = load_link(link).name
     grid = dict(gpu=gpu, gpus=gpus, tps=tps, max_num_seqs=max_num_seqs, handoffs=handoffs, colocated=colocated,
-                disaggregated=disaggregated)
+                disaggregated=disaggregated, policies=tuple(policies))
     every = candidates(model_spec, **grid, max_candidates=None)  # the grid, then the cap: built once
     found = every if max_candidates is None else _capped(every, max_candidates)
     # the model travels by name when it has one in the catalog (workers load it), else as the spec
     jobs = [{"model": model if isinstance(model, str) else model_spec, "gpu": gpu, "candidate": c,
              "traffic": _as_dict(traffic), "calibration": calibration, "expert_routing": str(expert_routing),
-             "intervals": intervals} for c in found]
+             "intervals": intervals, "link": link} for c in found]
     bar = Progress("plan", len(jobs), 0, enabled=progress, unit="candidates")
     try:
         rows = _map(jobs, workers=workers, client=client, progress=bar)
@@ -482,6 +540,8 @@ def plan(model, *, gpu: str = DEFAULT_GPU, gpus: int, qps: float, prompt_tokens:
     result = PlanResult(out)
     result.candidates_total = len(every)
     result.headline = _headline(out, gpus=gpus, verify_prompts=verify_prompts)
+    if len(grid["policies"]) > 1 and disaggregated:
+        result.headline += "; " + _by_policy(out, grid["policies"])
     return result
 
 
@@ -499,6 +559,15 @@ def _headline(rows: list[dict[str, Any]], *, gpus: int, verify_prompts: int) -> 
     return (f"no deployment meets the targets within {gpus} GPUs: {binds} for {counts[binds]} of the {len(rows)} "
             f"candidates; closest: {_label(best)} ({best['gpus']} GPUs, goodput {best['goodput_rps']:.3g} req/s): "
             f"{best['reason']}")
+
+
+def _by_policy(rows: list[dict[str, Any]], policies: tuple[str, ...]) -> str:
+    """The cheapest disaggregated deployment meeting the targets under each handoff policy, in words."""
+    parts = []
+    for policy in policies:
+        best = next((r for r in rows if r["meets_slos"] and r.get("policy") == policy), None)
+        parts.append(f"{policy}: " + (f"{_label(best)} ({best['gpus']} GPUs)" if best else "none meets the targets"))
+    return "cheapest disaggregated under each handoff policy: " + "; ".join(parts)
 
 
 def _as_dict(traffic: _Traffic) -> dict[str, Any]:

@@ -42,8 +42,8 @@ def plan_text(rows: Sequence[dict[str, Any]], *, model: str, gpu: str, gpus: int
     m: 2 deployments on up to 4 x h100 for 4 req/s of 2,048 + 32 tokens, TTFT <= 1500 ms and TPOT <= 40 ms for 90% of requests (goodput: DistServe's, at most the offered rate and the capacity bound)
     cheapest deployment that meets the targets: colocated
     rests on the defaults (no calibration): the defaults
-      rank  deployment        TP handoff      seqs  GPUs   goodput  per GPU  meets  requests  bound   (TP P/D: prefill and decode sides apart)
-         1  colocated          1 -              64     1     4.000   4.0000  yes    200+2000  meets SLOs: all meet both
+      rank  deployment        TP handoff            seqs  GPUs   goodput  per GPU  meets  requests  bound   (TP P/D: prefill and decode sides apart)
+         1  colocated          1 -                    64     1     4.000   4.0000  yes    200+2000  meets SLOs: all meet both
       ... 1 more (--top, --json)
     """
     lines = []
@@ -64,13 +64,16 @@ def plan_text(rows: Sequence[dict[str, Any]], *, model: str, gpu: str, gpus: int
                         else "; it has no intervals, so the ranking carries none"))
     else:
         lines.append(f"rests on the defaults (no calibration): {_assumed(first)}")
-    lines.append(f"  {'rank':>4}  {'deployment':<14} {'TP':>5} {'handoff':<11} {'seqs':>5} {'GPUs':>5} {'goodput':>9} "
+    lines.append(f"  {'rank':>4}  {'deployment':<14} {'TP':>5} {'handoff':<17} {'seqs':>5} {'GPUs':>5} {'goodput':>9} "
                  f"{'per GPU':>8}  {'meets':<5}  {'requests':<8}  bound   (TP P/D: prefill and decode sides apart)")
     for k, r in enumerate(rows[:top], 1):
         tp = r["tp"] if r["tp"] is not None else f"{r['prefill_tp']}/{r['decode_tp']}"
         ran = r.get("requests_run") or []
         runs = (str(ran[-1]) if ran else "-") + (f"+{r['verified_prompts']}" if r.get("verified_prompts") else "")
-        lines.append(f"  {k:>4}  {r['deployment']:<14} {tp:>5} {r['handoff'] or '-':<11} {r['max_num_seqs']:>5} "
+        handoff = r["handoff"] or "-"
+        if r.get("policy") not in (None, "whole"):  # a per-layer handoff: its readiness policy
+            handoff = f"{handoff} {r['policy']}"
+        lines.append(f"  {k:>4}  {r['deployment']:<14} {tp:>5} {handoff:<17} {r['max_num_seqs']:>5} "
                      f"{r['gpus']:>5} {r['goodput_rps']:>9.3f} {r['goodput_per_gpu']:>8.4f}  "
                      f"{'yes' if r.get('meets_slos') else 'no':<5}  {runs:<8}  {r['bound']}: {r['reason']}")
         lo_hi = [r.get(f"{m}_p90_s_interval") for m in ("ttft", "tpot")]
