@@ -311,3 +311,48 @@ def test_plan_cli_policy_and_link(capsys):
                           "4096", "--out-tokens", "32", "--slo-ttft-ms", "2000", "--slo-tpot-ms", "50",
                           "--policy", "streaming")
     assert code == 2 and "policies" in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("policy", ("layer", "component"))
+def test_the_token_edge_reading_is_the_graph_too(policy):
+    """With the token edge the first decode step waits for the prefill's token: the load test still gives
+    the graph's TTFT (built with CostModel.token_edge), and later than without the edge."""
+    from dataclasses import replace
+
+    model = dg.load_model(HYBRID)
+    for ptp, dtp in ((1, 1), (2, 4)):
+        load = dict(prefill_tp=ptp, decode_tp=dtp, link="ib-ndr")  # fast: the state is in before the token
+        cost = replace(resolve(model, deployment="1P1D", handoff="push", policy=policy, **load).cost_model(),
+                       token_edge=True)
+        G = dg.single_request(model, prompt_tokens=4096, cost=cost, timing="handoff")
+        want = dg.schedule(G, policy=policy).ttft_s
+        res = dg.loadtest(model, deployment="1P1D", handoff="push", trace=_one(4096), policy=policy,
+                          token_edge=True, **load)
+        assert float(res.requests.ttft_s.iloc[0]) == pytest.approx(want, rel=1e-9)
+        assert res.summary["token_edge"] is True
+        assert want > _graph_ttft(model, 4096, policy, **load)
+
+
+# ------------------------------------------------------------------ the study under load
+
+def test_the_streaming_study_reads_its_scenario_and_runs(tmp_path):
+    from depgraph.studies.streaming import read_streaming, streaming_findings, streaming_table
+    from depgraph.studies.reproduce import SCENARIOS_DIR
+
+    shipped = read_streaming(SCENARIOS_DIR / "streaming.toml")
+    assert shipped["models"] == ["qwen3.6-35b-a3b", "qwen3-32b"] and "layer+edge" in shipped["variants"]
+    small = {**shipped, "models": [HYBRID], "prompt_tokens": [1024], "links": ["25g"], "load_shares": [0.2],
+             "variants": ["whole", "global", "layer", "layer+batch"], "load": {**shipped["load"], "num_prompts": 30}}
+    table = streaming_table(small)
+    assert list(table.variant) == ["whole", "global", "layer", "layer+batch"]
+    f = streaming_findings(table)
+    assert len(f) == 1 and f.layer_vs_global.iloc[0] > 0.1  # the first study's gain, at light load on 25G
+    assert f.stall_mean_s.iloc[0] >= 0.0
+    bad = tmp_path / "bad.toml"
+    bad.write_text(SCENARIOS_DIR.joinpath("streaming.toml").read_text().replace('"layer+edge"', '"layer+edges"'))
+    with pytest.raises(ConfigError, match="grid.variants"):
+        read_streaming(bad)
+    bad.write_text(SCENARIOS_DIR.joinpath("streaming.toml").read_text().replace("load_shares = [0.2, 0.8]",
+                                                                                 "load_shares = [0.2, 1.5]"))
+    with pytest.raises(ConfigError, match="load_shares"):
+        read_streaming(bad)

@@ -103,6 +103,10 @@ def _add_handoff_policy_flags(p) -> None:
     p.add_argument("--admission", default=None, metavar="A",
                    help=f"with --policy: {' or '.join(ADMISSIONS)} (join at a step boundary, or make the first "
                         "token on its own first); default step")
+    p.add_argument("--token-edge", action="store_true", default=None,
+                   help="with --policy: the first decode step consumes the token the prefill emits, so no decode "
+                        "layer runs before the prefill ends (default: decode layers run as their state arrives, "
+                        "the first study's Figure 4 reading)")
     p.add_argument("--nic", default=None, metavar="N",
                    help=f"with --policy: {' or '.join(NIC_MODES)} (a NIC per GPU at each end, or one per server "
                         "that all its GPUs share); default per-gpu")
@@ -110,7 +114,7 @@ def _add_handoff_policy_flags(p) -> None:
 
 def _policy_values(args) -> dict:
     """The per-layer handoff's flags that were given, as loadtest()'s keywords."""
-    return {name: getattr(args, name) for name in ("policy", "hook_scope", "admission", "nic")
+    return {name: getattr(args, name) for name in ("policy", "hook_scope", "admission", "nic", "token_edge")
             if getattr(args, name, None) is not None}
 
 

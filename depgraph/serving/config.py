@@ -132,6 +132,10 @@ class HandoffSection:
     the policy allows, with no interference; then it joins the batch)."""
     nic: str = "per-gpu"
     """``per-gpu`` (a NIC per GPU at each end) or ``per-node`` (one per server)."""
+    token_edge: bool = False
+    """Under a per-layer policy, whether the first decode step consumes the token the prefill emits (its
+    first layer waits for the prefill's end, as :attr:`~depgraph.specs.cost.CostModel.token_edge` in the
+    graph); ``False``: the first study's Figure 4 reading, decode layers may run as their state arrives."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,7 +242,8 @@ def resolve(model: ModelSpec, *, handoff: str | None = None, deployment: str | N
             slo_ttft_s: float | None = None, slo_tpot_s: float | None = None, kv_pool_bytes: int | None = None,
             calibration: str | Path | None = None, params: LoadModel | None = None,
             calibration_corner: str | None = None, policy: str | None = None, hook_scope: str | None = None,
-            admission: str | None = None, nic: str | None = None, **overrides) -> ServingConfig:
+            admission: str | None = None, nic: str | None = None, token_edge: bool | None = None,
+            **overrides) -> ServingConfig:
     """The load test's configuration from :func:`~depgraph.serving.simulator.loadtest`'s keywords (the
     same names and defaults; ``overrides`` replace fields of ``params``), with every cross-check in
     one place: a calibration's values in place of the defaults (never given twice, only for the model,
@@ -331,26 +336,28 @@ def resolve(model: ModelSpec, *, handoff: str | None = None, deployment: str | N
     if colocated:
         _check_colocated(deploy, params)
     handoff_policy = _handoff_policy(params, policy=policy, hook_scope=hook_scope, admission=admission, nic=nic,
-                                     colocated=colocated)
+                                     token_edge=token_edge, colocated=colocated)
     return _sections(deploy, params, handoff=None if colocated else handoff, max_num_seqs=max_num_seqs,
                      memory=memory, kv_pool_bytes=kv_pool_bytes, max_concurrency=max_concurrency, slo=slo,
                      calibration=None if calibration is None else str(calibration), engine=engine,
                      policy=handoff_policy)
 
 
-def _handoff_policy(params: LoadModel, *, policy, hook_scope, admission, nic, colocated: bool) -> dict:
+def _handoff_policy(params: LoadModel, *, policy, hook_scope, admission, nic, token_edge, colocated: bool) -> dict:
     """The handoff's readiness policy and decode-side rules, checked against the deployment."""
     from ..specs.parallel import NIC_MODES
     from .handoff import ADMISSIONS, HANDOFF_POLICIES, HOOK_SCOPES, WHOLE
 
     if colocated:
-        for name, value in (("policy", policy), ("hook_scope", hook_scope), ("admission", admission), ("nic", nic)):
+        for name, value in (("policy", policy), ("hook_scope", hook_scope), ("admission", admission), ("nic", nic),
+                            ("token_edge", token_edge)):
             if value is not None:
                 raise ConfigError(f"{name}: a colocated deployment has no handoff; leave it out")
         return {}
     policy = WHOLE if policy is None else one_of("policy", policy, HANDOFF_POLICIES)
     if policy == WHOLE:
-        for name, value in (("hook_scope", hook_scope), ("admission", admission), ("nic", nic)):
+        for name, value in (("hook_scope", hook_scope), ("admission", admission), ("nic", nic),
+                            ("token_edge", token_edge)):
             if value is not None:
                 raise ConfigError(f"{name}: sets how a per-layer handoff is waited on; give a policy "
                                   f"({', '.join(HANDOFF_POLICIES[1:])})")
@@ -365,7 +372,14 @@ def _handoff_policy(params: LoadModel, *, policy, hook_scope, admission, nic, co
     return {"policy": policy,
             "hook_scope": "request" if hook_scope is None else one_of("hook_scope", hook_scope, HOOK_SCOPES),
             "admission": "step" if admission is None else one_of("admission", admission, ADMISSIONS),
-            "nic": "per-gpu" if nic is None else one_of("nic", nic, NIC_MODES)}
+            "nic": "per-gpu" if nic is None else one_of("nic", nic, NIC_MODES),
+            "token_edge": False if token_edge is None else _flag("token_edge", token_edge)}
+
+
+def _flag(field: str, value) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(f"{field}: expected true or false; got {value!r}")
+    return value
 
 
 def _check_colocated(deploy: Deployment, params: LoadModel) -> None:

@@ -109,7 +109,8 @@ class DisaggregatedSimulation:
         self.nics = NICs()
         self.stalled_steps = 0
         if self.gated:
-            self.profile = profile_builder(model, cost, policy=h.policy, nic=h.nic,
+            graph_cost = replace(cost, token_edge=True) if h.token_edge else cost
+            self.profile = profile_builder(model, graph_cost, policy=h.policy, nic=h.nic,
                                            after_compute=not self.streams)
 
     @property

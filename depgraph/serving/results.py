@@ -124,6 +124,8 @@ SUMMARY_FIELDS: dict[str, str] = {
     "admission": "per-layer handoff: step (join at a step boundary) or async (first token on its own); null "
                  "otherwise",
     "nic": "per-layer handoff: per-gpu (a NIC per GPU at each end) or per-node (one per server); null otherwise",
+    "token_edge": "per-layer handoff: whether the first decode step waits for the token the prefill emits (its "
+                  "first layer after the prefill's end); null otherwise",
     "nic_busy_share": "per-layer handoff: each NIC's busy seconds over the run, by NIC "
                       "(prefill<k>:gpu<r>:up, decode<k>:gpu<r>:down); null otherwise",
     "nic_bytes": "per-layer handoff: bytes each NIC moved (every uplink's sum and every downlink's sum are "

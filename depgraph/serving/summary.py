@@ -126,7 +126,7 @@ def _handoff_summary(sim: Any, df: pd.DataFrame, end: float) -> dict[str, Any]:
     keys = sorted(nics.bytes)
     share = {nics.name(k): nics.busy_s[k] / end if end > 0 else math.nan for k in keys}
     out.update(
-        hook_scope=h.hook_scope, admission=h.admission, nic=h.nic,
+        hook_scope=h.hook_scope, admission=h.admission, nic=h.nic, token_edge=h.token_edge,
         nic_busy_share=share, nic_bytes={nics.name(k): nics.bytes[k] for k in keys},
         nic_queue_wait_mean_s={nics.name(k): nics.wait_s[k] / nics.messages[k] for k in keys},
         nic_messages={nics.name(k): nics.messages[k] for k in keys},

@@ -123,7 +123,7 @@ def _handoff_lines(s: dict) -> list[str]:
     nic = (f"busiest NIC {busiest} busy {100 * s['nic_busy_share_max']:.1f}%, its messages queued "
            f"{s['nic_queue_wait_mean_s'][busiest] * 1e3:.2f} ms on average") if busiest else "no NIC booked"
     return [f"  handoff: {s['handoff_policy']} readiness ({s['hook_scope']}-scope hook, {s['admission']} admission, "
-            f"{s['nic']} NICs), {s['handoff_messages']:,} messages; {nic}",
+            f"{s['nic']} NICs{', token edge' if s.get('token_edge') else ''}), {s['handoff_messages']:,} messages; {nic}",
             f"  link wait (other requests' messages ahead on its NICs): mean {s['link_wait_mean_s'] * 1e3:.2f} ms, p99 "
             f"{s['link_wait_p99_s'] * 1e3:.2f} ms; stalls: {s['stalled_steps']:,} steps "
             f"({100 * s['stalled_step_share']:.1f}%), {s['stall_total_s']:.3f} s imposed on running requests "

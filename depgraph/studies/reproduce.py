@@ -88,6 +88,12 @@ def _reproduce(out: Path, folder: Path, pool, say: Callable[[str], None], show_b
     posting = posting_context() if (folder / "pushpull.toml").is_file() else {}
     # the push vs pull case's TTFT against run length (issue 19), on a worker while the sweeps run
     run_length = _submit(pool, run_length_table) if (folder / "pushpull.toml").is_file() else None
+    # the first study's mechanism under load (issue 29): its load tests queue on the workers first
+    streaming = None
+    if (folder / "streaming.toml").is_file():
+        from .streaming import read_streaming, streaming_jobs
+
+        streaming = streaming_jobs(read_streaming(folder / "streaming.toml"), lambda fn, *a: _submit(pool, fn, *a))
     where = {"executor": pool} if pool is not None else {"workers": 1}
     where["resume"] = resume
     figures_out = {"fig3_bytes.png": early["fig3_bytes.png"]}
@@ -118,6 +124,12 @@ def _reproduce(out: Path, folder: Path, pool, say: Callable[[str], None], show_b
         ctx.update(pushpull=pushpull, **posting)
         ctx["run_length"] = run_length.result()
         render("pushpull_run_length.png", plot_run_length, ctx["run_length"])
+    if streaming is not None:
+        from .streaming import plot_streaming, streaming_findings, streaming_table
+
+        ctx["streaming"] = streaming_table(jobs=streaming)
+        ctx["streaming_findings"] = streaming_findings(ctx["streaming"])
+        render("streaming_under_load.png", plot_streaming, ctx["streaming"])
     claims = evaluate_claims(ctx)
     say("alternatives: the token edge, expert routing, the attention term, the other readings")
     edge = _token_edge_context(folder, out, where, show_bars, ctx)
@@ -131,6 +143,9 @@ def _reproduce(out: Path, folder: Path, pool, say: Callable[[str], None], show_b
                      ("claims", claims), ("component_vs_layer_by_phase", ctx["phases"]),
                      *[(f"alternative_{k}", v) for k, v in ctx["alternatives"].items() if v is not None]]:
         atomic_write_text(tables / f"{name}.csv", df.to_csv(index=False, float_format="%.9g"))
+    for name in ("streaming", "streaming_findings"):
+        if name in ctx:
+            atomic_write_text(tables / f"{name}.csv", ctx[name].to_csv(index=False, float_format="%.9g"))
     if "run_length" in ctx:
         atomic_write_text(tables / "pushpull_run_length.csv",
                           ctx["run_length"].to_csv(index=False, float_format="%.9g"))
