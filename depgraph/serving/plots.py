@@ -268,6 +268,13 @@ def plot_loadtest(result: Any, *, unit: str = "ms"):
         ax_wait.set_xlabel("")
         ax_kv.set_xlabel("time (s)")
 
+    if s.get("nic_busy_share"):  # a per-layer handoff: its NICs' busy share and mean queueing, busiest first
+        busy = sorted(s["nic_busy_share"].items(), key=lambda kv: (-kv[1], kv[0]))
+        lines = [f"{name}: busy {100 * share:.0f}%, queued {s['nic_queue_wait_mean_s'][name] * 1e3:.1f} ms"
+                 for name, share in busy[:4]] + ([f"... {len(busy) - 4} more NICs"] if len(busy) > 4 else [])
+        stall = (f"; stalls {s['stall_total_s']:.2f} s on running requests" if s.get("stalled_steps") else "")
+        ax_wait.text(1.01, 0.0, f"{s['handoff_policy']} handoff, {s['bytes_moved'] / 1e9:,.1f} GB{stall}\n"
+                     + "\n".join(lines), transform=ax_wait.transAxes, fontsize=7, va="bottom", ha="left")
     _mark_no_steady_state(ax_ttft, ax_wait, result, scale, ul)
     if s.get("steady_state") is False:  # the legends again, with the new lines
         ax_ttft.legend(title="largest part of TTFT", loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8,
