@@ -310,7 +310,7 @@ def add_plan_command(subparsers) -> argparse.ArgumentParser:
                         "after prefill, the default), compute-then-move, global, layer, component, a comma list, or "
                         "all (each candidate under every policy: does streaming change the cheapest deployment?)")
     p.add_argument("--link", default=None, metavar="L",
-                   help=f"the link between prefill and decode servers (depgraph links; default {DEFAULT_LINK})")
+                   help=f"{LINK_HELP}; between the prefill and decode servers (default {DEFAULT_LINK})")
     p.add_argument("--only", default=None, help="colocated or disaggregated: try only those")
     p.add_argument("--max-candidates", type=_number(int, "--max-candidates"), default=100, metavar="K")
     p.add_argument("--seed", type=_number(int, "--seed"), default=0)
