@@ -356,3 +356,46 @@ def test_the_streaming_study_reads_its_scenario_and_runs(tmp_path):
                                                                                  "load_shares = [0.2, 1.5]"))
     with pytest.raises(ConfigError, match="load_shares"):
         read_streaming(bad)
+
+
+# ------------------------------------------------------------------ the realised graph
+
+@pytest.mark.parametrize("policy,scope,admission,handoff,slots,deployment,nic,edge", [
+    ("layer", "request", "step", "push", "running", "1P1D", "per-gpu", False),
+    ("layer", "batch", "step", "push", "running", "2P1D", "per-node", False),
+    ("component", "request", "async", "push", "running", "1P2D", "per-gpu", False),
+    ("compute-then-move", "request", "step", "push", "reserved", "2P2D", "per-gpu", False),
+    ("global", "request", "step", "pull", "running", "1P1D", "per-gpu", False),
+    ("layer", "request", "step", "push", "running", "1P1D", "per-gpu", True),
+    ("layer", "batch", "async", "pull-thread", "reserved", "2P1D", "per-node", False),
+])
+def test_the_realised_graph_shows_every_message_and_gives_back_every_time(policy, scope, admission, handoff, slots,
+                                                                          deployment, nic, edge):
+    """result.graph() of a per-layer run has each request's messages as ``send`` nodes (layer, component,
+    ranks, NICs), the NIC order as resource edges, each step's wait for a joiner's state (its stall) and
+    the loop's wake-up timers; scheduling it gives back every message's arrival, every step's end and
+    every TTFT (to 1e-9 relative)."""
+    r = dg.loadtest(HYBRID, deployment=deployment, handoff=handoff, qps=25, prompt_tokens=3000, out_tokens=12,
+                    num_prompts=60, seed=1, range_ratio=0.5, link="25g", policy=policy, hook_scope=scope,
+                    admission=admission, slot_scope=slots, nic=nic, token_edge=edge or None, prefill_tp=2,
+                    decode_tp=2, max_num_seqs=6)
+    G = r.graph()
+    S = dg.schedule(G)
+    f = S.finish_s
+    for row in r.requests.itertuples():
+        assert f[f"r{row.request}:token"] - row.arrival_s == pytest.approx(row.ttft_s, rel=1e-9)
+    sends = [n for n, d in G.nodes(data=True) if d.get("kind") == "send"]
+    assert len(sends) == r.summary["handoff_messages"]
+    for i, req in enumerate(r._trace["reqs"]):
+        for j, arrived in enumerate(req.gated.arrival_s[:req.gated.profile.messages]):
+            assert f[f"r{i}:send:{j}"] == pytest.approx(arrived, rel=1e-9, abs=1e-12)
+    layers = {G.nodes[n]["layer"] for n in sends}
+    assert layers == set(range(40)) and {G.nodes[n]["component"] for n in sends} == {"kv", "ssm", "conv"}
+    many = deployment[-2] != "1"
+    for it in r._trace["iterations"]:
+        base = f"d{it['server']}:loop" if many else "loop"
+        node = f"{base}:{it['iteration']}:end" if f"{base}:{it['iteration']}:end" in f else \
+            f"{base}:{it['iteration']}:step"
+        assert f[node] == pytest.approx(it["end_s"], rel=1e-9, abs=1e-12)
+    if scope == "batch" and admission == "step":
+        assert r.summary["stalled_steps"] > 0

@@ -28,7 +28,7 @@ class DecodeServer:
 
     __slots__ = ("sim", "k", "free_slots", "slot_queue", "last_release", "thread_free_at", "thread_last",
                  "pending_posting", "ready_queue", "running", "context_sum", "finishing_at", "loop_busy",
-                 "iterations", "finishing", "pool", "grow_at", "pending")
+                 "iterations", "finishing", "pool", "grow_at", "pending", "woken_at")
 
     def __init__(self, sim: Any, k: int, slots: int, pool: KVPool | None) -> None:
         self.sim, self.k = sim, k
@@ -48,6 +48,7 @@ class DecodeServer:
         self.pool = pool  # memory: the KV and state pool of every stage (None: slots only)
         self.grow_at: dict[int, list[int]] = {}  # loop iteration -> running requests that need a KV block in it
         self.pending: list[int] = []  # per-layer handoff, request scope: ready, but a step would still wait for it
+        self.woken_at = -1.0  # per-layer handoff: when a wake-up timer last restarted the idle loop
 
     # -- memory: KV blocks and recurrent state
     def admit(self, t: float) -> None:
@@ -201,6 +202,7 @@ class DecodeServer:
         r = sim.reqs[i]
         if sim.async_first and not r.generated and not r.recompute and r.gated is not None:
             alone = sim.decode_step_s(1, r.prompt, [r.prompt])
+            r.solo_s = alone
             start = max(t, r.gated.earliest_start_s(alone, sim.predict.step_overhead_s))
             sim.kernel.push(start + alone, "first_token", i)
             return
@@ -336,6 +338,9 @@ class DecodeServer:
               "end_s": end, "running": batch, "joined": joining, "posted": posting, "server": self.k}
         if stall:
             it["stall_s"] = stall
+        if self.woken_at == start:  # a wake-up timer started it (the realised graph's timer)
+            it["wake_s"] = start
+            self.woken_at = -1.0
         if pool is not None:  # the pools' free bytes as the step ran (a list never changed in place)
             it["free_bytes"] = pool.free
         self.iterations.append(it)

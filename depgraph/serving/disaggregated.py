@@ -183,7 +183,7 @@ class DisaggregatedSimulation:
                     "prefill_wake": self.prefill_step, "prefill_step": self.prefill_step_end,
                     "prefilled": self._on_prefilled,
                     "relayed": self._on_relayed, "posted": self._on_posted, "ready": self._on_ready,
-                    "first_token": self._on_first_token, "decode_wake": lambda t, k: self.dec[k].kick(t)})
+                    "first_token": self._on_first_token, "decode_wake": self._on_decode_wake})
 
     def _on_arrive(self, t: float, i: int) -> None:
         if self.client.arrive(i):
@@ -199,7 +199,7 @@ class DisaggregatedSimulation:
         factor = scale / profile.prefill_s if scale is not None and profile.prefill_s > 0 else 1.0
         count_up = r.prefill_server >= 0  # an unbounded prefill pool's uplinks never contend
         r.gated = move(profile, self.nics, gate_s=gate, scale=factor, up_server=r.prefill_server,
-                       down_server=r.server, count_up=count_up)
+                       down_server=r.server, count_up=count_up, who=i)
         self.kernel.push(r.gated.first_ready_s, "ready", i)
 
     def _on_prefilled(self, t: float, i: int) -> None:
@@ -225,6 +225,14 @@ class DisaggregatedSimulation:
             self._move(t, i)
             return
         self.kernel.push(t + self.predict.transfer_s(self.reqs[i].prompt), "ready", i)
+
+    def _on_decode_wake(self, t: float, k: int) -> None:
+        """A loop that idled until a streaming request may join: its next iteration starts now (a timer
+        in the realised graph, ``wake_s``)."""
+        d = self.dec[k]
+        if not d.loop_busy:
+            d.woken_at = t
+        d.kick(t)
 
     def _on_first_token(self, t: float, i: int) -> None:
         """Async admission: request ``i`` made its first token on its own; it joins the batch for the

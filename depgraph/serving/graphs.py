@@ -44,11 +44,15 @@ def run_graph(result: Any) -> nx.DiGraph:
 
     step_node = {}
     prev: dict[int, str] = {}
+    gated = bool(tr.get("gated"))
     for it in iterations:
         k, n = it["server"], it["iteration"]
         start = add_event(G, f"{loop(k)}:{n}:start", kind="barrier", device=dev("decode-loop", k), operator="iteration")
         if k in prev:
             add_dep(G, prev[k], start, "program")
+        if "wake_s" in it:  # an idle loop restarted by its timer (a streaming request may join now)
+            add_dep(G, add_event(G, f"{loop(k)}:{n}:wake", kind="wait", device=dev("decode-loop", k),
+                                 operator="wake", duration_s=it["wake_s"]), start, "data")
         last = start
         for i in it["posted"]:
             node = add_event(G, f"r{i}:posting", kind="hop", request=i, device=dev("decode-loop", k),
@@ -58,6 +62,12 @@ def run_graph(result: Any) -> nx.DiGraph:
         step = add_event(G, f"{loop(k)}:{n}:step", kind="decode", device=dev("decode-loop", k), operator="step",
                          duration_s=it["step_s"], running=it["running"])
         add_dep(G, last, step, "program")
+        if gated and any(reqs[i].gated is not None and reqs[i].first_iter == n for i in it["joined"]):
+            # a request joins whose state may still be arriving: the step ends when its operators have
+            # run on that state too (its tails, below), a stall when that is later than the step
+            end = add_event(G, f"{loop(k)}:{n}:end", kind="barrier", device=dev("decode-loop", k), operator="end")
+            add_dep(G, step, end, "program")
+            step = end
         step_node[(k, n)] = step
         prev[k] = step
     batching = bool(tr.get("prefill"))
@@ -69,6 +79,7 @@ def run_graph(result: Any) -> nx.DiGraph:
                 add_dep(G, f"prefill-{k}:step{j - 1}", f"prefill-{k}:step{j}", "program")
     reserved = cfg.decode.slot_scope == "reserved"
     wake_post, wake_join, sent = {}, {}, {}
+    iterations_by = {(it["server"], it["iteration"]): it for it in iterations}
     for r in reqs:
         i, k = r.i, r.server
         arr = add_event(G, f"r{i}:arrival", kind="wait", request=i, operator="arrival", duration_s=r.nominal)
@@ -86,6 +97,11 @@ def run_graph(result: Any) -> nx.DiGraph:
         else:
             pre = add_event(G, f"r{i}:prefill", kind="prefill", request=i,
                             device=f"prefill-{max(r.prefill_server, 0)}", duration_s=tr["prefill_s"](r.prompt))
+        streamed = r.gated is not None and tr.get("streams")
+        if streamed:  # its layers' state leaves as they finish: the prefill's start is the messages' gate
+            pre_start = add_event(G, f"r{i}:prefill_start", kind="barrier", request=i,
+                                  device=f"prefill-{max(r.prefill_server, 0)}", operator="prefill_start")
+            add_dep(G, pre_start, pre, "program")
         slot = add_event(G, f"r{i}:slot", kind="barrier", request=i, device=dev("decode", k), operator="slot")
         ready = add_event(G, f"r{i}:ready", kind="barrier", request=i, device=dev("decode", k), operator="ready")
         send = add_event(G, f"r{i}:transfer", kind="send", request=i, device="link", duration_s=tr["transfer_s"](r.prompt))
@@ -95,7 +111,7 @@ def run_graph(result: Any) -> nx.DiGraph:
         if r.slot_iter >= 0:  # memory: let in at the end of a loop step (blocks freed, or a slot)
             add_dep(G, step_node[(k, r.slot_iter)], slot, "resource")
         if not batching and r.prefill_server >= 0 and r.prefill_after >= 0:
-            add_dep(G, f"r{r.prefill_after}:prefill", pre, "resource")
+            add_dep(G, f"r{r.prefill_after}:prefill", pre_start if streamed else pre, "resource")
         if handoff == "push":
             path = [arr, slot, pre, send, ready] if reserved else [arr, pre, send, ready, slot]
         else:
@@ -110,11 +126,39 @@ def run_graph(result: Any) -> nx.DiGraph:
                     add_dep(G, f"r{r.thread_after}:posting", post, "resource")
             path = [arr, pre, relay, slot, post, send, ready] if reserved else [arr, pre, relay, post, send, ready, slot]
             wake_post[i] = path[path.index(post) - 1]
-        for u, v in zip(path, path[1:]):
+        if r.gated is not None:  # message by message: the transfer node gives way to the request's messages
+            G.remove_node(send)
+            gate = pre_start if streamed else path[path.index(send) - 1]
+            if streamed:
+                path.insert(path.index(pre), pre_start)
+            arrived = _messages(G, r, gate, tr, dev("decode", k))
+            for j in np.flatnonzero(r.gated.profile.first_gate) if r.gated.profile.first_gate.any() else ():
+                add_dep(G, arrived[j], ready, "data")
+            if not r.gated.profile.first_gate.any():
+                add_dep(G, gate, ready, "data")
+            edges = [(u, v) for u, v in zip(path, path[1:]) if send not in (u, v)]
+        else:
+            arrived = None
+            edges = list(zip(path, path[1:]))
+        for u, v in edges:
             add_dep(G, u, v, "data")
         wake_join[i] = ready if reserved else slot
+        if r.gated is not None and r.async_first:  # its first token on its own, then it joins the batch
+            solo = add_event(G, f"r{i}:solo", kind="decode", request=i, device=dev("decode-loop", k),
+                             operator="first step alone", duration_s=r.solo_s)
+            solo_end = add_event(G, f"r{i}:solo_end", kind="barrier", request=i, device=dev("decode-loop", k))
+            add_dep(G, wake_join[i], solo, "data")
+            add_dep(G, solo, solo_end, "program")
+            _tails(G, r, arrived, solo_end, (r.solo_s - tr["step_overhead_s"]) / r.gated.chain_s)
+            add_dep(G, solo_end, token, "data")
+            wake_join[i] = solo_end
+            continue
         add_dep(G, wake_join[i], step_node[(k, r.first_iter)], "data")
         add_dep(G, step_node[(k, r.first_iter)], token, "data")
+        if arrived is not None:
+            it = iterations_by[(k, r.first_iter)]
+            _tails(G, r, arrived, step_node[(k, r.first_iter)],
+                   (it["step_s"] - tr["step_overhead_s"]) / r.gated.chain_s)
     for k, ps in enumerate(tr.get("prefill") or ()):
         for j, (*_rest, woke) in enumerate(ps.steps):
             if woke >= 0:  # what the request waits for before its prompt reaches the server
@@ -127,6 +171,60 @@ def run_graph(result: Any) -> nx.DiGraph:
         for w in [wake_post[i] for i in it["posted"]] + [wake_join[i] for i in it["joined"]]:
             add_dep(G, w, f"{loop(k)}:{n}:start", "data")
     return G
+
+
+def _messages(G: nx.DiGraph, r: Any, gate: str, tr: dict, decode_device: str) -> list[str]:
+    """Request ``r``'s handoff messages (a per-layer handoff): each a ``send`` on its lane's NICs, after
+    its ready offset from ``gate`` (a ``wait``, shared by the messages of one prefill layer), after the
+    lane's previous message and after the messages of earlier handoffs that held its NICs; and the
+    request's direct prefill -> decode gates (the token edge), each a ``wait`` from ``gate``. Returns
+    the node whose end is each gate's arrival, in the profile's order."""
+    g, p, i = r.gated, r.gated.profile, r.i
+    name = tr["nic_name"]
+    waits: dict = {}
+
+    def ready_wait(off: float) -> str:
+        if p.after_compute or off == 0.0:
+            return gate
+        node = waits.get(off)
+        if node is None:
+            node = waits[off] = add_event(G, f"r{i}:ready@{len(waits)}", kind="wait", request=i,
+                                          operator="layer ready", duration_s=off * g.scale)
+            add_dep(G, gate, node, "data")
+        return node
+
+    out = [""] * (p.messages + len(p.direct_off_s))
+    for lane_no, lane in enumerate(p.lanes):
+        nics = [name(("up", r.prefill_server, rank) if side == "up" else ("down", r.server, rank))
+                for side, rank in p.nic_names[lane_no]]
+        prev = None
+        for pos, j in enumerate(lane.idx):
+            layer, component, src, dst = p.labels[j] if p.labels else (None, None, 0, 0)
+            node = add_event(G, f"r{i}:send:{j}", kind="send", request=i, layer=layer, component=component,
+                             rank=dst, src_rank=src, device=" ".join(nics), duration_s=float(lane.dur_s[pos]))
+            add_dep(G, ready_wait(float(lane.ready_off_s[pos])), node, "data")
+            if prev is None:
+                for who, m in g.after[lane_no]:
+                    add_dep(G, f"r{who}:send:{m}", node, "resource")
+            else:
+                add_dep(G, prev, node, "program")
+            prev = out[j] = node
+    for q, off in enumerate(p.direct_off_s):
+        node = add_event(G, f"r{i}:token_gate:{q}", kind="wait", request=i, operator="token edge",
+                         duration_s=float(off) * g.scale, device=decode_device)
+        add_dep(G, gate, node, "data")
+        out[p.messages + q] = node
+    return out
+
+
+def _tails(G: nx.DiGraph, r: Any, arrived: list[str], end: str, k: float) -> None:
+    """What the step ending at ``end`` runs on request ``r``'s state: after each gate's arrival, its
+    tail (the decode chain from the first operator that needs it) at the step's pace ``k``."""
+    for j, node in enumerate(arrived):
+        tail = add_event(G, f"r{r.i}:tail:{j}", kind="wait", request=r.i, operator="decode after arrival",
+                         duration_s=float(r.gated.tail_s[j]) * k)
+        add_dep(G, node, tail, "data")
+        add_dep(G, tail, end, "data")
 
 
 def colocated_graph(run: Any) -> nx.DiGraph:

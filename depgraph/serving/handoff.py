@@ -84,6 +84,8 @@ class HandoffProfile:
     direct_off_s: np.ndarray  # ready offsets of direct prefill -> decode gates (token edge), else empty
     bytes_total: float
     messages: int
+    labels: tuple = ()  # per message: (layer, component, prefill rank, decode rank), for the realised graph
+    nic_names: tuple = ()  # per lane: its NICs as (side, rank)
 
 
 def _graph(model, cost, prompt_tokens: int, *, policy: str, nic: str) -> nx.DiGraph:
@@ -128,6 +130,8 @@ def profile_builder(model, cost, *, policy: str, nic: str = "per-gpu", after_com
             direct=[(u, v) for u, v in H.edges if u in prefill and v in decode],
             cards=[H.nodes[s].get("resource") for s in sends],
             ranks=[(H.nodes[s].get("src_rank") or 0, H.nodes[s].get("rank") or 0) for s in sends],
+            labels=tuple((H.nodes[s].get("layer"), H.nodes[s].get("component"), H.nodes[s].get("src_rank") or 0,
+                          H.nodes[s].get("rank") or 0) for s in sends),
         )
 
     def build(prompt_tokens: int) -> HandoffProfile:
@@ -174,7 +178,8 @@ def profile_builder(model, cost, *, policy: str, nic: str = "per-gpu", after_com
         tails = np.array(g, dtype=np.float64)
         return HandoffProfile(lanes=tuple(lanes), tail_s=tails, decode_chain_s=chain_s, prefill_s=prefill_s,
                               after_compute=after_compute, first_gate=tails >= chain_s, direct_off_s=direct_off,
-                              bytes_total=float(nbytes.sum()), messages=len(sends))
+                              bytes_total=float(nbytes.sum()), messages=len(sends), labels=structure["labels"],
+                              nic_names=tuple(tuple((side, rank) for side, rank, *_ in lane.nics) for lane in lanes))
 
     def profile(prompt_tokens: int) -> HandoffProfile:
         hit = cache.get(prompt_tokens)
@@ -190,10 +195,11 @@ class NICs:
     (seconds its messages waited between being ready and starting). Keys ``(side, server, rank)``:
     ``side`` ``"up"`` (a prefill GPU's) or ``"down"`` (a decode GPU's)."""
 
-    __slots__ = ("free", "bytes", "busy_s", "wait_s", "messages")
+    __slots__ = ("free", "bytes", "busy_s", "wait_s", "messages", "last")
 
     def __init__(self) -> None:
         self.free: dict = {}
+        self.last: dict = {}  # the message that last held each NIC: (request, message index)
         self.bytes: dict = {}
         self.busy_s: dict = {}
         self.wait_s: dict = {}
@@ -215,6 +221,10 @@ class GatedHandoff:
     first_ready_s: float
     end_s: float
     link_wait_s: float
+    profile: HandoffProfile | None = None  # what moved (for the realised graph)
+    gate_s: float = 0.0  # when its messages' ready offsets count from
+    scale: float = 1.0  # the offsets' scale (the predictor's prefill over the graph's)
+    after: tuple = ()  # per lane: the messages of earlier handoffs it waited for, (request, message index)
 
     def bound_s(self, step_s: float, overhead_s: float) -> float:
         """The earliest end of a decode step of ``step_s`` seconds (``overhead_s`` of them before its
@@ -228,20 +238,22 @@ class GatedHandoff:
 
 
 def move(profile: HandoffProfile, nics: NICs, *, gate_s: float, scale: float, up_server, down_server: int,
-         count_up: bool) -> GatedHandoff:
+         count_up: bool, who: int = -1) -> GatedHandoff:
     """Reserve a request's messages on its NICs (first come first served, in the order handoffs begin)
     from ``gate_s`` (its prefill's start when the producer streams, with the graph's prefill offsets
     times ``scale``; else when all of them are ready) and book them; return the realised handoff.
     ``up_server`` names the prefill server (``count_up`` false: an unbounded pool, whose uplinks never
-    contend and are not booked)."""
+    contend and are not booked). ``who``: the request, named in :attr:`NICs.last` for later handoffs."""
     arrival = np.empty(profile.messages + len(profile.direct_off_s))
-    free, link_wait = nics.free, 0.0
+    free, last, link_wait = nics.free, nics.last, 0.0
+    after = []
     for lane in profile.lanes:
         ready = gate_s + lane.ready_off_s * scale if not profile.after_compute else gate_s + lane.ready_off_s
         keys = [("up", up_server, rank) if side == "up" else ("down", down_server, rank)
                 for side, rank, *_ in lane.nics]
-        F = max((free.get(key, -math.inf) for key, (side, *_r) in zip(keys, lane.nics) if side == "down" or count_up),
-                default=-math.inf)
+        booked = [key for key, (side, *_r) in zip(keys, lane.nics) if side == "down" or count_up]
+        F = max((free.get(key, -math.inf) for key in booked), default=-math.inf)
+        after.append(tuple(last[key] for key in booked if key in last))
         x = np.maximum.accumulate(ready - lane.cum_prev_s)
         alone = lane.cum_s[-1] + x[-1]
         if F > x[0]:
@@ -254,6 +266,7 @@ def move(profile: HandoffProfile, nics: NICs, *, gate_s: float, scale: float, up
             if side == "up" and not count_up:
                 continue
             free[key] = float(end[pos[-1]])
+            last[key] = (who, int(lane.idx[pos[-1]]))
             nics.bytes[key] = nics.bytes.get(key, 0.0) + nbytes
             nics.busy_s[key] = nics.busy_s.get(key, 0.0) + busy
             nics.wait_s[key] = nics.wait_s.get(key, 0.0) + float(wait[pos].sum())
@@ -262,4 +275,4 @@ def move(profile: HandoffProfile, nics: NICs, *, gate_s: float, scale: float, up
         arrival[profile.messages:] = gate_s + profile.direct_off_s * scale
     first = float(np.max(arrival[profile.first_gate])) if profile.first_gate.any() else gate_s
     return GatedHandoff(arrival, profile.tail_s, profile.decode_chain_s, first, float(np.max(arrival[:profile.messages]))
-                        if profile.messages else gate_s, link_wait)
+                        if profile.messages else gate_s, link_wait, profile, gate_s, scale, tuple(after))

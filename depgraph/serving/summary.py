@@ -250,7 +250,8 @@ def disaggregated_result(sim: Any, **meta) -> LoadResult:
                       _trace={"reqs": sim.reqs, "iterations": sim.iterations, "config": sim.cfg, "posting_s": sim.predict.posting_s, "prefill": sim.pre,
                               "pool_bytes": [pool.pool_bytes for pool in sim.pools],
                               "handoff": sim.handoff, "prefill_s": sim.predict.prefill_s,
-                              "transfer_s": sim.predict.transfer_s})
+                              "transfer_s": sim.predict.transfer_s, "gated": sim.gated, "streams": sim.streams,
+                              "step_overhead_s": sim.predict.step_overhead_s, "nic_name": sim.nics.name})
 
 
 def colocated_result(model: ModelSpec, cfg: Any, cost: CostModel, table: pd.DataFrame, meta: dict) -> LoadResult:
