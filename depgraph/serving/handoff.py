@@ -110,16 +110,24 @@ def profile_builder(model, cost, *, policy: str, nic: str = "per-gpu", after_com
         kind = nx.get_node_attributes(H, "kind")
         sends = sorted((n for n, k in kind.items() if k == "send"), key=lambda n: H.nodes[n]["priority"])
         arrives = [n for n, k in kind.items() if k == "arrive"]
-        decode = set()
-        for a in arrives:
-            decode |= nx.descendants(H, a)
-        prefill = set()
-        for s in sends:
-            prefill |= nx.ancestors(H, s)
-        prefill -= set(sends)
-        for n in list(prefill):  # and the rest of the prefill (its last layer's all-reduces follow the last send)
-            prefill |= {v for v in nx.descendants(H, n) if kind[v] not in ("send", "arrive") and v not in decode}
         order = list(nx.topological_sort(H))
+        # one pass each way (linear in the graph): decode = what the arrivals reach; the prefill = what
+        # reaches a send, and the rest of what that reaches short of sends, arrivals and decode (the
+        # prefill's last layer's all-reduces follow its last send)
+        pred, succ = H.pred, H.succ
+        decode: set = set()
+        for n in order:
+            if any(p in decode or kind[p] == "arrive" for p in pred[n]):
+                decode.add(n)
+        feeds: set = set()
+        for n in reversed(order):
+            if kind[n] != "send" and any(v in feeds or kind[v] == "send" for v in succ[n]):
+                feeds.add(n)
+        prefill: set = set()
+        for n in order:
+            if n in feeds or (kind[n] not in ("send", "arrive") and n not in decode
+                              and any(p in prefill for p in pred[n])):
+                prefill.add(n)
         structure.update(
             sends=sends,
             send_preds=[[p for p in H.predecessors(s) if p in prefill] for s in sends],

@@ -178,7 +178,7 @@ def streaming_findings(table: pd.DataFrame) -> pd.DataFrame:
 
 def plot_streaming(table: pd.DataFrame):
     """Mean TTFT against the link for each variant: a panel per (model, prompt length), light load solid,
-    near capacity dashed."""
+    near capacity dashed (a linear axis from 0)."""
     from matplotlib.figure import Figure
     from matplotlib.ticker import FuncFormatter
 
@@ -198,18 +198,20 @@ def plot_streaming(table: pd.DataFrame):
                 for k, share in enumerate(shares):
                     d = table[(table.model == model) & (table.prompt_tokens == prompt) & (table.variant == v)
                               & (table.load_share == share)].set_index("link").reindex(links)
-                    ax.plot(range(len(links)), d.ttft_mean_s * 1e3, marker="o", ms=3, color=colors.get(v),
-                            ls="-" if k == 0 else "--", label=f"{v}" if k == 0 else None)
+                    whole = v == "whole"  # drawn over compute-then-move, which it often equals on fast links
+                    ax.plot(range(len(links)), d.ttft_mean_s * 1e3, marker="x" if whole else "o", ms=5 if whole else 3,
+                            color=colors.get(v), ls="-" if k == 0 else "--", label=f"{v}" if k == 0 else None,
+                            zorder=3 if whole else 2, lw=1.0 if whole else 1.5)
             ax.set_xticks(range(len(links)), links)
-            ax.set_yscale("log")
-            ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-            ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:g}" if f"{v:g}"[0] in "235" else ""))
-            ax.tick_params(axis="y", which="both", labelsize=7)
+            ax.set_ylim(bottom=0)
+            ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
+            ax.tick_params(axis="y", labelsize=7)
             ax.set_title(f"{model}, {prompt:,} tokens", fontsize=9)
             if j == 0:
                 ax.set_ylabel("mean TTFT (ms)")
     share_text = " / ".join(f"{100 * s:g}%" for s in shares)
     fig.suptitle(f"TTFT by readiness policy under load (solid / dashed: {share_text} of the capacity bound)",
                  fontsize=10)
-    axes[0][-1].legend(fontsize=7, loc="upper right")
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncols=len(labels), fontsize=8, frameon=False)
     return fig
