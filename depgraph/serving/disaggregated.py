@@ -156,7 +156,7 @@ class DisaggregatedSimulation:
             return
         self.kernel.push(self.prefill_pool.start(t, r), "prefilled", i)
         if self.streams:  # the producer sends each layer's state as its prefill ends
-            self._move(r.prefill_start, i, scale=self.predict.prefill_s(r.prompt))
+            self._move(r.prefill_start, i, scale=self.predict.prefill_s(r.prompt), now=t)
 
     def prefill_step(self, t: float, k: int) -> None:
         end = self.pre[k].start_step(t)
@@ -190,7 +190,7 @@ class DisaggregatedSimulation:
             self.send(t, i)
 
     # -- the handoff
-    def _move(self, gate: float, i: int, *, scale: float | None = None) -> None:
+    def _move(self, gate: float, i: int, *, scale: float | None = None, now: float | None = None) -> None:
         """A per-layer handoff of request ``i`` from ``gate`` on (its prefill's start, scaling the graph's
         prefill offsets to the predictor's prefill of ``scale`` seconds; else when all its state is
         ready): its messages booked on its NICs; it is ready when the policy lets it join a step."""
@@ -199,7 +199,7 @@ class DisaggregatedSimulation:
         factor = scale / profile.prefill_s if scale is not None and profile.prefill_s > 0 else 1.0
         count_up = r.prefill_server >= 0  # an unbounded prefill pool's uplinks never contend
         r.gated = move(profile, self.nics, gate_s=gate, scale=factor, up_server=r.prefill_server,
-                       down_server=r.server, count_up=count_up, who=i)
+                       down_server=r.server, count_up=count_up, who=i, now=gate if now is None else now)
         self.kernel.push(r.gated.first_ready_s, "ready", i)
 
     def _on_prefilled(self, t: float, i: int) -> None:

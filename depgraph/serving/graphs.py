@@ -80,6 +80,7 @@ def run_graph(result: Any) -> nx.DiGraph:
     reserved = cfg.decode.slot_scope == "reserved"
     wake_post, wake_join, sent = {}, {}, {}
     iterations_by = {(it["server"], it["iteration"]): it for it in iterations}
+    nic_order: list = []  # per-layer handoffs: (message, a message that waited for it on a NIC)
     for r in reqs:
         i, k = r.i, r.server
         arr = add_event(G, f"r{i}:arrival", kind="wait", request=i, operator="arrival", duration_s=r.nominal)
@@ -131,7 +132,7 @@ def run_graph(result: Any) -> nx.DiGraph:
             gate = pre_start if streamed else path[path.index(send) - 1]
             if streamed:
                 path.insert(path.index(pre), pre_start)
-            arrived = _messages(G, r, gate, tr, dev("decode", k))
+            arrived = _messages(G, r, gate, tr, dev("decode", k), nic_order)
             for j in np.flatnonzero(r.gated.profile.first_gate) if r.gated.profile.first_gate.any() else ():
                 add_dep(G, arrived[j], ready, "data")
             if not r.gated.profile.first_gate.any():
@@ -165,6 +166,8 @@ def run_graph(result: Any) -> nx.DiGraph:
                 w = reqs[woke]
                 before = f"r{woke}:slot" if handoff == "push" and reserved else sent[woke]
                 add_dep(G, before, f"prefill-{k}:step{j}", "data")
+    for u, v in nic_order:
+        add_dep(G, u, v, "resource")
     # an idle loop wakes on the event that restarts it
     for it in iterations:
         k, n = it["server"], it["iteration"]
@@ -173,12 +176,13 @@ def run_graph(result: Any) -> nx.DiGraph:
     return G
 
 
-def _messages(G: nx.DiGraph, r: Any, gate: str, tr: dict, decode_device: str) -> list[str]:
+def _messages(G: nx.DiGraph, r: Any, gate: str, tr: dict, decode_device: str, nic_order: list) -> list[str]:
     """Request ``r``'s handoff messages (a per-layer handoff): each a ``send`` on its lane's NICs, after
     its ready offset from ``gate`` (a ``wait``, shared by the messages of one prefill layer), after the
     lane's previous message and after the messages of earlier handoffs that held its NICs; and the
     request's direct prefill -> decode gates (the token edge), each a ``wait`` from ``gate``. Returns
-    the node whose end is each gate's arrival, in the profile's order."""
+    the node whose end is each gate's arrival, in the profile's order; the NIC order's edges go to
+    ``nic_order`` (a message may wait for one of a request booked earlier but listed later)."""
     g, p, i = r.gated, r.gated.profile, r.i
     name = tr["nic_name"]
     waits: dict = {}
@@ -198,16 +202,17 @@ def _messages(G: nx.DiGraph, r: Any, gate: str, tr: dict, decode_device: str) ->
         nics = [name(("up", r.prefill_server, rank) if side == "up" else ("down", r.server, rank))
                 for side, rank in p.nic_names[lane_no]]
         prev = None
+        waited = g.after[lane_no]
         for pos, j in enumerate(lane.idx):
             layer, component, src, dst = p.labels[j] if p.labels else (None, None, 0, 0)
             node = add_event(G, f"r{i}:send:{j}", kind="send", request=i, layer=layer, component=component,
                              rank=dst, src_rank=src, device=" ".join(nics), duration_s=float(lane.dur_s[pos]))
             add_dep(G, ready_wait(float(lane.ready_off_s[pos])), node, "data")
-            if prev is None:
-                for who, m in g.after[lane_no]:
-                    add_dep(G, f"r{who}:send:{m}", node, "resource")
-            else:
+            if prev is not None:
                 add_dep(G, prev, node, "program")
+            if pos in waited:  # it went when a message booked before it left the NIC (added once all exist)
+                who, m = waited[pos]
+                nic_order.append((f"r{who}:send:{m}", node))
             prev = out[j] = node
     for q, off in enumerate(p.direct_off_s):
         node = add_event(G, f"r{i}:token_gate:{q}", kind="wait", request=i, operator="token edge",

@@ -24,20 +24,23 @@ single-request graph's TTFT (tests/test_handoff_load.py).
 NICs (:class:`NICs`): every prefill GPU has an uplink and every decode GPU
 a downlink (``nic="per-node"``: one per server); a message holds the NIC
 at both ends. Sharing rule: **first come first served per NIC, in the
-order handoffs begin** -- a request's messages on one lane (the busier
-end's card, as the graph names it) go one after another, each when it is
-ready and when the previous has gone, and the lane starts when every NIC it
-touches has finished the messages of handoffs that began before it. So two
-handoffs that start together on one NIC take ``T1`` and ``T1 + T2``, not
-``2 T`` each as fair sharing would give; idle time inside an earlier
-handoff's stream is not lent to a later one (a conservative rule for
-streams paced by prefill). Each message pays the link's per-message
+order handoffs are booked, with backfilling** -- a request's messages on
+one lane (a card of the graph) go one after another; each goes at the
+first time from when it is ready (and its predecessor has gone) at which
+every NIC it touches is free for its whole duration. A handoff booked
+earlier keeps its times; a later one's messages fill the idle time
+between them (a stream paced by its prefill leaves most of its NIC idle).
+So two handoffs whose messages are all ready at once on one NIC take
+``T1`` and ``T1 + T2``, not ``2 T`` each as fair sharing would give; the
+arrivals are final when a handoff is booked, which is what lets the
+decode side plan on them. Each message pays the link's per-message
 latency, as in the graph.
 """
 
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 from dataclasses import dataclass
 
 import networkx as nx
@@ -86,6 +89,7 @@ class HandoffProfile:
     messages: int
     labels: tuple = ()  # per message: (layer, component, prefill rank, decode rank), for the realised graph
     nic_names: tuple = ()  # per lane: its NICs as (side, rank)
+    lane_nics: tuple = ()  # per lane, per position: the indices into the lane's NICs that message touches
 
 
 def _graph(model, cost, prompt_tokens: int, *, policy: str, nic: str) -> nx.DiGraph:
@@ -187,7 +191,8 @@ def profile_builder(model, cost, *, policy: str, nic: str = "per-gpu", after_com
         return HandoffProfile(lanes=tuple(lanes), tail_s=tails, decode_chain_s=chain_s, prefill_s=prefill_s,
                               after_compute=after_compute, first_gate=tails >= chain_s, direct_off_s=direct_off,
                               bytes_total=float(nbytes.sum()), messages=len(sends), labels=structure["labels"],
-                              nic_names=tuple(tuple((side, rank) for side, rank, *_ in lane.nics) for lane in lanes))
+                              nic_names=tuple(tuple((side, rank) for side, rank, *_ in lane.nics) for lane in lanes),
+                              lane_nics=tuple(_positions(lane) for lane in lanes))
 
     def profile(prompt_tokens: int) -> HandoffProfile:
         hit = cache.get(prompt_tokens)
@@ -198,16 +203,68 @@ def profile_builder(model, cost, *, policy: str, nic: str = "per-gpu", after_com
     return profile
 
 
-class NICs:
-    """Every NIC's books: when it is next free, and its bytes, busy seconds, messages and queueing
-    (seconds its messages waited between being ready and starting). Keys ``(side, server, rank)``:
-    ``side`` ``"up"`` (a prefill GPU's) or ``"down"`` (a decode GPU's)."""
+class _Timeline:
+    """One NIC's booked busy intervals, sorted and disjoint (touching ones merged), each with the message
+    that ends it, ``(request, message index)``."""
 
-    __slots__ = ("free", "bytes", "busy_s", "wait_s", "messages", "last")
+    __slots__ = ("starts", "ends", "owners")
 
     def __init__(self) -> None:
-        self.free: dict = {}
-        self.last: dict = {}  # the message that last held each NIC: (request, message index)
+        self.starts: list[float] = []
+        self.ends: list[float] = []
+        self.owners: list[tuple[int, int]] = []
+
+    def prune(self, now: float) -> None:
+        """Forget the intervals that end by ``now`` (no later booking starts before it)."""
+        k = bisect_right(self.ends, now)
+        if k:
+            del self.starts[:k], self.ends[:k], self.owners[:k]
+
+    def last_end(self) -> float:
+        return self.ends[-1] if self.ends else -math.inf
+
+    def conflict(self, s: float, d: float) -> int:
+        """The first interval that a message of ``d`` seconds starting at ``s`` would overlap, else -1."""
+        k = bisect_right(self.ends, s)
+        return k if k < len(self.starts) and self.starts[k] < s + d else -1
+
+    def add(self, s: float, e: float, owner: tuple[int, int]) -> None:
+        """Book ``[s, e)`` (free, as :meth:`conflict` found it), merged with the intervals it touches."""
+        if e <= s:
+            return
+        k = bisect_right(self.starts, s)
+        starts, ends, owners = self.starts, self.ends, self.owners
+        if k and ends[k - 1] == s:  # extends the previous interval
+            ends[k - 1], owners[k - 1] = e, owner
+            if k < len(starts) and starts[k] == e:  # and closes the gap to the next
+                ends[k - 1], owners[k - 1] = ends[k], owners[k]
+                del starts[k], ends[k], owners[k]
+        elif k < len(starts) and starts[k] == e:
+            starts[k] = s
+        else:
+            starts.insert(k, s)
+            ends.insert(k, e)
+            owners.insert(k, owner)
+
+
+def _positions(lane: Lane) -> tuple:
+    """Per position of ``lane``: the indices into ``lane.nics`` of the NICs its message touches."""
+    out: list[list[int]] = [[] for _ in lane.idx]
+    for q, (_side, _rank, pos, *_rest) in enumerate(lane.nics):
+        for p in pos.tolist():
+            out[p].append(q)
+    return tuple(tuple(x) for x in out)
+
+
+class NICs:
+    """Every NIC's books: its busy intervals (:class:`_Timeline`), and its bytes, busy seconds, messages
+    and queueing (seconds its messages waited between being ready and starting). Keys ``(side, server,
+    rank)``: ``side`` ``"up"`` (a prefill GPU's) or ``"down"`` (a decode GPU's)."""
+
+    __slots__ = ("timelines", "bytes", "busy_s", "wait_s", "messages")
+
+    def __init__(self) -> None:
+        self.timelines: dict = {}
         self.bytes: dict = {}
         self.busy_s: dict = {}
         self.wait_s: dict = {}
@@ -232,7 +289,7 @@ class GatedHandoff:
     profile: HandoffProfile | None = None  # what moved (for the realised graph)
     gate_s: float = 0.0  # when its messages' ready offsets count from
     scale: float = 1.0  # the offsets' scale (the predictor's prefill over the graph's)
-    after: tuple = ()  # per lane: the messages of earlier handoffs it waited for, (request, message index)
+    after: tuple = ()  # per lane: {position: the booked message it waited for, (request, message index)}
 
     def bound_s(self, step_s: float, overhead_s: float) -> float:
         """The earliest end of a decode step of ``step_s`` seconds (``overhead_s`` of them before its
@@ -246,35 +303,49 @@ class GatedHandoff:
 
 
 def move(profile: HandoffProfile, nics: NICs, *, gate_s: float, scale: float, up_server, down_server: int,
-         count_up: bool, who: int = -1) -> GatedHandoff:
-    """Reserve a request's messages on its NICs (first come first served, in the order handoffs begin)
-    from ``gate_s`` (its prefill's start when the producer streams, with the graph's prefill offsets
-    times ``scale``; else when all of them are ready) and book them; return the realised handoff.
-    ``up_server`` names the prefill server (``count_up`` false: an unbounded pool, whose uplinks never
-    contend and are not booked). ``who``: the request, named in :attr:`NICs.last` for later handoffs."""
+         count_up: bool, who: int = -1, now: float | None = None) -> GatedHandoff:
+    """Book a request's messages on its NICs from ``gate_s`` (its prefill's start when the producer
+    streams, with the graph's prefill offsets times ``scale``; else when all of them are ready) and
+    return the realised handoff. Each message goes, after the lane's previous one, at the first time
+    from its ready time when every NIC it touches is free for its whole duration: handoffs booked
+    earlier keep their times, and a later one's message fills the idle time between theirs (first come
+    first served, with backfilling). ``up_server`` names the prefill server (``count_up`` false: an
+    unbounded pool, whose uplinks never contend and are not booked); ``who``: the request, named as
+    the owner of its bookings; ``now`` (default ``gate_s``): the simulation's clock, before which no
+    booking can start any more (the books before it are dropped)."""
     arrival = np.empty(profile.messages + len(profile.direct_off_s))
-    free, last, link_wait = nics.free, nics.last, 0.0
+    timelines, link_wait = nics.timelines, 0.0
+    now = gate_s if now is None else now
     after = []
-    for lane in profile.lanes:
+    for lane_no, lane in enumerate(profile.lanes):
         ready = gate_s + lane.ready_off_s * scale if not profile.after_compute else gate_s + lane.ready_off_s
         keys = [("up", up_server, rank) if side == "up" else ("down", down_server, rank)
                 for side, rank, *_ in lane.nics]
-        booked = [key for key, (side, *_r) in zip(keys, lane.nics) if side == "down" or count_up]
-        F = max((free.get(key, -math.inf) for key in booked), default=-math.inf)
-        after.append(tuple(last[key] for key in booked if key in last))
+        books = []  # (position in lane.nics, timeline) of the NICs booked
+        for q, key in enumerate(keys):
+            if key[0] == "down" or count_up:
+                tl = timelines.get(key)
+                if tl is None:
+                    tl = timelines[key] = _Timeline()
+                tl.prune(now)
+                books.append((q, tl))
         x = np.maximum.accumulate(ready - lane.cum_prev_s)
         alone = lane.cum_s[-1] + x[-1]
-        if F > x[0]:
-            x = np.maximum(x, F)
-        end = lane.cum_s + x
+        waited: dict = {}
+        if all(tl.last_end() <= ready[0] for _q, tl in books):  # every NIC free from its first message on
+            end = lane.cum_s + x
+            start = end - lane.dur_s
+            for q, tl in books:
+                pos = lane.nics[q][2]
+                _append_blocks(tl, start[pos], end[pos], lane.idx[pos], who)
+        else:
+            end = _fit(lane, ready, books, who, waited, profile.lane_nics[lane_no])
+        after.append(waited)
         link_wait = max(link_wait, float(end[-1] - alone))
         arrival[lane.idx] = end
         wait = end - lane.dur_s - ready
-        for key, (side, _rank, pos, nbytes, busy) in zip(keys, lane.nics):
-            if side == "up" and not count_up:
-                continue
-            free[key] = float(end[pos[-1]])
-            last[key] = (who, int(lane.idx[pos[-1]]))
+        for q, _tl in books:
+            key, (_side, _rank, pos, nbytes, busy) = keys[q], lane.nics[q]
             nics.bytes[key] = nics.bytes.get(key, 0.0) + nbytes
             nics.busy_s[key] = nics.busy_s.get(key, 0.0) + busy
             nics.wait_s[key] = nics.wait_s.get(key, 0.0) + float(wait[pos].sum())
@@ -284,3 +355,42 @@ def move(profile: HandoffProfile, nics: NICs, *, gate_s: float, scale: float, up
     first = float(np.max(arrival[profile.first_gate])) if profile.first_gate.any() else gate_s
     return GatedHandoff(arrival, profile.tail_s, profile.decode_chain_s, first, float(np.max(arrival[:profile.messages]))
                         if profile.messages else gate_s, link_wait, profile, gate_s, scale, tuple(after))
+
+
+def _append_blocks(tl: _Timeline, start: np.ndarray, end: np.ndarray, idx: np.ndarray, who: int) -> None:
+    """Book a lane's messages on NIC ``tl``, which is free from the first of them on: back-to-back
+    messages as one interval."""
+    gaps = np.flatnonzero(start[1:] > end[:-1])
+    first = np.concatenate(([0], gaps + 1))
+    last = np.concatenate((gaps, [len(start) - 1]))
+    for a, b in zip(first.tolist(), last.tolist()):
+        tl.add(float(start[a]), float(end[b]), (who, int(idx[b])))
+
+
+def _fit(lane: Lane, ready: np.ndarray, books: list, who: int, waited: dict, lane_nics: tuple) -> np.ndarray:
+    """A lane's messages one by one where its NICs are booked after its first ready time: each at the
+    first time from its ready time and its predecessor's end when every NIC it touches is free for its
+    duration. ``waited`` gets, per position, the booked message it waited for."""
+    on = dict(books)
+    end = np.empty(len(lane.idx))
+    prev = -math.inf
+    for pos in range(len(lane.idx)):
+        d = float(lane.dur_s[pos])
+        s = max(float(ready[pos]), prev)
+        mine = [on[q] for q in lane_nics[pos] if q in on]
+        pred = None
+        moved = True
+        while moved:
+            moved = False
+            for tl in mine:
+                k = tl.conflict(s, d)
+                if k >= 0:
+                    s, pred, moved = tl.ends[k], tl.owners[k], True
+        if pred is not None:
+            waited[pos] = pred
+        e = s + d
+        owner = (who, int(lane.idx[pos]))
+        for tl in mine:
+            tl.add(s, e, owner)
+        end[pos] = prev = e
+    return end
