@@ -15,6 +15,7 @@ from __future__ import annotations
 import itertools
 import math
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -422,3 +423,31 @@ def test_a_later_stream_fills_the_idle_time_of_an_earlier_one():
     for spans in by_nic.values():
         spans.sort()
         assert all(b[0] >= a[1] - 1e-12 for a, b in zip(spans, spans[1:]))
+
+
+def test_async_admission_with_one_token_answers_serves_everyone():
+    """Async admission: a one-token answer is made on its own and frees its blocks there; the queue
+    behind it is admitted then (it was left waiting), a run of only such answers has no decode step
+    (its memory summary was a crash), and the realised graph still gives back every TTFT."""
+    rng = np.random.default_rng(0)
+    n = 40
+    trace = pd.DataFrame({"arrival_s": np.sort(rng.uniform(0, 0.2, n)), "prompt_tokens": [4096] * n,
+                          "output_tokens": rng.choice([1, 1, 1, 4], n)})
+    runs = [dg.loadtest(HYBRID, trace=trace, deployment="8P1D", handoff="push", policy="layer", admission="async",
+                        kv_pool_bytes=int(2.5e8)),
+            dg.loadtest(HYBRID, handoff="push", policy="layer", admission="async", out_tokens=1, deployment="1P1D",
+                        qps=8, prompt_tokens=4096, num_prompts=20),
+            dg.loadtest(DENSE, trace=pd.DataFrame({"arrival_s": [0.0, 1.0], "prompt_tokens": [100, 4095],
+                                                   "output_tokens": [2, 1]}),
+                        deployment="1P1D", handoff="push", policy="layer", admission="async",
+                        kv_pool_bytes=1 << 30),
+            dg.loadtest(HYBRID, handoff="push", policy="layer", out_tokens=1, admission="async", max_concurrency=2,
+                        qps=50, prompt_tokens=4096, num_prompts=20),
+            dg.loadtest(HYBRID, handoff="push", policy="layer", out_tokens=1, admission="async", max_num_seqs=1,
+                        qps=200, prompt_tokens=4096, num_prompts=20)]
+    for r in runs:
+        assert r.requests.ttft_s.notna().all()
+        f = dg.schedule(r.graph()).finish_s
+        for row in r.requests.itertuples():
+            assert f[f"r{row.request}:token"] - row.arrival_s == pytest.approx(row.ttft_s, rel=1e-9)
+    assert runs[1].summary["kv_used_peak"] == 0.0

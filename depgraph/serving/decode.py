@@ -28,7 +28,7 @@ class DecodeServer:
 
     __slots__ = ("sim", "k", "free_slots", "slot_queue", "last_release", "thread_free_at", "thread_last",
                  "pending_posting", "ready_queue", "running", "context_sum", "finishing_at", "loop_busy",
-                 "iterations", "finishing", "pool", "grow_at", "pending", "woken_at")
+                 "iterations", "finishing", "pool", "grow_at", "pending", "woken_at", "freed_by")
 
     def __init__(self, sim: Any, k: int, slots: int, pool: KVPool | None) -> None:
         self.sim, self.k = sim, k
@@ -49,6 +49,7 @@ class DecodeServer:
         self.grow_at: dict[int, list[int]] = {}  # loop iteration -> running requests that need a KV block in it
         self.pending: list[int] = []  # per-layer handoff, request scope: ready, but a step would still wait for it
         self.woken_at = -1.0  # per-layer handoff: when a wake-up timer last restarted the idle loop
+        self.freed_by = (-1.0, -1)  # async admission: (when, which) a one-token answer last freed its blocks
 
     # -- memory: KV blocks and recurrent state
     def admit(self, t: float) -> None:
@@ -59,7 +60,7 @@ class DecodeServer:
         while self.slot_queue and self.free_slots > 0:
             r = sim.reqs[self.slot_queue[0]]
             # async admission makes its first token on its own first: room for the second too
-            extra = 1 if sim.async_first and not r.generated and not r.recompute else 0
+            extra = 1 if sim.async_first and not r.generated and not r.recompute and r.out > 1 else 0
             if not pool.grow(r, pool.blocks(r.prompt + r.generated + 1 + extra)):
                 return
             self.slot_queue.pop(0)
@@ -68,6 +69,8 @@ class DecodeServer:
             if not r.recompute:  # the step whose end let it in (a readmission after a preemption has its own)
                 r.slot_iter = len(self.iterations) - 1
             self.take_slot(t, r.i)
+            if not r.recompute and self.freed_by[0] == t:  # let in by a one-token answer made on its own
+                r.slot_from = self.freed_by[1]
 
     def grow(self, t: float, n: int) -> bool:
         """Before loop iteration ``n``: give each running request that needs one its next KV block, oldest

@@ -184,6 +184,10 @@ class DisaggregatedSimulation:
                     "prefilled": self._on_prefilled,
                     "relayed": self._on_relayed, "posted": self._on_posted, "ready": self._on_ready,
                     "first_token": self._on_first_token, "decode_wake": self._on_decode_wake})
+        lost = [r.i for r in self.reqs if not r.last_token >= r.arrival]  # NaN: never finished
+        if lost:  # a request the loops never served is a bug of this simulation, not of its inputs
+            raise RuntimeError(f"the load test ended with {len(lost)} requests not served (the first: request "
+                               f"{lost[0]}); please report it")
 
     def _on_arrive(self, t: float, i: int) -> None:
         if self.client.arrive(i):
@@ -244,6 +248,9 @@ class DisaggregatedSimulation:
             r.last_token = t
             d.release_slot(t, i)
             self.finished(t, i)
+            if d.pool is not None:  # its blocks are free: an idle loop admits the queue's head
+                d.freed_by = (t, i)
+                d.kick(t)
             return
         d.ready_queue.append(i)
         d.kick(t)

@@ -81,6 +81,11 @@ def run_graph(result: Any) -> nx.DiGraph:
     wake_post, wake_join, sent = {}, {}, {}
     iterations_by = {(it["server"], it["iteration"]): it for it in iterations}
     nic_order: list = []  # per-layer handoffs: (message, a message that waited for it on a NIC)
+
+    def released(f) -> str:  # the node at whose end request f gave its slot back (its last token)
+        if f.last_iter < 0 and f.async_first:  # a one-token answer made on its own (async admission)
+            return f"r{f.i}:solo_end"
+        return step_node[(f.server, f.last_iter)]
     for r in reqs:
         i, k = r.i, r.server
         arr = add_event(G, f"r{i}:arrival", kind="wait", request=i, operator="arrival", duration_s=r.nominal)
@@ -88,7 +93,7 @@ def run_graph(result: Any) -> nx.DiGraph:
             f = reqs[r.sent_after]
             send_node = add_event(G, f"r{i}:send", kind="barrier", request=i, operator="send")
             add_dep(G, arr, send_node, "data")
-            add_dep(G, step_node[(f.server, f.last_iter)], send_node, "data")
+            add_dep(G, released(f), send_node, "data")
             arr = send_node
         sent[i] = arr
         if batching:  # its prompt is done at the end of the step that computed its last token
@@ -108,7 +113,7 @@ def run_graph(result: Any) -> nx.DiGraph:
         send = add_event(G, f"r{i}:transfer", kind="send", request=i, device="link", duration_s=tr["transfer_s"](r.prompt))
         token = add_event(G, f"r{i}:token", kind="token", request=i, device=dev("decode", k))
         if r.slot_from >= 0:
-            add_dep(G, step_node[(k, reqs[r.slot_from].last_iter)], slot, "resource")
+            add_dep(G, released(reqs[r.slot_from]), slot, "resource")
         if r.slot_iter >= 0:  # memory: let in at the end of a loop step (blocks freed, or a slot)
             add_dep(G, step_node[(k, r.slot_iter)], slot, "resource")
         if not batching and r.prefill_server >= 0 and r.prefill_after >= 0:

@@ -66,6 +66,9 @@ def _occupancy(sim: Any, end: float) -> dict[str, Any]:
     out["utilization_by_prefill_server"] = [b / end if end > 0 else math.nan for b in busy]
     if sim.memory:
         its = sim.iterations
+        if not its:  # no decode step ran (async admission, every answer one token): no step to read
+            out.update(kv_used_peak=0.0, kv_used_mean=0.0, kv_pool_bytes=min(pool.pool_bytes for pool in sim.pools))
+            return out
         used = _kv_used_of(sim, np.array([it["free_bytes"] for it in its], dtype=np.float64).reshape(len(its), -1))
         span = np.concatenate([c["end_s"] - c["start_s"] for c in _columns(sim)])
         total = float(span.sum())
