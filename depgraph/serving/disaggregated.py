@@ -197,22 +197,14 @@ class DisaggregatedSimulation:
     def _move(self, gate: float, i: int, *, scale: float | None = None, now: float | None = None) -> None:
         """A per-layer handoff of request ``i`` from ``gate`` on (its prefill's start, scaling the graph's
         prefill offsets to the predictor's prefill of ``scale`` seconds; else when all its state is
-        ready): its messages booked on its NICs. It is ready when it may join a step: with the batch-scope
-        hook once its first operator's state is in (the step then waits for the rest); with request scope
-        when a step of it alone would wait for none of its state (a longer step of a larger batch would
-        let it in a little earlier; it holds no decode slot while its prefill still runs)."""
+        ready): its messages booked on its NICs; it is ready when the policy lets it join a step."""
         r = self.reqs[i]
         profile = self.profile(r.prompt)
         factor = scale / profile.prefill_s if scale is not None and profile.prefill_s > 0 else 1.0
         count_up = r.prefill_server >= 0  # an unbounded prefill pool's uplinks never contend
         r.gated = move(profile, self.nics, gate_s=gate, scale=factor, up_server=r.prefill_server,
                        down_server=r.server, count_up=count_up, who=i, now=gate if now is None else now)
-        ready = r.gated.first_ready_s
-        if not self.batch_scope:
-            alone = self.decode_step_s(1, r.prompt, [r.prompt])
-            ready = max(ready, r.gated.earliest_start_s(alone, self.predict.step_overhead_s))
-        r.joinable_s = ready
-        self.kernel.push(ready, "ready", i)
+        self.kernel.push(r.gated.first_ready_s, "ready", i)
 
     def _on_prefilled(self, t: float, i: int) -> None:
         if self.streams:  # its messages went as its layers finished

@@ -142,9 +142,6 @@ def run_graph(result: Any) -> nx.DiGraph:
                 add_dep(G, arrived[j], ready, "data")
             if not r.gated.profile.first_gate.any():
                 add_dep(G, gate, ready, "data")
-            if r.joinable_s > r.gated.first_ready_s:  # request scope: when a step of it alone waits for nothing
-                add_dep(G, add_event(G, f"r{i}:joinable", kind="wait", request=i, operator="joinable",
-                                     duration_s=r.joinable_s), ready, "data")
             edges = [(u, v) for u, v in zip(path, path[1:]) if send not in (u, v)]
         else:
             arrived = None

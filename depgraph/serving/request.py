@@ -44,7 +44,7 @@ class HandoffRequest(Request):
     __slots__ = ("prefill_end", "prefill_server", "prefill_after", "prefill_step", "slot_request", "slot_start",
                  "posting_start", "posting_end", "ready", "slot_from", "thread_after", "slot_iter", "slot_since",
                  "slot_held_s", "first_iter", "last_iter", "finish_iter", "grow_iter", "join_seq", "recompute",
-                 "preempted_token_s", "gated", "stall_s", "async_first", "solo_s", "joinable_s")
+                 "preempted_token_s", "gated", "stall_s", "async_first", "solo_s")
 
     def __init__(self, i: int, arrival: float, prompt: int, out: int) -> None:
         super().__init__(i, arrival, prompt, out)
@@ -68,4 +68,3 @@ class HandoffRequest(Request):
         self.stall_s = 0.0  # seconds its steps waited for other requests' state (a batch-scope hook)
         self.async_first = False  # its first token was made on its own (async admission), not in a batch step
         self.solo_s = 0.0  # async admission: the step that made its first token on its own, seconds
-        self.joinable_s = _NAN  # a per-layer handoff: when it may join a step (its ready time)
