@@ -293,9 +293,9 @@ def test_plan_names_the_link_when_it_binds():
     assert r["busiest_nic"] == "decode0:gpu0:down" and r["link_busy_share"] > 0.9
     per_request = sum(dg.handoff_bytes(dg.load_model(HYBRID), prompt_tokens=16384).values()) * 8 / 10e9
     assert r["link_capacity_rps"] == pytest.approx(1 / per_request, rel=0.01)  # latency: none on this link
-    assert r["link_capacity_rps"] < r["capacity_rps"]
+    assert r["capacity_rps"] == r["link_capacity_rps"] and r["capacity_binding"] == "handoff NIC"
     assert r["goodput_rps"] <= r["link_capacity_rps"]
-    assert "carries at most" in r["reason"]
+    assert "carries at most" in r["reason"] and "under the servers' bound (3.79 req/s)" in r["reason"]
 
 
 def test_plan_cli_policy_and_link(capsys):

@@ -162,13 +162,15 @@ def engine_capacity_rps(step: StepCost, *, servers: int, slots: int, budget: int
 
 def capacity_bound(*, kind: str, predict: Any, table: Any, prefill: Any, decode: Any, handoff: str | None,
                    pools: Sequence[StagePool] = (), engine_budget: int | None = None,
-                   relay_s: float = 0.0) -> dict[str, Any]:
+                   relay_s: float = 0.0, link_rps: float | None = None) -> dict[str, Any]:
     """The deployment's capacity from the step predictor ``predict`` for ``table``'s mean prompt and output
     (the module docstring gives each rule): ``capacity_rps`` (the smallest side's), ``capacity_binding``
     (which side), ``prefill_capacity_rps`` and ``decode_capacity_rps`` (colocated: both the servers'),
     ``capacity_batch`` (the requests decoding at once at saturation). ``prefill``/``decode``: the resolved
     configuration's sections; ``pools``: the decode (or colocated) servers' KV cache per stage, empty
-    without memory; ``engine_budget``: a colocated server's token budget."""
+    without memory; ``engine_budget``: a colocated server's token budget; ``link_rps``: a per-layer
+    handoff's busiest NIC's rate (requests over its busy seconds), which binds when it is the smallest
+    (``capacity_binding`` ``"handoff NIC"``)."""
     p = float(table["prompt_tokens"].mean()) if len(table) else 0.0
     o = float(table["output_tokens"].mean()) if len(table) else 0.0
     nan = math.nan
@@ -205,7 +207,9 @@ def capacity_bound(*, kind: str, predict: Any, table: Any, prefill: Any, decode:
                                      thread_posting_s=posting if handoff == "pull-thread" else 0.0,
                                      held_before_s=held)
     binding = "prefill servers" if pre < dec else "decode memory" if slots < decode.max_num_seqs else "decode servers"
-    out.update(capacity_rps=min(pre, dec), capacity_binding=binding,
+    if link_rps is not None and link_rps < min(pre, dec):
+        binding = "handoff NIC"
+    out.update(capacity_rps=min(pre, dec, link_rps if link_rps is not None else math.inf), capacity_binding=binding,
                prefill_capacity_rps=pre if math.isfinite(pre) else None,  # None: a pool that never queues
                decode_capacity_rps=dec, capacity_batch=batch)
     return out

@@ -240,7 +240,8 @@ def disaggregated_result(sim: Any, **meta) -> LoadResult:
                    **_occupancy(sim, end), **_handoff_summary(sim, df, end))
     cfg = sim.cfg
     capacity = capacity_bound(kind="disaggregated", predict=sim.predict, table=df, prefill=cfg.prefill, decode=cfg.decode,
-                              handoff=sim.handoff, pools=sim.pools, relay_s=cfg.handoff.relay_s)
+                              handoff=sim.handoff, pools=sim.pools, relay_s=cfg.handoff.relay_s,
+                              link_rps=summary.get("nic_capacity_rps") if sim.gated else None)
     summary.update(steady_state(df.arrival_s.to_numpy(), df.ttft_s.to_numpy(), df.finish_s.to_numpy(),
                                 _queue_spans(sim, df, end), max_concurrency=sim.concurrency,
                                 offered_rps=meta.get("qps"), capacity=capacity))

@@ -111,20 +111,29 @@ def _streaming_section(ctx: dict) -> str:
     stop = f[f.layer_vs_ctm < 0.05]
     stops = ", ".join(sorted({f"{m} at {p:,} tokens on {l}" for m, p, l in
                               zip(stop.model, stop.prompt_tokens, stop.link)})) or "nowhere in this grid"
-    whole_miss = f.ctm_vs_whole.min()
-    unsteady = t[~t.steady_state]
+    steady = f[f.all_steady.astype(bool)]
+    unsteady = t[~t.steady_state.astype(bool)]
+    short = steady.loc[steady.whole_vs_ctm.idxmax()] if len(steady) else None
+    whole_text = ("every point's runs were unsteady" if short is None else
+                  f"up to {pct(short.whole_vs_ctm)} below compute-then-move's ({short.model}, "
+                  f"{short.prompt_tokens:,} tokens, {short.link}, {pct(short.load_share)} of capacity)")
+    component = f.component_vs_layer.max()
+    small = f[f.prompt_tokens == f.prompt_tokens.min()]
+    big = f[f.prompt_tokens == f.prompt_tokens.max()]
     return f"""## The mechanism under load: readiness policies in the load test (issue 29)
 
 The first study measures its policies on one request and on small workloads. Here the same graph runs
 inside the load test (`workloads/streaming.toml`, `tables/streaming.csv`, `tables/streaming_findings.csv`):
 {', '.join(dict.fromkeys(t.model))} on one prefill and one decode server (H100, TP 2 a side, a NIC per
 GPU), fixed prompts of {', '.join(f'{p:,}' for p in sorted(set(t.prompt_tokens)))} tokens and 128 output
-tokens, links {', '.join(dict.fromkeys(t.link))}, at {pct(light)} and {pct(heavy)} of the servers' capacity
-bound at that length, {int(t.requests.iloc[0]):,} requests a run. Each request's state moves message by message (layer, component, rank pair) on NICs
-shared first come first served; with one request on an idle system the load test gives the graph's TTFT
-under every policy to 1e-9 (tests/test_handoff_load.py). Gains are of mean TTFT; `layer+batch` is layer
-readiness with vLLM's batch-scope `wait_for_layer_load`, `layer+edge` layer readiness where the first
-decode step waits for the prefill's token. {len(unsteady)} of {len(t)} runs were not steady.
+tokens, links {', '.join(dict.fromkeys(t.link))}, at {pct(light)} and {pct(heavy)} of the capacity bound at
+that length (the servers' bounds and the busiest NIC's rate, the smallest), {int(t.requests.iloc[0]):,}
+requests a run. Each request's state moves message by message (layer, component, rank pair) on NICs
+shared first come first served with backfilling; with one request on an idle system the load test
+gives the graph's TTFT under every policy to 1e-9 (tests/test_handoff_load.py). Gains are of the mean
+TTFT over all requests; `layer+batch` is layer readiness with vLLM's batch-scope `wait_for_layer_load`,
+`layer+edge` layer readiness where the first decode step waits for the prefill's token. {len(unsteady)}
+of {len(t)} runs were not steady (their means depend on the run length).
 
 {_table_md(table)}
 
@@ -132,25 +141,25 @@ decode step waits for the prefill's token. {len(unsteady)} of {len(t)} runs were
 
 Which single-request conclusions survive under load:
 
-- **Component readiness adds nothing over layer readiness**: at most {pct(f.component_vs_layer.max())} here
-  (the study: at most 1.98%). Survives.
-- **Layer readiness beats a global wait by a wide margin**: survives for short prompts (up to
-  {pct(f[f.prompt_tokens == f.prompt_tokens.min()].layer_vs_global.max())} at {f.prompt_tokens.min():,} tokens,
-  {pct(f[(f.prompt_tokens == f.prompt_tokens.min()) & (f.load_share == heavy)].layer_vs_global.max())} near
-  capacity), and shrinks as the prompt grows (at most {pct(f[f.prompt_tokens == f.prompt_tokens.max()].layer_vs_global.max())}
-  at {f.prompt_tokens.max():,}), where the prefill and the queue ahead of it make up the TTFT. The gain
-  rests on decode layers running before the prefill's last layer: with the token edge it is at most
-  {pct(f.layer_edge_vs_global.max())}.
+- **Component readiness adds nothing over layer readiness**: at most {pct(component)} here (the study: at
+  most 1.98%). {"Survives." if component <= 0.0198 else "Does not survive: larger than the study's bound."}
+- **Layer readiness beats a global wait by a wide margin**: at {small.prompt_tokens.iloc[0]:,} tokens up to
+  {pct(small.layer_vs_global.max())} ({pct(small[small.load_share == heavy].layer_vs_global.max())} near capacity);
+  at {big.prompt_tokens.iloc[0]:,} at most {pct(big.layer_vs_global.max())}, where the prefill and the queue ahead
+  of it make up the TTFT. It survives for short prompts only. With the token edge (no decode layer before
+  the prefill ends) the gain is at most {pct(f.layer_edge_vs_global.max())}: what is left is decode running
+  while the last layers' state is still in flight after the prefill.
 - **Streaming (layer) against compute-then-move** is what the link decides: up to {pct(f.layer_vs_ctm.max())}
   on the slowest link, under 5% (streaming stops mattering) for {stops}.
-- **A batch-scope hook stalls the running batch**: survives and grows with load and prompt length. The
-  joiner's TTFT improves by at most {pct(f.batch_hook_vs_request.max())}, while the requests already
-  running wait for other requests' state, {f.stall_mean_s.max() * 1e3:,.0f} ms over a request's life on
-  average at worst (`stall_mean_s`), and their TPOT p99 rises from
-  {f.tpot_p99_layer_s.max() * 1e3:.1f} ms to {f.tpot_p99_batch_hook_s.max() * 1e3:.1f} ms: "layer" is not
-  free under load when the hook's scope is the batch.
-- **The bulk handoff the load model had (`whole`) ignores contention**: against compute-then-move on
-  NICs that contend it reads the TTFT up to {pct(-whole_miss)} short, on the slowest link near capacity.
+- **A batch-scope hook stalls the running batch**: survives and grows with load and prompt length. Mean
+  TTFT improves by at most {pct(f.batch_hook_vs_request.max())} (the request joins at its first layer's
+  arrival), while the requests already running wait for its later layers: at worst
+  {f.stall_mean_s.max() * 1e3:,.0f} ms over a request's life on average (`stall_mean_s`), and their TPOT p99
+  rises from {f.tpot_p99_layer_s.max() * 1e3:.1f} ms to {f.tpot_p99_batch_hook_s.max() * 1e3:.1f} ms. These stalls are
+  as long as they are because the hook lets the request in once its first layer's state is in, most of a
+  prefill before its last: "layer" is not free under load when the hook's scope is the batch.
+- **The bulk handoff the load model had (`whole`, NICs not modelled) ignores contention**: on steady
+  points its mean TTFT is {whole_text}.
 
 """
 

@@ -90,12 +90,13 @@ def _variant(name: str) -> dict[str, Any]:
 
 def streaming_point(model: str, prompt_tokens: int, link: str, shares: list[float], variants: list[str],
                     load: dict[str, Any]) -> list[dict[str, Any]]:
-    """One (model, prompt length, link): the capacity bound from a short whole-handoff run, then each load
-    share of it under each variant; a row per run."""
+    """One (model, prompt length, link): the capacity bound from a short run whose handoff contends on the
+    NICs (compute-then-move: the servers' bounds and the busiest NIC's rate, the smallest), then each
+    load share of it under each variant; a row per run."""
     from ..serving.simulator import loadtest
 
     base = dict(load, prompt_tokens=prompt_tokens, link=link)
-    probe = loadtest(model, **{**base, "num_prompts": 20, "qps": 1.0}).summary
+    probe = loadtest(model, **{**base, "num_prompts": 20, "qps": 1.0}, policy="compute-then-move").summary
     capacity = probe["capacity_rps"]
     rows = []
     for share in shares:
@@ -152,7 +153,9 @@ def streaming_findings(table: pd.DataFrame) -> pd.DataFrame:
     hook does (its TTFT against request scope, the stall it imposed on running requests)."""
     keys = ["model", "prompt_tokens", "link", "load_share"]
     wide = table.pivot_table(index=keys, columns="variant", values="ttft_mean_s", sort=False)
+    steady = table.pivot_table(index=keys, columns="variant", values="steady_state", aggfunc="min", sort=False)
     out = wide.reset_index()
+    out["all_steady"] = steady.all(axis=1).to_numpy()
     col = {v: wide[v].to_numpy() for v in wide.columns}
 
     def gain(a: str, b: str):
@@ -161,7 +164,7 @@ def streaming_findings(table: pd.DataFrame) -> pd.DataFrame:
     out["layer_vs_global"] = gain("global", "layer")
     out["layer_vs_ctm"] = gain("compute-then-move", "layer")
     out["component_vs_layer"] = gain("layer", "component")
-    out["ctm_vs_whole"] = gain("whole", "compute-then-move")
+    out["whole_vs_ctm"] = gain("compute-then-move", "whole")  # how much shorter whole reads the TTFT
     out["batch_hook_vs_request"] = gain("layer", "layer+batch")
     out["layer_edge_vs_global"] = gain("global", "layer+edge")
     extra = table[table.variant == "layer+batch"].set_index(keys)

@@ -40,8 +40,9 @@ bounds it:
     TTFT-bound with the handoff more than half of the mean first-token time,
     or (a per-layer handoff, whose messages contend on NICs) not steady with
     its busiest NIC's rate (``nic_capacity_rps``: requests over its busy
-    seconds) at most the servers' capacity bound; rows carry the busiest NIC,
-    its busy share (``link_busy_share``) and that rate (``link_capacity_rps``);
+    seconds) below the servers' bounds (the capacity bound's binding is then
+    ``handoff NIC``); rows carry the busiest NIC, its busy share
+    (``link_busy_share``) and that rate (``link_capacity_rps``);
 ``memory-bound``
     the weights do not fit the GPUs, one request does not fit beside them,
     the KV cache caps the batch below the offered load (the capacity bound's
@@ -240,13 +241,13 @@ def _verdict(s: dict[str, Any], df: Any, t: _Traffic) -> tuple[bool, str, str]:
         return True, "meets SLOs", (f"{100 * s['slo_attainment']:.1f}% of requests meet both targets (at least "
                                     f"{target} asked), at {100 * s['load_share']:.0f}% of the capacity bound"
                                     + (f"; {100 * preempted:.0f}% preempted on the way" if preempted else "") + nic)
-    link_rps = s.get("nic_capacity_rps")
-    if not steady and link_share is not None and link_rps <= s["capacity_rps"]:
-        return False, "link-bound", (f"not steady: the handoff's busiest NIC, {s['busiest_nic']}, is busy "
-                                     f"{100 * link_share:.0f}% of the run (its messages queued "
-                                     f"{s['nic_queue_wait_mean_s'][s['busiest_nic']] * 1e3:.0f} ms on average) and "
-                                     f"carries at most {link_rps:.3g} req/s, under the servers' capacity bound "
-                                     f"({s['capacity_rps']:.3g} req/s)")
+    if not steady and s.get("capacity_binding") == "handoff NIC":
+        servers = min(v for v in (s.get("prefill_capacity_rps"), s.get("decode_capacity_rps"), math.inf)
+                      if v is not None)
+        return False, "link-bound", (f"not steady: the handoff's busiest NIC, {s['busiest_nic']}, carries at most "
+                                     f"{s['nic_capacity_rps']:.3g} req/s (offered {s['offered_rps']:.3g}; its "
+                                     f"messages queued {s['nic_queue_wait_mean_s'][s['busiest_nic']] * 1e3:.0f} ms "
+                                     f"on average), under the servers' bound ({servers:.3g} req/s)")
     if not steady:
         failed, binding = s["steady_state_failed"], s["capacity_binding"] or "its servers"
         memory = "memory" in str(binding)
