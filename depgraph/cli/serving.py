@@ -308,7 +308,8 @@ def add_plan_command(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--policy", default="whole", metavar="P[,P]",
                    help="the handoff's readiness policies for disaggregated candidates: whole (one bulk transfer "
                         "after prefill, the default), compute-then-move, global, layer, component, a comma list, or "
-                        "all (each candidate under every policy: does streaming change the cheapest deployment?)")
+                        "all (each candidate under every policy: does streaming change the cheapest deployment?); "
+                        "each policy is a candidate of its own against --max-candidates")
     p.add_argument("--link", default=None, metavar="L",
                    help=f"{LINK_HELP}; between the prefill and decode servers (default {DEFAULT_LINK})")
     p.add_argument("--only", default=None, help="colocated or disaggregated: try only those")

@@ -350,14 +350,14 @@ def _handoff_policy(params: LoadModel, *, policy, hook_scope, admission, nic, to
 
     if colocated:
         for name, value in (("policy", policy), ("hook_scope", hook_scope), ("admission", admission), ("nic", nic),
-                            ("token_edge", token_edge)):
+                            ("token_edge", token_edge or None)):
             if value is not None:
                 raise ConfigError(f"{name}: a colocated deployment has no handoff; leave it out")
         return {}
     policy = WHOLE if policy is None else one_of("policy", policy, HANDOFF_POLICIES)
     if policy == WHOLE:
         for name, value in (("hook_scope", hook_scope), ("admission", admission), ("nic", nic),
-                            ("token_edge", token_edge)):
+                            ("token_edge", token_edge or None)):  # an explicit False is the default
             if value is not None:
                 raise ConfigError(f"{name}: sets how a per-layer handoff is waited on; give a policy "
                                   f"({', '.join(HANDOFF_POLICIES[1:])})")
