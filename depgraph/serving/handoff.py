@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_right
+from itertools import repeat
 from dataclasses import dataclass
 
 import networkx as nx
@@ -335,9 +336,15 @@ def move(profile: HandoffProfile, nics: NICs, *, gate_s: float, scale: float, up
         if all(tl.last_end() <= ready[0] for _q, tl in books):  # every NIC free from its first message on
             end = lane.cum_s + x
             start = end - lane.dur_s
+            whole_lane = None  # the blocks of a NIC that carries every message of the lane, made once
             for q, tl in books:
                 pos = lane.nics[q][2]
-                _append_blocks(tl, start[pos], end[pos], lane.idx[pos], who)
+                if len(pos) == len(lane.idx):
+                    if whole_lane is None:
+                        whole_lane = _blocks(start, end, lane.idx, who)
+                    _append_blocks(tl, whole_lane)
+                else:
+                    _append_blocks(tl, _blocks(start[pos], end[pos], lane.idx[pos], who))
         else:
             end = _fit(lane, ready, books, who, waited, profile.lane_nics[lane_no])
         after.append(waited)
@@ -357,14 +364,27 @@ def move(profile: HandoffProfile, nics: NICs, *, gate_s: float, scale: float, up
                         if profile.messages else gate_s, link_wait, profile, gate_s, scale, tuple(after))
 
 
-def _append_blocks(tl: _Timeline, start: np.ndarray, end: np.ndarray, idx: np.ndarray, who: int) -> None:
-    """Book a lane's messages on NIC ``tl``, which is free from the first of them on: back-to-back
-    messages as one interval."""
-    gaps = np.flatnonzero(start[1:] > end[:-1])
-    first = np.concatenate(([0], gaps + 1))
+def _blocks(start: np.ndarray, end: np.ndarray, idx: np.ndarray, who: int) -> tuple[list, list, list]:
+    """Messages (in send order, none overlapping) as busy intervals, back-to-back ones merged: their
+    starts, ends and the message that ends each, ``(who, message index)``."""
+    apart = start[1:] > end[:-1]
+    if apart.all():  # a stream paced by its prefill: every message its own interval
+        return start.tolist(), end.tolist(), list(zip(repeat(who), idx.tolist()))
+    gaps = np.flatnonzero(apart)
     last = np.concatenate((gaps, [len(start) - 1]))
-    for a, b in zip(first.tolist(), last.tolist()):
-        tl.add(float(start[a]), float(end[b]), (who, int(idx[b])))
+    starts = start[np.concatenate(([0], gaps + 1))].tolist()
+    return starts, end[last].tolist(), list(zip(repeat(who), idx[last].tolist()))
+
+
+def _append_blocks(tl: _Timeline, blocks: tuple[list, list, list]) -> None:
+    """Book ``blocks`` (:func:`_blocks`) on NIC ``tl``, which is free from the first of them on."""
+    starts, ends, owners = blocks
+    if tl.ends and tl.ends[-1] == starts[0]:  # the first continues the NIC's last interval
+        tl.ends[-1], tl.owners[-1] = ends[0], owners[0]
+        starts, ends, owners = starts[1:], ends[1:], owners[1:]
+    tl.starts.extend(starts)
+    tl.ends.extend(ends)
+    tl.owners.extend(owners)
 
 
 def _fit(lane: Lane, ready: np.ndarray, books: list, who: int, waited: dict, lane_nics: tuple) -> np.ndarray:
