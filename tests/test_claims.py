@@ -144,3 +144,16 @@ def test_phase_distribution_agrees_with_the_exact_expectation(run):
     g = replay_gains(replay)
     g = g[(g.workload == "batch") & (g.admission == "step")].set_index("key")
     assert (d.expected - g.component_vs_layer.reindex(d.index)).abs().max() < 1e-12
+
+
+def test_the_reproduction_runs_the_study_of_the_mechanism_under_load(run):
+    """workloads/streaming.toml runs in the reproduction: its tables, figure and report section, whose
+    verdicts come from the table (issue 29)."""
+    out, _ = run
+    table = pd.read_csv(out / "tables" / "streaming.csv")
+    assert len(table) == 2 * 3 * 3 * 2 * 7 and set(table.variant) >= {"whole", "layer", "layer+batch"}
+    findings = pd.read_csv(out / "tables" / "streaming_findings.csv")
+    assert (findings.component_vs_layer <= 0.0198).all()  # the study's bound on the component increment
+    assert (out / "figures" / "streaming_under_load.png").stat().st_size > 10_000
+    report = (out / "report.md").read_text()
+    assert "## The mechanism under load" in report and "Which single-request conclusions survive" in report

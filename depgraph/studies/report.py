@@ -120,6 +120,13 @@ def _streaming_section(ctx: dict) -> str:
     component = f.component_vs_layer.max()
     small = f[f.prompt_tokens == f.prompt_tokens.min()]
     big = f[f.prompt_tokens == f.prompt_tokens.max()]
+    survives = ("It survives for short prompts only." if small.layer_vs_global.max() >= 0.05 > big.layer_vs_global.max()
+                else "It survives at every length here." if big.layer_vs_global.max() >= 0.05
+                else "It does not survive here.")
+    grows = all(g[g.prompt_tokens == g.prompt_tokens.max()].stall_mean_s.max()
+                > g[g.prompt_tokens == g.prompt_tokens.min()].stall_mean_s.max() for _, g in f.groupby("model"))
+    stalls = ("survives" + (", and grows with the prompt length." if grows else ".")
+              if f.stall_mean_s.max() > 0 else "does not show here (no step waited).")
     return f"""## The mechanism under load: readiness policies in the load test (issue 29)
 
 The first study measures its policies on one request and on small workloads. Here the same graph runs
@@ -146,12 +153,12 @@ Which single-request conclusions survive under load:
 - **Layer readiness beats a global wait by a wide margin**: at {small.prompt_tokens.iloc[0]:,} tokens up to
   {pct(small.layer_vs_global.max())} ({pct(small[small.load_share == heavy].layer_vs_global.max())} near capacity);
   at {big.prompt_tokens.iloc[0]:,} at most {pct(big.layer_vs_global.max())}, where the prefill and the queue ahead
-  of it make up the TTFT. It survives for short prompts only. With the token edge (no decode layer before
+  of it make up the TTFT. {survives} With the token edge (no decode layer before
   the prefill ends) the gain is at most {pct(f.layer_edge_vs_global.max())}: what is left is decode running
   while the last layers' state is still in flight after the prefill.
 - **Streaming (layer) against compute-then-move** is what the link decides: up to {pct(f.layer_vs_ctm.max())}
   on the slowest link, under 5% (streaming stops mattering) for {stops}.
-- **A batch-scope hook stalls the running batch**: survives and grows with load and prompt length. Mean
+- **A batch-scope hook stalls the running batch**: {stalls} Mean
   TTFT improves by at most {pct(f.batch_hook_vs_request.max())} (the request joins at its first layer's
   arrival), while the requests already running wait for its later layers: at worst
   {f.stall_mean_s.max() * 1e3:,.0f} ms over a request's life on average (`stall_mean_s`), and their TPOT p99
