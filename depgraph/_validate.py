@@ -48,6 +48,13 @@ def positive_int(field: str, value: Any, *, upper: int | None = None, allow_zero
     return int(value)
 
 
+def boolean(field: str, value: Any) -> bool:
+    """``value`` if it is ``True`` or ``False``, else a ConfigError naming ``field``."""
+    if not isinstance(value, bool):
+        raise ConfigError(f"{field}: expected true or false, got {value!r}")
+    return value
+
+
 def one_of(field: str, value: Any, allowed: list[str] | tuple[str, ...]) -> str:
     """Return ``value`` if it is one of ``allowed`` (case-insensitive)."""
     if isinstance(value, str):

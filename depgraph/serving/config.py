@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from .._validate import one_of, positive_int
+from .._validate import boolean, one_of, positive_int
 from ..errors import ConfigError
 from ..specs.cost import CostModel, calibrated_fields
 from ..specs.models import ModelSpec
@@ -289,8 +289,8 @@ def resolve(model: ModelSpec, *, handoff: str | None = None, deployment: str | N
         raise ConfigError(f"handoff: a {deploy.name} deployment has no handoff; leave it out")
     slo = check_slos(slo_ttft_s, slo_tpot_s)
     engine = None
-    if memory is not None and not isinstance(memory, bool):
-        raise ConfigError(f"memory: expected true or false, got {memory!r}")
+    if memory is not None:
+        boolean("memory", memory)
     if max_concurrency is not None:
         max_concurrency = positive_int("max_concurrency", max_concurrency, upper=10_000_000)
     if colocated:
@@ -373,13 +373,7 @@ def _handoff_policy(params: LoadModel, *, policy, hook_scope, admission, nic, to
             "hook_scope": "request" if hook_scope is None else one_of("hook_scope", hook_scope, HOOK_SCOPES),
             "admission": "step" if admission is None else one_of("admission", admission, ADMISSIONS),
             "nic": "per-gpu" if nic is None else one_of("nic", nic, NIC_MODES),
-            "token_edge": False if token_edge is None else _flag("token_edge", token_edge)}
-
-
-def _flag(field: str, value) -> bool:
-    if not isinstance(value, bool):
-        raise ConfigError(f"{field}: expected true or false; got {value!r}")
-    return value
+            "token_edge": False if token_edge is None else boolean("token_edge", token_edge)}
 
 
 def _check_colocated(deploy: Deployment, params: LoadModel) -> None:
