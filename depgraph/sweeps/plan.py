@@ -429,7 +429,8 @@ def plan(model, *, gpu: str = DEFAULT_GPU, gpus: int, qps: float, prompt_tokens:
     ``busiest_nic`` (a per-layer handoff's busiest NIC and its busy share;
     ``None`` otherwise), ``requests_run`` (the run lengths
     the verdict took), ``verified_prompts`` (the re-run's length, the top
-    ones), ``assumptions`` (the cost model's terms, the overheads and the
+    ones, whose attainment, latencies, reason and ``loadtest`` are then the
+    re-run's), ``assumptions`` (the cost model's terms, the overheads and the
     calibration it rests on), ``loadtest`` (the command that reproduces it),
     and with a calibration's intervals ``ttft_p90_s_interval``,
     ``tpot_p90_s_interval`` and ``indistinct_from``. Each candidate runs
@@ -525,10 +526,13 @@ def plan(model, *, gpu: str = DEFAULT_GPU, gpus: int, qps: float, prompt_tokens:
         for r, [v] in zip(todo, again):
             verified.add(r["order"])
             r["verified_prompts"] = verify_prompts
-            if not v["meets_slos"]:  # the longer run's word replaces the shorter's
-                keep = {k: r[k] for k in ("order", "verified_prompts")}
-                r.clear()
-                r.update(v, **keep, reason=f"re-run with {verify_prompts:,} requests: {v['reason']}")
+            # the longer run's word replaces the shorter's: its attainment, latencies, reason and command line
+            # (the headline said "re-run with N requests:" before the first run's reason)
+            keep = {k: r[k] for k in ("order", "verified_prompts", "requests_run")}
+            r.clear()
+            r.update(v, **keep)
+            if not v["meets_slos"]:
+                r["reason"] = f"re-run with {verify_prompts:,} requests: {v['reason']}"
         out = _rank(out)
     meeting = [r for r in out if r["meets_slos"]]
     for prev, r in zip(meeting, meeting[1:]):
