@@ -203,7 +203,7 @@ class DisaggregatedSimulation:
         factor = scale / profile.prefill_s if scale is not None and profile.prefill_s > 0 else 1.0
         count_up = r.prefill_server >= 0  # an unbounded prefill pool's uplinks never contend
         r.gated = move(profile, self.nics, gate_s=gate, scale=factor, up_server=r.prefill_server,
-                       down_server=r.server, count_up=count_up, who=i, now=gate if now is None else now)
+                       down_server=r.server, count_up=count_up, who=i, now=now)
         self.kernel.push(r.gated.first_ready_s, "ready", i)
 
     def _on_prefilled(self, t: float, i: int) -> None:

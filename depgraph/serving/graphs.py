@@ -138,9 +138,10 @@ def run_graph(result: Any) -> nx.DiGraph:
             if streamed:
                 path.insert(path.index(pre), pre_start)
             arrived = _messages(G, r, gate, tr, dev("decode", k), nic_order)
-            for j in np.flatnonzero(r.gated.profile.first_gate) if r.gated.profile.first_gate.any() else ():
+            first = np.flatnonzero(r.gated.profile.first_gate)  # what the first decode operator waits for
+            for j in first:
                 add_dep(G, arrived[j], ready, "data")
-            if not r.gated.profile.first_gate.any():
+            if not len(first):
                 add_dep(G, gate, ready, "data")
             edges = [(u, v) for u, v in zip(path, path[1:]) if send not in (u, v)]
         else:

@@ -127,6 +127,7 @@ def _handoff_summary(sim: Any, df: pd.DataFrame, end: float) -> dict[str, Any]:
         return out
     nics = sim.nics
     keys = sorted(nics.bytes)
+    busiest_s = max(nics.busy_s.values(), default=0.0)
     share = {nics.name(k): nics.busy_s[k] / end if end > 0 else math.nan for k in keys}
     out.update(
         hook_scope=h.hook_scope, admission=h.admission, nic=h.nic, token_edge=h.token_edge,
@@ -135,7 +136,7 @@ def _handoff_summary(sim: Any, df: pd.DataFrame, end: float) -> dict[str, Any]:
         nic_messages={nics.name(k): nics.messages[k] for k in keys},
         nic_busy_share_max=max(share.values(), default=0.0),
         busiest_nic=max(share, key=share.get) if share else None,
-        nic_capacity_rps=len(df) / max(nics.busy_s.values()) if keys and max(nics.busy_s.values()) > 0 else math.inf,
+        nic_capacity_rps=len(df) / busiest_s if busiest_s > 0 else math.inf,
         handoff_messages=int(sum(nics.messages[k] for k in keys if k[0] == "down")),
         link_wait_mean_s=float(df.link_wait_s.mean()), link_wait_p99_s=float(np.percentile(df.link_wait_s, 99)),
         stall_mean_s=float(df.stall_s.mean()), stall_total_s=float(df.stall_s.sum()),

@@ -17,8 +17,8 @@ up with its load (:func:`~depgraph.serving.steady.steady_state`: the
 capacity bound from the cost model, the queue's and TTFT's trends,
 completions against arrivals). Its goodput is DistServe's: the offered rate
 when it meets them, else the highest rate below it that does (by bisection),
-never above the capacity bound (:func:`~depgraph.serving.saturation.capacity_bound`) nor, for a
-per-layer handoff, above the rate its busiest NIC carries (``nic_capacity_rps``).
+never above the capacity bound (:func:`~depgraph.serving.saturation.capacity_bound`, which for a
+per-layer handoff includes the rate its busiest NIC carries, ``nic_capacity_rps``).
 
 **Ranking**: first the candidates that meet the targets, fewest GPUs first
 (then goodput per GPU, then the order above); then the rest, most goodput
@@ -341,8 +341,6 @@ def evaluate(point: dict[str, Any]) -> list[dict[str, Any]]:
         goodput = lo
     if math.isfinite(capacity):
         goodput = min(goodput, capacity)
-    if s.get("nic_capacity_rps") is not None:  # nor above what the busiest NIC carries
-        goodput = min(goodput, s["nic_capacity_rps"])
     ran = s["steady_state_runs"]
     out = {**row, "goodput_rps": goodput, "goodput_per_gpu": goodput / c["gpus"], "meets_slos": meets,
            "bound": bound, "reason": reason, "slo_attainment": s["slo_attainment"], "ttft_p90_s": s["ttft_p90_s"],
