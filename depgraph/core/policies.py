@@ -33,8 +33,8 @@ from typing import Callable
 
 import networkx as nx
 
-from ..errors import ConfigError
-from .graph import add_dep, add_event
+from ..errors import ConfigError, GraphError
+from .graph import NODE_KINDS, add_dep, add_event
 
 __all__ = ["Policy", "POLICY_NAMES", "POLICIES", "get_policy"]
 
@@ -58,7 +58,42 @@ def _first_decode(G: nx.DiGraph, key: Callable[[dict], object]) -> dict:
     return {k: n for k, (_, n) in first.items()}
 
 
+#: What each built-in rule needs of a node, beyond a ``kind`` (one of :data:`~depgraph.core.graph.NODE_KINDS`)
+#: on every node: the attributes it groups nodes of a kind by (never ``None``). Without them a rule would
+#: silently add no edge (a graph whose ``kind`` was lost schedules as if no policy applied); ``rank``,
+#: ``seq`` and ``device`` are optional (no rank: one group over the ranks; no seq: the first met).
+_NEEDS: dict[str, dict[str, tuple[str, ...]]] = {
+    "compute-then-move": {kind: ("request",) for kind in ("prefill", "collective", "send", "arrive", "decode")},
+    "global": {"arrive": ("request",), "decode": ("request",)},
+    "layer": {"arrive": ("request", "layer"), "decode": ("request",)},
+}
+_KINDS = frozenset(NODE_KINDS)
+
+
+def _check_nodes(G: nx.DiGraph, name: str) -> None:
+    """Refuse a graph the ``name`` rule cannot read (:data:`_NEEDS`): a GraphError naming the first node,
+    the attribute and what is allowed."""
+    needs = _NEEDS[name]
+    for n, d in G.nodes(data=True):
+        kind = d.get("kind")
+        if not isinstance(kind, str) or kind not in _KINDS:
+            got = "has no 'kind'" if kind is None else f"has kind {kind!r}"
+            raise GraphError(f"graph: node {n!r} {got}; the {name} policy reads every node's kind: expected one "
+                             f"of {', '.join(NODE_KINDS)}")
+        for attr in needs.get(kind, ()):
+            if d.get(attr) is None:
+                raise GraphError(f"graph: node {n!r} ({kind}) has no '{attr}'; the {name} policy groups the "
+                                 f"{', '.join(_needs_kinds(needs, attr))} nodes by their {attr}: expected one on each "
+                                 "(any value but None)")
+
+
+def _needs_kinds(needs: dict[str, tuple[str, ...]], attr: str) -> list[str]:
+    """The node kinds whose ``attr`` a rule's :data:`_NEEDS` entry asks for."""
+    return [kind for kind, attrs in needs.items() if attr in attrs]
+
+
 def _per_layer(G: nx.DiGraph) -> nx.DiGraph:
+    _check_nodes(G, "layer")
     H = G.copy()
     # by rank where the graph has ranks: a decode layer starts on a rank when that rank's shards are in;
     # an operator with no rank (a batch in lockstep over the ranks) waits for every rank's shards
@@ -91,12 +126,14 @@ def _add_global_wait(H: nx.DiGraph, G: nx.DiGraph) -> None:
 
 
 def _global(G: nx.DiGraph) -> nx.DiGraph:
+    _check_nodes(G, "global")
     H = G.copy()
     _add_global_wait(H, G)
     return H
 
 
 def _compute_then_move(G: nx.DiGraph) -> nx.DiGraph:
+    _check_nodes(G, "compute-then-move")
     H = G.copy()
     _add_global_wait(H, G)
     prefill = _groups(G, "prefill", lambda d: d.get("request"))
