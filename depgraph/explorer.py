@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ._validate import boolean, one_of, positive_int, positive_number
 from .errors import ConfigError
 
 __all__ = ["explore", "explore_state", "EXPLORE_WORKLOADS"]
@@ -27,6 +28,8 @@ __all__ = ["explore", "explore_state", "EXPLORE_WORKLOADS"]
 EXPLORE_WORKLOADS = ("single", "speculative", "batch", "interleaved", "pipeline")
 #: The largest graph the explorer draws (a bigger one shows its numbers and a note instead).
 DRAW_MAX_NODES = 400
+#: The prompt slider's range, in tokens.
+_PROMPT_RANGE = (128, 32768)
 
 
 def explore_state(*, model: str, prompt_tokens: int, link: str, mfu: float, policy: str, workload: str,
@@ -74,7 +77,25 @@ def explore_state(*, model: str, prompt_tokens: int, link: str, mfu: float, poli
 def explore(model: str = "qwen3.6-35b-a3b", prompt_tokens: int = 1024, link: str = "25g", mfu: float = 0.4,
             policy: str = "layer", workload: str = "single", gpu: str | None = "study-effective", draw: bool = True):
     """Show the explorer in Jupyter (returns the widget box). Needs ``ipywidgets``. ``draw=False`` leaves
-    the drawing out (faster updates on a large graph)."""
+    the drawing out (faster updates on a large graph). Each argument is checked as the CLI checks its flag,
+    and must be one of the widget's choices or within its slider's range."""
+    from .core.policies import POLICY_NAMES
+    from .specs.hardware import gpu_names, link_names
+    from .specs.models import catalog
+
+    model = one_of("model", model, list(catalog()))
+    prompt_tokens = positive_int("prompt_tokens", prompt_tokens, upper=_PROMPT_RANGE[1])
+    if prompt_tokens < _PROMPT_RANGE[0]:
+        raise ConfigError(f"prompt_tokens: expected an integer from {_PROMPT_RANGE[0]:,} to {_PROMPT_RANGE[1]:,} "
+                          f"(the slider's range), got {prompt_tokens}")
+    link = one_of("link", link, list(link_names()))
+    mfu = positive_number("mfu", mfu, upper=1.0)
+    if mfu < 0.05:
+        raise ConfigError(f"mfu: expected a number from 0.05 to 1 (the slider's range), got {mfu}")
+    policy = one_of("policy", policy, list(POLICY_NAMES))
+    workload = one_of("workload", workload, EXPLORE_WORKLOADS)
+    gpu = None if gpu is None else one_of("gpu", gpu, list(gpu_names()))
+    draw = boolean("draw", draw)
     try:
         import ipywidgets as W
         from IPython.display import SVG, display
@@ -82,13 +103,9 @@ def explore(model: str = "qwen3.6-35b-a3b", prompt_tokens: int = 1024, link: str
         raise ConfigError("explore: needs ipywidgets in Jupyter (pip install 'depgraph[notebook]')") from None
     import matplotlib.pyplot as plt
 
-    from .core.policies import POLICY_NAMES
-    from .specs.hardware import link_names
-    from .specs.models import catalog
-
     controls = {
         "model": W.Dropdown(options=list(catalog()), value=model, description="model"),
-        "prompt_tokens": W.IntSlider(value=prompt_tokens, min=128, max=32768, step=128, description="prompt"),
+        "prompt_tokens": W.IntSlider(value=prompt_tokens, min=_PROMPT_RANGE[0], max=_PROMPT_RANGE[1], step=128, description="prompt"),
         "link": W.Dropdown(options=list(link_names()), value=link, description="link"),
         "mfu": W.FloatSlider(value=mfu, min=0.05, max=1.0, step=0.05, description="MFU"),
         "policy": W.Dropdown(options=list(POLICY_NAMES), value=policy, description="policy"),

@@ -31,6 +31,7 @@ import pandas as pd
 
 from . import _kernel
 from .table import POLICY, EventTable, apply_policy, cached, remember
+from .._validate import boolean
 from ..errors import CycleError, GraphError
 
 __all__ = ["CompiledGraph", "EventTable", "compile_graph", "resolve_resources", "Schedule", "schedule",
@@ -184,6 +185,9 @@ def _upstream(cg: CompiledGraph, is_user: np.ndarray) -> tuple[np.ndarray, bool]
 
 
 def _table(G: nx.DiGraph | EventTable, weight: str) -> EventTable:
+    if not isinstance(weight, str):
+        raise GraphError(f"weight: expected the name of the node attribute holding durations (a string such as "
+                         f"'duration_s'), got {type(weight).__name__}")
     return G if isinstance(G, EventTable) else EventTable.from_networkx(G, weight=weight)
 
 
@@ -572,9 +576,13 @@ def _check_finite(cg: CompiledGraph, finish: np.ndarray) -> None:
 
 
 def _target_index(S: Schedule, target: Hashable | None) -> int:
-    cg = S.compiled
+    cg = check_schedule(S, "S").compiled
     if target is not None:
-        if target not in cg.table.positions:
+        try:
+            known = target in cg.table.positions
+        except TypeError:  # unhashable: no node id
+            known = False
+        if not known:
             raise GraphError(f"target: {target!r} is not a node of the scheduled graph")
         return cg.index[target]
     tokens = S._token_positions()
@@ -673,6 +681,18 @@ def work_by_kind(S: Schedule, *, target: Hashable | None = None) -> dict[str, fl
     return out
 
 
+def _kinds_arg(kinds: Any) -> tuple[str, ...] | None:
+    """``kinds`` as a tuple of node kinds (one kind may be given as a string), or a GraphError."""
+    if kinds is None:
+        return None
+    if isinstance(kinds, str):
+        return (kinds,)
+    if isinstance(kinds, (list, tuple, set, frozenset)) and all(isinstance(k, str) for k in kinds):
+        return tuple(kinds)
+    raise GraphError(f"kinds: expected node kinds (a string or a list of strings such as ['decode']), got "
+                     f"{type(kinds).__name__}")
+
+
 def _isin(values: np.ndarray, wanted: tuple) -> np.ndarray:
     if values.dtype != object:
         return np.isin(values, list(wanted))
@@ -712,6 +732,7 @@ def frontier(S: Schedule, *, admitted: bool = True, kinds: tuple[str, ...] | Non
     value in a first column of that name; nodes without the attribute are
     left out.
     """
+    check_schedule(S, "S")
     if per is None:
         times, width = _frontier_steps(S, admitted, kinds)
         return pd.DataFrame({"time_s": times, "width": width})
@@ -734,7 +755,9 @@ def frontier_width_max(S: Schedule, *, admitted: bool = True, kinds: tuple[str, 
 def _frontier_steps(S: Schedule, admitted: bool, kinds: tuple[str, ...] | None,
                     only: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """:func:`frontier`'s two columns as arrays, starting at time 0 (of the nodes in ``only``, if given)."""
-    cg = S.compiled
+    cg = check_schedule(S, "S").compiled
+    admitted = boolean("admitted", admitted)
+    kinds = _kinds_arg(kinds)
     if admitted:  # every dependency: as soon as possible, a node starts when the last one finishes
         ready = S.start
     else:

@@ -27,7 +27,7 @@ from typing import Any, Callable, Hashable, Iterable, Sequence
 
 import networkx as nx
 
-from .._validate import one_of, positive_int
+from .._validate import boolean, one_of, positive_int
 from ..core.graph import attr_key, layer_tag, request_tag
 from ..errors import ConfigError, GraphError
 from ..units import AXIS_UNITS, TIME_SCALES, UNIT_LABELS, format_duration
@@ -344,8 +344,9 @@ def draw(
         note = f"; ranks collapsed: decode rank {decode_ranks[0]} of {len(decode_ranks)} shown (ranks='expanded')"
     max_nodes = positive_int("max_nodes", max_nodes)
     rankdir = one_of("rankdir", rankdir, _RANKDIRS)
-    if isinstance(cluster_by, str) or not all(isinstance(a, str) for a in cluster_by):
-        raise ConfigError(f"cluster_by: expected a sequence of node attribute names, got {cluster_by!r}")
+    if not isinstance(cluster_by, (list, tuple)) or not all(isinstance(a, str) for a in cluster_by):
+        raise ConfigError(f"cluster_by: expected a sequence of node attribute names, got {cluster_by!r:.80}")
+    show_durations = boolean("show_durations", show_durations)
     n_nodes = G.number_of_nodes()
     if n_nodes > max_nodes:
         raise GraphError(
@@ -538,9 +539,14 @@ def _edge_lines(G: nx.DiGraph, names: dict, critical: set) -> list[str]:
 def _axes(ax: Any, figsize: tuple[float, float]):
     from matplotlib.figure import Figure
 
+    from matplotlib.axes import Axes
+
     if ax is None:
         fig = Figure(figsize=figsize, layout="constrained")
         return fig, fig.add_subplot()
+    if not isinstance(ax, Axes):
+        raise ConfigError(f"ax: expected matplotlib Axes to draw on (or None for a new figure), got "
+                          f"{type(ax).__name__}")
     return ax.figure, ax
 
 
@@ -703,8 +709,8 @@ def plot_frontier(S: Any, *, ax: Any = None, kinds: tuple[str, ...] | None = Non
 
     check_schedule(S, "plot_frontier")
     unit = one_of("unit", unit, AXIS_UNITS)
-    if kinds is not None and (isinstance(kinds, str) or not all(isinstance(k, str) for k in kinds)):
-        raise ConfigError(f"kinds: expected a tuple of node kinds such as ('decode',), got {kinds!r}")
+    if kinds is not None and (not isinstance(kinds, (list, tuple)) or not all(isinstance(k, str) for k in kinds)):
+        raise ConfigError(f"kinds: expected a tuple of node kinds such as ('decode',), got {kinds!r:.80}")
     kinds = None if kinds is None else tuple(kinds)
     scale = TIME_SCALES[unit]
     fig, ax = _axes(ax, (10.0, 3.2))

@@ -46,7 +46,7 @@ from .._validate import one_of, positive_int
 from ..errors import ConfigError
 from ..core.graph import add_dep, add_event, chain, event_attrs, layer_tag
 from ..core.policies import Policy, get_policy
-from ..core.scheduler import Schedule, schedule
+from ..core.scheduler import Schedule, check_schedule, schedule
 from ..specs.parallel import NIC_MODES
 from .single import add_request, new_graph
 
@@ -318,7 +318,7 @@ def stall_s(S: Schedule) -> float:
     """Extra delay the running requests suffer in the step the new request
     joins: that step's realised length minus its nominal length (0 when the
     request never makes the batch wait, and for ``async`` admission)."""
-    probe = S.graph.graph.get("stall_probe")
+    probe = check_schedule(S, "S").graph.graph.get("stall_probe")
     if not probe:
         return 0.0
     f = S.finish_s

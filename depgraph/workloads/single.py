@@ -23,7 +23,7 @@ from typing import Any, Hashable, NamedTuple, Sequence
 
 import networkx as nx
 
-from .._validate import one_of, positive_int
+from .._validate import boolean, one_of, positive_int
 from ..specs.cost import CostModel
 from ..core.table import EventTable, TableBuilder
 from ..core.graph import event_attrs, layer_tag
@@ -446,7 +446,7 @@ def with_overrides(cost: CostModel | None, *, gpu=None, mfu=None, link=None, pre
     """``cost`` (default :class:`~depgraph.specs.cost.CostModel`) with each
     of these that is given (not ``None``) replacing its own: a builder's
     keywords win over the cost model it is handed."""
-    cost = cost or CostModel()
+    cost = CostModel() if cost is None else cost
     if not isinstance(cost, CostModel):
         raise ConfigError(f"cost: expected a depgraph.CostModel, got {type(cost).__name__}")
     given = dict(gpu=gpu, mfu=mfu, link=link, prefill_tp=prefill_tp, decode_tp=decode_tp, prefill_pp=prefill_pp,
@@ -486,7 +486,7 @@ def new_graph(workload: str, model, *, prompt_tokens, link=None, mfu=None, timin
     cost.expert_routing.check(model)  # a measured histogram must be this model's
     if cost.assumptions():  # a named assumption away from its default is part of what the graph says
         attrs = {"assumptions": ", ".join(cost.assumptions()), **attrs}
-    make = TableBuilder if as_table else nx.DiGraph
+    make = TableBuilder if boolean("as_table", as_table) else nx.DiGraph
     G = make(workload=workload, model=model.name, prompt_tokens=prompt_tokens, link=cost.link.name,
              mfu=cost.prefill_mfu, gpu=cost.gpu.name, hbm_efficiency=cost.decode_hbm_efficiency, timing=timing,
              target_request=0, **attrs)

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..core.scheduler import check_schedule
 from ..core.table import EDGE_CODES, EventTable
 from .._memory import check_memory
 from .._validate import positive_int
@@ -168,7 +169,7 @@ def _node_columns(attrs: list[dict], requests: int, workers: int) -> tuple[dict[
 def trace_ttft_s(S) -> np.ndarray:
     """Each request's time to first token in a scheduled trace: its token's
     finish less its arrival (the ``wait`` node's duration)."""
-    cg = S.compiled
+    cg = check_schedule(S, "S").compiled
     kinds, request = cg.column("kind"), cg.column("request")
     tokens, arrivals = np.flatnonzero(kinds == "token"), np.flatnonzero(kinds == "wait")
     tokens = tokens[np.argsort(request[tokens], kind="stable")]
