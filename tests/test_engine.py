@@ -156,7 +156,7 @@ def test_same_seed_same_run():
     (dict(deployment="colocated", slo_ttft_s=0), r"slo_ttft_s: expected a finite number > 0"),
     (dict(deployment="colocated", slo_tpot_s=-1.0), r"slo_tpot_s: expected a finite number > 0"),
     (dict(deployment="colocated", tp=3), r"3 does not divide"),
-    (dict(deployment="colocated", tp=1, gpu="l40s"), r"tp: the weights of qwen3-32b .* do not fit"),
+    (dict(deployment="colocated", tp=1, gpu="l40s"), r"tp: qwen3-32b's weights .* do not fit"),
     (dict(deployment="colocated", prefill_tp=4), r"tp: a colocated server runs prefill and decode on the same GPUs"),
     (dict(handoff="push", max_num_batched_tokens=4096), r"max_num_batched_tokens: batches prompts on prefill servers"),
     (dict(deployment="colocated", router="random"), r"router: expected one of round-robin, least-outstanding"),

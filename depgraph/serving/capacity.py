@@ -47,7 +47,7 @@ from ..specs.models import ModelSpec, handoff_bytes, load_model
 from ..specs.parallel import check_pp, check_tp_pair, handoff_nics
 from ..specs.predictor import handoff_transfer_s
 from ..specs.memory import stage_budgets
-from .memory import check_sides, max_slots_in_memory, slot_bytes, weights_per_gpu_bytes
+from .memory import check_server_memory, check_sides, max_slots_in_memory, slot_bytes, weights_per_gpu_bytes
 
 __all__ = [
     "CapacityPlan",
@@ -379,6 +379,10 @@ def plan(model: str | ModelSpec, *, qps: float, prompt_tokens: int, out_tokens: 
     recommended = max_num_seqs + extra
 
     context = prompt_tokens + out_tokens
+    # a decode server that cannot hold its weights and one request has no slots to plan (MemoryFitError)
+    check_server_memory(spec, gpu=gpu, tp=dtp, pp=dpp, longest=context, field="decode_tp",
+                        hint="raise --tp or --decode-tp, or give a GPU with more memory (--gpu)",
+                        gpu_memory_utilization=gpu_memory_utilization, max_num_seqs=max_num_seqs)
     per_slot = decode_memory_per_slot_bytes(spec, context, tp=dtp, pp=dpp)["total"]
     weights = weights_per_gpu_bytes(spec, tp=dtp, pp=dpp)
     # the stage whose KV cache is smallest (vLLM's start-up accounting, profiled at this max_num_seqs)

@@ -188,29 +188,35 @@ class ServingConfig:
                                 posting_per_block_s=self.handoff.posting_per_block_s,
                                 block_tokens=self.decode.block_tokens)
 
-    def check_traffic(self, model: ModelSpec, cost: CostModel, longest: int) -> None:
-        """Refuse traffic the deployment cannot hold: a disaggregated deployment's decode servers must hold
-        their weights and one request of ``longest`` tokens (its last step's blocks) in their memory
-        (:class:`~depgraph.errors.MemoryFitError`); a colocated server's are checked by its engine."""
-        from ..errors import MemoryFitError
-        from .memory import decode_pools, max_slots_in_memory, weights_per_gpu_bytes
+    def check_traffic(self, model: ModelSpec, cost: CostModel, longest: int, *,
+                      longest_prompt: int | None = None) -> None:
+        """Refuse traffic the servers cannot hold (:class:`~depgraph.errors.MemoryFitError`, from
+        :func:`~depgraph.serving.memory.check_server_memory`, the one check of every load model): each
+        decode server must hold its weights and one request of ``longest`` tokens (with memory, its last
+        step's blocks; ``kv_pool_bytes``: in that pool), each prefill server its weights and one prompt of
+        ``longest_prompt`` tokens. Memory off (the study's default load model, ``memory=False``) removes the
+        limit on how many requests' KV is held at once, not these: a GPU that cannot hold the weights and
+        one request runs nothing. A colocated server's are checked by its engine, with the same function
+        (:func:`~depgraph.serving.engine.colocated_pool_bytes`)."""
+        from .memory import check_server_memory
 
-        if self.deployment is None or self.kind == "colocated":
+        if self.kind == "colocated":
             return
-        d = self.decode
-        whole = -(-longest // d.block_tokens) * d.block_tokens
-        kv_pool_bytes = d.kv_pool_bytes
-        pools = decode_pools(model, tp=d.tp, pp=d.pp, gpu=cost.gpu, max_num_seqs=d.max_num_seqs)
-        if kv_pool_bytes is not None and any(pool.request_bytes(whole) > kv_pool_bytes for pool in pools):
-            raise MemoryFitError(f"kv_pool_bytes: {kv_pool_bytes / 1e9:.3g} GB per GPU holds not one request of "
-                                 f"{longest:,} tokens (its KV and state); expected more")
-        if (max_slots_in_memory(model, context_tokens=longest, tp=d.tp, gpu=cost.gpu, pp=d.pp,
-                                max_num_seqs=d.max_num_seqs) == 0
-                or d.memory and kv_pool_bytes is None and any(pool.request_bytes(whole) > pool.pool_bytes
-                                                              for pool in pools)):
-            raise MemoryFitError(f"decode_tp: {model.name}'s weights ({weights_per_gpu_bytes(model, tp=d.tp) / 1e9:.1f} "
-                                 f"GB per GPU at TP {d.tp}) leave no room on {cost.gpu.name} for one request of "
-                                 f"{longest:,} tokens; raise the TP")
+        d, p = self.decode, self.prefill
+        if self.deployment is None:
+            role = ("the push vs pull study's load model (one decode server fed by an unbounded prefill pool): ",
+                    "the push vs pull study's load model (its prefill pool's servers): ")
+            hints = ("raise --tp or --decode-tp, or give a GPU with more memory (--gpu)",
+                     "raise --tp or --prefill-tp, or give a GPU with more memory (--gpu)")
+        else:
+            role = ("", "a prefill server: ")
+            hints = ("raise the TP", "raise the prefill TP")
+        check_server_memory(model, gpu=cost.gpu, tp=d.tp, pp=d.pp, longest=longest, field="decode_tp",
+                            role=role[0], hint=hints[0], block_tokens=d.block_tokens if d.memory else 1,
+                            kv_pool_bytes=d.kv_pool_bytes, max_num_seqs=d.max_num_seqs)
+        if longest_prompt is not None:
+            check_server_memory(model, gpu=cost.gpu, tp=p.tp, pp=p.pp, longest=longest_prompt, field="prefill_tp",
+                                role=role[1], hint=hints[1], max_num_batched_tokens=p.max_num_batched_tokens)
 
 
 def _sections(deploy: Deployment | None, params: LoadModel, *, handoff: str | None, max_num_seqs: int,

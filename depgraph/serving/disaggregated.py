@@ -52,7 +52,7 @@ from .kvpool import KVPool
 from .memory import decode_pools
 from .handoff import WHOLE, NICs, move, profile_builder
 from .prefill import PrefillPool, pick_batching_server
-from .request import HandoffRequest
+from .request import HandoffRequest, check_clock
 
 __all__ = ["DisaggregatedSimulation"]
 
@@ -184,6 +184,7 @@ class DisaggregatedSimulation:
                     "prefilled": self._on_prefilled,
                     "relayed": self._on_relayed, "posted": self._on_posted, "ready": self._on_ready,
                     "first_token": self._on_first_token, "decode_wake": self._on_decode_wake})
+        check_clock(self.reqs, self.cost.gpu.name)
         lost = [r.i for r in self.reqs if not r.last_token >= r.arrival]  # NaN: never finished
         if lost:  # a request the loops never served is a bug of this simulation, not of its inputs
             raise RuntimeError(f"the load test ended with {len(lost)} requests not served (the first: request "

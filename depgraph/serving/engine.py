@@ -55,7 +55,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..errors import ConfigError, MemoryFitError
+from ..errors import ConfigError
 from ..specs.cost import CostModel, StepCost
 from ..specs.models import ModelSpec
 from ..specs.predictor import ServingPredictor
@@ -64,8 +64,8 @@ from .params import Deployment, EngineConfig, default_max_num_batched_tokens, pa
 from .graphs import colocated_graph
 from .kernel import EventKernel
 from .kvpool import KVPool
-from .memory import StagePool, decode_pools, weights_per_gpu_bytes
-from .request import Request
+from .memory import StagePool, check_server_memory
+from .request import Request, check_clock
 
 __all__ = ["Deployment", "parse_deployment", "EngineConfig", "ROUTERS", "default_max_num_batched_tokens",
            "simulate_colocated", "colocated_graph", "EngineServer", "ColocatedRun"]
@@ -216,25 +216,23 @@ class ColocatedRun:
     _trace: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
-def colocated_pool_bytes(model: ModelSpec, cost: CostModel, stage: StagePool, *, tp: int, config: EngineConfig,
-                         longest: int) -> int:
-    """The KV and state memory per GPU of a colocated server (``kv_pool_bytes``, else the KV cache vLLM
-    sizes at start-up: ``gpu_memory_utilization`` of the GPU's memory less the weights, the profiled
-    activations and the memory outside torch, ``stage``'s pool), refused when it cannot hold the weights or
-    one request of ``longest`` tokens (vLLM refuses a ``max_model_len`` it cannot hold)."""
-    pool = config.kv_pool_bytes if config.kv_pool_bytes is not None else stage.pool_bytes
-    if pool <= 0:
-        raise MemoryFitError(f"tp: the weights of {model.name} ({weights_per_gpu_bytes(model, tp=tp) / 1e9:.1f} GB "
-                             f"per GPU at TP {tp}), its activations and non-torch memory do not fit in "
-                             f"{config.gpu_memory_utilization:g} of {cost.gpu.name}'s "
-                             f"{cost.gpu.hbm_bytes / 2**30:.2f} GiB; raise tp")
-    B = config.block_tokens
-    need = stage.request_bytes(-(-longest // B) * B)
-    if need > pool:
-        raise MemoryFitError(f"prompt_tokens: one request of {longest:,} tokens needs {need / 1e9:.2f} GB of KV "
-                             f"and state per GPU, more than the {pool / 1e9:.2f} GB left beside the weights on "
-                             f"{cost.gpu.name} at TP {tp} (vLLM refuses a max_model_len it cannot hold); raise tp")
-    return pool
+def colocated_pool_bytes(model: ModelSpec, cost: CostModel, *, tp: int, config: EngineConfig, longest: int,
+                         max_num_batched_tokens: int) -> tuple[StagePool, int]:
+    """A colocated server's stage and its KV and state memory per GPU (``kv_pool_bytes``, else the KV
+    cache vLLM sizes at start-up: ``gpu_memory_utilization`` of the GPU's memory less the weights, the
+    profiled activations and the memory outside torch; with memory off, unlimited), refused
+    (:func:`~depgraph.serving.memory.check_server_memory`, every load model's check) when it cannot hold the
+    weights or one request of ``longest`` tokens (vLLM refuses a ``max_model_len`` it cannot hold): memory
+    off lifts the limit on how many requests' KV is held, not the weights."""
+    [stage] = check_server_memory(model, gpu=cost.gpu, tp=tp, longest=longest, field="tp",
+                                  request_field="prompt_tokens", hint="raise tp",
+                                  block_tokens=config.block_tokens if config.memory else 1,
+                                  kv_pool_bytes=config.kv_pool_bytes,
+                                  gpu_memory_utilization=config.gpu_memory_utilization,
+                                  max_num_seqs=config.max_num_seqs, max_num_batched_tokens=max_num_batched_tokens)
+    if not config.memory:
+        return stage, 1 << 62
+    return stage, config.kv_pool_bytes if config.kv_pool_bytes is not None else stage.pool_bytes
 
 
 class _Colocated:
@@ -312,9 +310,8 @@ def simulate_colocated(model: ModelSpec, cost: CostModel, table: pd.DataFrame, *
                           "preempted request's recompute, must fit one step (vLLM requires max_num_batched_tokens "
                           ">= max_model_len then)")
     step_cost = ServingPredictor(model, cost, step_overhead_s=overhead_s, collectives=collectives).engine_step(tp)
-    [stage] = decode_pools(model, tp=tp, gpu=cost.gpu, gpu_memory_utilization=config.gpu_memory_utilization,
-                           max_num_seqs=config.max_num_seqs, max_num_batched_tokens=budget)
-    pool = colocated_pool_bytes(model, cost, stage, tp=tp, config=config, longest=longest) if config.memory else 1 << 62
+    stage, pool = colocated_pool_bytes(model, cost, tp=tp, config=config, longest=longest,
+                                       max_num_batched_tokens=budget)
     stage = replace(stage, pool_bytes=pool)
     reqs = [Request(i, float(a), int(p), int(o)) for i, (a, p, o) in
             enumerate(zip(table.arrival_s.to_numpy(), table.prompt_tokens.to_numpy(), table.output_tokens.to_numpy()))]
@@ -325,6 +322,7 @@ def simulate_colocated(model: ModelSpec, cost: CostModel, table: pd.DataFrame, *
            for k in range(servers)]
     sim = _Colocated(reqs, srv, Client(config.max_concurrency), Router(config.router, servers))
     sim.run()
+    check_clock(reqs, cost.gpu.name)
     unfinished = [r.i for r in reqs if r.generated < r.out]
     if unfinished:  # the rules above always make progress; say so loudly if they ever do not
         raise RuntimeError(f"colocated engine: {len(unfinished)} requests never finished (first: {unfinished[0]})")

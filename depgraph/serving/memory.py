@@ -30,7 +30,7 @@ import math
 from dataclasses import dataclass
 
 from .._validate import positive_int, positive_number
-from ..errors import ConfigError
+from ..errors import ConfigError, MemoryFitError
 from ..specs.hardware import GPU, load_gpu
 from ..specs.memory import GPU_MEMORY_UTILIZATION, stage_kv_cache_bytes, stage_layers, stage_weights_bytes
 from ..specs.memory import weights_per_gpu_bytes
@@ -38,7 +38,7 @@ from ..specs.models import ModelSpec, handoff_bytes_per_rank
 from ..specs.modelspec import held_kv_bytes, rank_bytes
 
 __all__ = ["slot_bytes", "weights_per_gpu_bytes", "max_slots_in_memory", "check_sides", "GPU_MEMORY_UTILIZATION",
-           "StagePool", "decode_pools"]
+           "StagePool", "decode_pools", "check_server_memory"]
 
 
 def check_sides(model: ModelSpec, prefill_tp: int, decode_tp: int) -> None:
@@ -135,3 +135,55 @@ def decode_pools(model: ModelSpec, *, tp: int, pp: int = 1, gpu: str | GPU,
                              full_kv_bytes_per_token=held.full_kv_bytes_per_token, windows=held.windows,
                              state_bytes=held.state_bytes))
     return out
+
+
+def check_server_memory(model: ModelSpec, *, gpu: str | GPU, tp: int, pp: int = 1, longest: int, field: str,
+                        request_field: str | None = None, role: str = "", hint: str = "raise the TP",
+                        block_tokens: int = 1, kv_pool_bytes: int | None = None,
+                        gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION, max_num_seqs: int | None = None,
+                        max_num_batched_tokens: int | None = None) -> list[StagePool]:
+    """Refuse a server of ``tp`` x ``pp`` GPUs of ``gpu`` that cannot run one request of ``longest`` tokens
+    (:class:`~depgraph.errors.MemoryFitError`, the one check every load model applies to each of its
+    sides); return its :func:`decode_pools`.
+
+    Refused when the weights, the profiled activations and the memory outside torch leave no KV cache in
+    ``gpu_memory_utilization`` of the GPU (always: ``kv_pool_bytes`` and a load model without KV
+    accounting still need the weights in memory; ``field`` names the error), or when the KV cache
+    (``kv_pool_bytes`` per GPU where given) cannot hold one request's KV and recurrent state at
+    ``longest`` tokens rounded up to whole blocks of ``block_tokens`` (``request_field``, default
+    ``field``). ``role`` opens the sentence (which server), ``hint`` closes it (what to raise).
+
+    >>> import depgraph as dg
+    >>> check_server_memory(dg.load_model("qwen3-32b"), gpu="l40s", tp=1, longest=1088, field="decode_tp")
+    Traceback (most recent call last):
+    ...
+    depgraph.errors.MemoryFitError: decode_tp: qwen3-32b's weights (65.5 GB per GPU at TP 1), activations and memory outside torch do not fit in 0.9 of l40s's 47.7 GB (23.5 GB short) and leave no room for one request of 1,088 tokens; raise the TP
+    >>> [p] = check_server_memory(dg.load_model("qwen3-32b"), gpu="l40s", tp=2, longest=1088, field="decode_tp")
+    >>> p.pool_bytes > p.request_bytes(1088)
+    True
+    """
+    gpu = load_gpu(gpu)
+    pools = decode_pools(model, tp=tp, pp=pp, gpu=gpu, gpu_memory_utilization=gpu_memory_utilization,
+                         max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens)
+    at = f"TP {tp}" + (f" x PP {pp}" if pp > 1 else "")
+    weights = weights_per_gpu_bytes(model, tp=tp, pp=pp)
+    head = f"{role}{model.name}'s weights ({weights / 1e9:.1f} GB per GPU at {at})"
+    short = min(pool.pool_bytes for pool in pools)
+    if short <= 0:
+        raise MemoryFitError(f"{field}: {head}, activations and memory outside torch do not fit in "
+                             f"{gpu_memory_utilization:g} of {gpu.name}'s {gpu.hbm_bytes / 1e9:,.3g} GB "
+                             f"({-short / 1e9:,.3g} GB short) and leave no room for one request of {longest:,} "
+                             f"tokens; {hint}")
+    tokens = -(-longest // block_tokens) * block_tokens
+    need = max(pool.request_bytes(tokens) for pool in pools)
+    if kv_pool_bytes is not None:
+        if need > kv_pool_bytes:
+            raise MemoryFitError(f"kv_pool_bytes: {kv_pool_bytes / 1e9:.3g} GB per GPU holds not one request of "
+                                 f"{longest:,} tokens ({need / 1e9:.3g} GB of KV and state); expected more")
+        return pools
+    for pool in pools:
+        if pool.request_bytes(tokens) > pool.pool_bytes:
+            raise MemoryFitError(f"{request_field or field}: {head} leave no room on {gpu.name} for one request "
+                                 f"of {longest:,} tokens: it needs {pool.request_bytes(tokens) / 1e9:,.2f} GB of KV "
+                                 f"and state per GPU, {pool.pool_bytes / 1e9:,.2f} GB is left; {hint}")
+    return pools

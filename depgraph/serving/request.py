@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["Request", "HandoffRequest"]
+from ..errors import ConfigError
+
+__all__ = ["Request", "HandoffRequest", "check_clock"]
 
 _NAN = math.nan
 
@@ -68,3 +70,13 @@ class HandoffRequest(Request):
         self.stall_s = 0.0  # seconds its steps waited for other requests' state (a batch-scope hook)
         self.async_first = False  # its first token was made on its own (async admission), not in a batch step
         self.solo_s = 0.0  # async admission: the step that made its first token on its own, seconds
+
+
+def check_clock(reqs: list[Request], gpu: str) -> None:
+    """Refuse a finished run whose clock overflowed (its last token at inf, or NaN after inf - inf): every
+    duration is finite (:meth:`~depgraph.specs.predictor.ServingPredictor.check_finite`), but sums of huge
+    ones need not be (a request never finished, NaN, is the engine's own error). One pass over the requests,
+    before any summary reads them."""
+    if any(math.isinf(r.last_token) or math.isinf(r.first_token) for r in reqs):
+        raise ConfigError(f"gpu {gpu}: the simulated clock overflowed (a request finishes at inf s); the hardware "
+                          "entry's numbers or the efficiencies make steps too long for a float to add up")

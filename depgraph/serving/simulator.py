@@ -42,7 +42,8 @@ from ..specs.predictor import ServingPredictor, StepPredictor
 from .arrivals import (ARRIVAL_PROCESSES, MAX_ARRIVAL_S, MAX_REQUESTS, MAX_TRACE_FILE_BYTES, arrivals,  # noqa: F401
                        checked_trace, read_trace)
 from .config import ServingConfig, resolve  # noqa: F401
-from .params import HANDOFFS, ROUTERS, SLOT_SCOPES, EngineConfig, LoadModel, parse_deployment  # noqa: F401
+from .params import (HANDOFFS, ROUTERS, SLOT_SCOPES, EngineConfig, LoadModel, default_max_num_batched_tokens,  # noqa: F401
+                     parse_deployment)
 from .disaggregated import DisaggregatedSimulation
 from .graphs import run_graph
 from .results import LoadResult, meets_slos
@@ -179,12 +180,21 @@ def loadtest(model: ModelSpec | str, *, handoff: str | None = None, qps: float |
                             field="prompt_tokens" if trace is None else "trace", what="a prompt plus its output")
     meta = {"qps": qps, "seed": seed, "arrival": arrival if trace is None else "trace",
             "slo": {"ttft_s": cfg.client.slo_ttft_s, "tpot_s": cfg.client.slo_tpot_s}, "calibration": cfg.cost.calibration}
-    if len(table):  # a deployment must hold its weights and one request
-        cfg.check_traffic(model, cost, int((table["prompt_tokens"] + table["output_tokens"]).max()))
+    if len(table):  # every server must hold its weights and one request
+        cfg.check_traffic(model, cost, int((table["prompt_tokens"] + table["output_tokens"]).max()),
+                          longest_prompt=int(table["prompt_tokens"].max()))
+    predict = cfg.predictor(model, cost)
+    if len(table):  # every duration the run can charge is finite (the longest prompt, context and batch)
+        colocated = cfg.kind == "colocated"
+        predict.check_finite(prompt_tokens=int(table["prompt_tokens"].max()),
+                             context_tokens=int((table["prompt_tokens"] + table["output_tokens"]).max()),
+                             batch=min(cfg.decode.max_num_seqs, len(table)),
+                             engine_tp=cfg.decode.tp if colocated else None,
+                             engine_budget=(cfg.engine.max_num_batched_tokens or default_max_num_batched_tokens(cost.gpu))
+                             if colocated else 0)
     if cfg.kind == "colocated":
         return colocated_result(model, cfg, cost, table, meta)
     params = cfg.params
-    predict = cfg.predictor(model, cost)
     iterations = estimated_iterations(table, model=model, cost=cost, params=params,
                                       max_num_seqs=cfg.decode.max_num_seqs, handoff=cfg.handoff.mode, predict=predict)
     if params.prefill_max_num_batched_tokens is not None:  # and the batching prefill servers' steps

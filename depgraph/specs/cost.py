@@ -147,6 +147,10 @@ MAX_COLLECTIVE_EFFICIENCY = 2.0
 #: Prefill MFU and decode HBM efficiency on a real GPU (the module docstring gives their source).
 DEFAULT_MFU = 0.6
 DEFAULT_HBM_EFFICIENCY = 0.8
+#: The slowest rate (FLOP/s, bytes/s) a cost model charges at: the largest work a model describes (about
+#: 1e20 FLOPs or bytes) then takes a finite time, so no duration and no simulated clock overflows to inf
+#: (a hardware entry of 1e-300 FLOP/s, or an MFU of 1e-300, would make a prefill of 1,024 tokens inf s).
+MIN_RATE_PER_S = 1.0
 
 
 #: The values in force a cost model works out once (each a property: the field, else the GPU's fit, else
@@ -229,6 +233,30 @@ class CostModel:
         object.__setattr__(self, "expert_routing", parse_routing(self.expert_routing))
         if not isinstance(self.token_edge, bool):
             raise ConfigError(f"token_edge: expected true or false, got {self.token_edge!r}")
+        self._check_rates()
+
+    def _check_rates(self) -> None:
+        """Refuse rates so slow that durations overflow (:data:`MIN_RATE_PER_S`), naming the inputs."""
+        g, link = self.gpu, self.link
+        peak, bw = g.peak_bf16_flops, g.hbm_bytes_per_s
+        rates = [(f"gpu {g.name}: peak_bf16_flops {peak:g} at prefill MFU {self.prefill_mfu:g}",
+                  self.prefill_mfu * peak, "FLOP/s", "a prefill"),
+                 (f"gpu {g.name}: peak_bf16_flops {peak:g} at attention MFU {self.attention_efficiency:g}",
+                  self.attention_efficiency * peak, "FLOP/s", "a prefill"),
+                 (f"gpu {g.name}: hbm_bytes_per_s {bw:g} at HBM efficiency {self.decode_hbm_efficiency:g}",
+                  self.decode_bytes_per_s, "bytes/s", "a decode step"),
+                 (f"gpu {g.name}: hbm_bytes_per_s {bw:g} at KV HBM efficiency {self.kv_efficiency:g}",
+                  self.kv_bytes_per_s, "bytes/s", "a decode step"),
+                 (f"link {link.name}: bandwidth_gbps {link.bandwidth_gbps:g}", link.bytes_per_s, "bytes/s",
+                  "a handoff")]
+        if g.interconnect_bytes_per_s is not None:
+            rates.append((f"gpu {g.name}: interconnect_bytes_per_s {g.interconnect_bytes_per_s:g}",
+                          g.interconnect_bytes_per_s, "bytes/s", "an all-reduce"))
+        for what, rate, unit, work in rates:
+            if not rate >= MIN_RATE_PER_S:
+                raise ConfigError(f"{what} gives {rate:.3g} {unit}: {work} would take longer than a float holds "
+                                  f"(inf s); expected at least {MIN_RATE_PER_S:g} {unit} (check the hardware "
+                                  "entry's numbers)")
 
     def replace(self, **changes) -> "CostModel":
         return replace(self, **changes)

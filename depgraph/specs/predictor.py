@@ -41,6 +41,7 @@ from __future__ import annotations
 import math
 from typing import Callable, Iterable, Protocol
 
+from ..errors import ConfigError
 from .cost import CostModel, StepCost
 from .hardware import Link
 from .modelspec import ModelSpec, RankBytes, handoff_bytes, rank_bytes
@@ -235,6 +236,35 @@ class ServingPredictor:
         """Pull's posting work on the decode loop for one request's blocks (:func:`posting_s`)."""
         base, per_block, block = self._posting
         return posting_s(prompt_tokens, base_s=base, per_block_s=per_block, block_tokens=block)
+
+    # -- the run's bounds
+    def check_finite(self, *, prompt_tokens: int, context_tokens: int, batch: int,
+                     engine_tp: int | None = None, engine_budget: int = 0) -> None:
+        """Refuse a run whose longest piece of work would take no finite time (a
+        :class:`~depgraph.errors.ConfigError` naming the GPU's or link's numbers and the work), so that no
+        engine charges inf or NaN seconds: a prefill of ``prompt_tokens``, its handoff and posting, a
+        recompute and a decode step of ``batch`` requests of ``context_tokens`` (every duration grows with
+        these), and with ``engine_tp`` a vLLM engine step of ``engine_budget`` prompt tokens beside them.
+        Called once per run, before it starts (:func:`~depgraph.serving.simulator.loadtest`)."""
+        g, link = self.cost.gpu, self.link
+        work = [(f"a prefill of {prompt_tokens:,} tokens", lambda: self.prefill_s(prompt_tokens)),
+                (f"a decode step of {batch:,} requests of {context_tokens:,} tokens",
+                 lambda: self.decode_step_s(batch, batch * context_tokens, [context_tokens] * batch)),
+                (f"a recompute of {context_tokens:,} tokens", lambda: self.recompute_s(context_tokens)),
+                (f"the handoff of {prompt_tokens:,} tokens", lambda: self.transfer_s(prompt_tokens)),
+                (f"the posting of {prompt_tokens:,} tokens", lambda: self.posting_s(prompt_tokens))]
+        if engine_tp is not None:
+            step = self.engine_step(engine_tp)
+            work.append((f"an engine step of {engine_budget:,} prompt tokens and {batch:,} running requests of "
+                         f"{context_tokens:,} tokens",
+                         lambda: step.step_s([(max(1, engine_budget), context_tokens)] + [(1, context_tokens)] * batch)))
+        for what, duration in work:
+            value = duration()
+            if not math.isfinite(value):
+                raise ConfigError(f"gpu {g.name}: peak_bf16_flops {g.peak_bf16_flops:g}, hbm_bytes_per_s "
+                                  f"{g.hbm_bytes_per_s:g} (link {link.name}, {link.bandwidth_gbps:g} Gbit/s) make "
+                                  f"{what} take {value} s; expected a finite time (check the hardware entry's "
+                                  "numbers and the efficiencies)")
 
     # -- the handoff
     def handoff_bytes(self, prompt_tokens: int) -> float:
