@@ -103,6 +103,18 @@ def _hardware_toml(name: str, entry: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _say_estimate(work: dict) -> None:
+    """The work a calibration will do at most, on stderr before it starts (stdout stays the result)."""
+    import sys
+
+    seconds = work["seconds"]
+    took = f"{seconds:,.0f} s" if seconds < 120 else f"{seconds / 60:,.0f} min" if seconds < 7200 else \
+        f"{seconds / 3600:,.1f} h"
+    print(f"calibrate: {work['runs']:,.0f} runs of {work['requests']:,.0f} requests; at most {work['replays']:,.0f} "
+          f"replays ({work['simulated_requests']:,.0f} simulated requests), about {took} (estimated)",
+          file=sys.stderr, flush=True)
+
+
 def run_calibrate_command(args) -> int:
     from .._validate import positive_int
     from ..io.atomic import save_figure
@@ -133,7 +145,8 @@ def run_calibrate_command(args) -> int:
                         leave_one_out=not args.no_leave_one_out, link=args.link, router=args.router,
                         prefill_pp=args.prefill_pp, decode_pp=args.decode_pp, collectives=args.collectives,
                         memory=False if args.no_memory else None,
-                        kv_pool_bytes=None if args.kv_pool_gb is None else _gb_bytes("--kv-pool-gb", args.kv_pool_gb))
+                        kv_pool_bytes=None if args.kv_pool_gb is None else _gb_bytes("--kv-pool-gb", args.kv_pool_gb),
+                        on_estimate=_say_estimate)
     if args.output:
         write_calibration(cal, args.output)
     if args.plot:

@@ -41,12 +41,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import pandas as pd
 
-from .._validate import one_of, positive_int
+from .._memory import check_memory
+from .._validate import boolean, one_of, positive_int
 from ..errors import ConfigError
 from ..io.benchjson import MeasuredRun, quantiles, read_bench_result
 from ..specs.calibration import CORNERS, FREE, read_calibration
@@ -55,7 +56,9 @@ from ..specs.hardware import load_gpu
 from ..specs.models import load_model
 from .params import default_max_num_seqs
 from .results import INTERVAL_FIELDS
+from .arrivals import MAX_ARRIVAL_S, MAX_REQUESTS
 from .simulator import LoadModel, arrivals, loadtest
+from .summary import BYTES_PER_REQUEST
 
 __all__ = ["FREE", "QUANTILES", "Calibration", "calibrate", "calibrate_operations", "read_operations", "replay",
            "replay_table", "replay_traffic", "predicted_intervals", "INTERVAL_STATS",
@@ -66,6 +69,16 @@ QUANTILES = (10, 25, 50, 75, 90, 99)
 _STEP = 0.05  # finite-difference step in log-parameter space
 _MIN_EFFECT = 0.02  # a parameter moving no residual by this much (log) over a +-5% change is not identified
 _LOO_ITERATIONS = 4
+#: ``iterations``' largest value (Levenberg-Marquardt steps; each replays every file 2 x params + up to 6 times).
+MAX_ITERATIONS = 1_000
+#: ``bootstrap``'s largest value (the CLI's ``--bootstrap``).
+MAX_BOOTSTRAP = 100_000
+#: Simulated requests per second of wall time a replay runs at, for the work estimate: measured 660 to 1,760
+#: (colocated, 1P1D, the study's model; 1,024 + 128 tokens, 2,000 requests) on a busy 2-core machine.
+SIMULATED_REQUESTS_PER_S = 1_000
+#: Memory per measured request a calibration keeps while it fits (its row, its predicted and measured
+#: curves): a few arrays of 8-byte floats, rounded up.
+BYTES_PER_MEASURED_REQUEST = 200
 
 
 @dataclass
@@ -126,6 +139,28 @@ def _model_ref(model) -> str:
     return model if isinstance(model, str) else model.name
 
 
+def replayed_requests(run: MeasuredRun) -> int:
+    """How many requests a replay of ``run`` simulates, checked before anything is allocated: its
+    per-request rows, else its ``num_prompts`` (at most :data:`~depgraph.serving.arrivals.MAX_REQUESTS`),
+    and its ``request_rate`` (a number > 0 or inf, spreading them within
+    :data:`~depgraph.serving.arrivals.MAX_ARRIVAL_S`); a ConfigError naming the file and the field."""
+    rate = run.request_rate_rps
+    if isinstance(rate, bool) or not isinstance(rate, (int, float)) or math.isnan(rate) or rate <= 0:
+        raise ConfigError(f"{run.path}: request_rate: expected a number > 0 or \"inf\", got {rate!r}")
+    n = len(run.requests) if run.requests is not None else run.num_prompts
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ConfigError(f"{run.path}: num_prompts: expected a whole number of requests >= 1, got {n!r}")
+    if n > MAX_REQUESTS:
+        raise ConfigError(f"{run.path}: num_prompts: a replay of {n:,} requests would need about "
+                          f"{n * BYTES_PER_REQUEST / 1e9:,.0f} GB of memory and {n / SIMULATED_REQUESTS_PER_S / 3600:,.0f} "
+                          f"hours per pass (estimated); expected at most {MAX_REQUESTS:,} requests (MAX_REQUESTS)")
+    if not sent_times_known(run) and math.isfinite(rate) and n / rate > MAX_ARRIVAL_S:
+        raise ConfigError(f"{run.path}: request_rate: {rate:g} req/s spreads {n:,} requests over {n / rate:.3g} s; "
+                          f"expected at least {n / MAX_ARRIVAL_S:.3g} req/s (a replay's arrivals lie within "
+                          f"{MAX_ARRIVAL_S:.0e} s, MAX_ARRIVAL_S)")
+    return n
+
+
 def replay_table(run: MeasuredRun, seed: int = 0) -> pd.DataFrame:
     """A measured run's requests as a load-test trace: their send times where
     the file has them (``start_times``; in the order they were sent, the
@@ -133,7 +168,9 @@ def replay_table(run: MeasuredRun, seed: int = 0) -> pd.DataFrame:
     order), else arrival times drawn at its request rate and burstiness,
     or, for ``"inf"`` (a burst: ``vllm bench serve``'s ``get_request``
     gives every request a delay of 0), every request at 0 in the file's
-    order; its requests' lengths (a file without them: its mean lengths)."""
+    order; its requests' lengths (a file without them: its mean lengths). The run is checked first
+    (:func:`replayed_requests`)."""
+    replayed_requests(run)
     if sent_times_known(run):
         order = np.argsort(run.requests.sent_s.to_numpy(dtype=float), kind="stable")
         return pd.DataFrame({"arrival_s": run.requests.sent_s.to_numpy(dtype=float)[order],
@@ -325,11 +362,53 @@ def _lm(problem: _Problem, x: np.ndarray, iterations: int) -> np.ndarray:
     return x
 
 
+def calibration_work(requests: Sequence[int], *, params: int, iterations: int, bootstrap: int,
+                     leave_one_out: bool) -> dict[str, float]:
+    """At most how much a calibration simulates, before it starts: ``replays`` (passes over every file),
+    ``simulated_requests`` and ``seconds`` (at :data:`SIMULATED_REQUESTS_PER_S`), for files of ``requests``
+    requests each and ``params`` free parameters: the first replay, the identifiability Jacobian
+    (``1 + 2 params`` passes), ``iterations`` Levenberg-Marquardt steps (each a Jacobian and up to six
+    trials), the bootstrap's Jacobian (its resamples replay nothing), the per-file pass and, with
+    ``leave_one_out``, a short fit per file on the others. A bound: the fit stops early, and repeats
+    are cached.
+
+    >>> w = calibration_work([1000, 1000], params=3, iterations=8, bootstrap=200, leave_one_out=True)
+    >>> w["replays"], w["simulated_requests"]
+    (209.0, 320000.0)
+    """
+    total = float(sum(requests))
+    per_step = 2 * params + 6
+    passes = 1 + (1 + 2 * params) + iterations * per_step + (2 * params if bootstrap else 0) + 1
+    loo = len(requests) * (_LOO_ITERATIONS * per_step + 1) if leave_one_out and len(requests) > 1 else 0
+    simulated = total * passes + (total * (len(requests) - 1) / len(requests)) * loo if requests else 0.0
+    return {"replays": float(passes + loo), "simulated_requests": float(simulated),
+            "seconds": simulated / SIMULATED_REQUESTS_PER_S}
+
+
+def _check_args(files: Any, *, gpu: Any, params: Any, prior: Any, iterations: Any, bootstrap: Any, seed: Any,
+                leave_one_out: Any, chunked_prefill: Any) -> tuple[list, list[str], int, int, int]:
+    """:func:`calibrate`'s arguments, checked as the CLI's flags are (one line naming the argument)."""
+    if isinstance(files, (str, Path, MeasuredRun)) or not isinstance(files, Sequence):
+        raise ConfigError(f"files: expected a list of vllm bench serve result files, got {type(files).__name__}")
+    if isinstance(params, str) or not isinstance(params, Sequence):
+        raise ConfigError(f"params: expected a list of names from {', '.join(FREE)}, got {params!r}")
+    if prior is not None and not isinstance(prior, LoadModel):
+        raise ConfigError(f"prior: expected a LoadModel or None, got {type(prior).__name__}")
+    load_gpu(gpu)
+    iterations = positive_int("iterations", iterations, upper=MAX_ITERATIONS)
+    bootstrap = positive_int("bootstrap", bootstrap, upper=MAX_BOOTSTRAP, allow_zero=True)
+    seed = positive_int("seed", seed, upper=2**32 - 1, allow_zero=True)
+    boolean("leave_one_out", leave_one_out)
+    boolean("chunked_prefill", chunked_prefill)
+    return list(files), list(params), iterations, bootstrap, seed
+
+
 def calibrate(model, files: Sequence[str | Path | MeasuredRun], *, gpu: str = DEFAULT_GPU, deployment: str | None = None,
               handoff: str | None = None, tp: int = 1, prefill_tp: int | None = None, decode_tp: int | None = None,
               max_num_seqs: int | None = None, max_num_batched_tokens: int | None = None, chunked_prefill: bool = True,
               params: Sequence[str] = tuple(FREE), prior: LoadModel | None = None, iterations: int = 8,
-              bootstrap: int = 200, seed: int = 0, leave_one_out: bool = True, **deployment_args) -> Calibration:
+              bootstrap: int = 200, seed: int = 0, leave_one_out: bool = True,
+              on_estimate: Callable[[dict[str, float]], None] | None = None, **deployment_args) -> Calibration:
     """Fit the cost model's free parameters to measured runs (see the module).
 
     ``files``: ``vllm bench serve --save-result`` JSON files (or
@@ -344,12 +423,28 @@ def calibrate(model, files: Sequence[str | Path | MeasuredRun], *, gpu: str = DE
     ``kv_pool_bytes``, ``slot_scope``, ``prefill_servers``...), passed to every replay.
     ``max_num_seqs``: the measured server's (``None``: vLLM's default on ``gpu``,
     :func:`~depgraph.serving.params.default_max_num_seqs`: 1,024 on an H100 or H200, else 256).
+    ``iterations``: Levenberg-Marquardt steps, 1 to :data:`MAX_ITERATIONS`; ``bootstrap``: resamples, 0 to
+    :data:`MAX_BOOTSTRAP`. Before any replay the work is bounded (:func:`calibration_work`) and its memory
+    (the largest replay's requests and every file's curves) checked against the memory budget
+    (:func:`~depgraph._memory.check_memory`); a file of more requests than a load test runs is refused.
+    ``on_estimate``: called once with that bound (:func:`calibration_work`'s dict, plus ``runs`` and
+    ``requests``) before the first replay (``depgraph calibrate`` prints it).
     """
+    files, params, iterations, bootstrap, seed = _check_args(
+        files, gpu=gpu, params=params, prior=prior, iterations=iterations, bootstrap=bootstrap, seed=seed,
+        leave_one_out=leave_one_out, chunked_prefill=chunked_prefill)
     model_ref = _model_ref(model)
     model = load_model(model)
     runs = [f if isinstance(f, MeasuredRun) else read_bench_result(f) for f in files]
     if not runs:
         raise ConfigError("files: expected at least one measured run")
+    sizes = [replayed_requests(run) for run in runs]
+    check_memory("files", max(sizes) * BYTES_PER_REQUEST + sum(sizes) * BYTES_PER_MEASURED_REQUEST,
+                 f"calibrating on {len(runs):,} runs of {sum(sizes):,} requests (the largest {max(sizes):,})")
+    if on_estimate is not None:
+        on_estimate({"runs": float(len(runs)), "requests": float(sum(sizes)),
+                     **calibration_work(sizes, params=len(dict.fromkeys(params)), iterations=iterations,
+                                        bootstrap=bootstrap, leave_one_out=leave_one_out)})
     names = [one_of("params", p, tuple(FREE)) for p in dict.fromkeys(params)]
     prior = prior or LoadModel()
     base = prior_values(prior, gpu)
