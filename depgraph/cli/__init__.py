@@ -3,10 +3,14 @@
 Exit statuses: 0 done; 2 bad input (one line on standard error that names
 the field and what is allowed; no traceback); 1 the environment failed (a
 file in the way of an output folder, a read-only folder, a full disk: one
-line naming the path; a closed pipe on standard output ends the command
-quietly); 70 an internal error (a bug: one line, please report it); 130
+line naming the path; a closed or full standard output, even after the
+command wrote its files, named as "standard output"; a worker process
+killed, the points finished kept; a closed pipe on standard output ends
+the command quietly); 70 an internal error (a bug: one line, please report it); 130
 interrupted by Ctrl-C, 143 by SIGTERM (a sweep keeps its finished points,
-and worker processes end with this one however it ends).
+and worker processes end with this one however it ends). Every message is
+one line: control characters in it (a file name's newline) are escaped. A
+standard error that is closed or cannot be written changes no exit status.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import os
 import signal
 import sys
 import threading
+from concurrent.futures import BrokenExecutor
 from pathlib import Path
 from typing import Sequence
 
@@ -31,6 +36,7 @@ from .validate import run_validate_command
 # The names the flat depgraph/cli.py had, where tests and scripts import them from.
 from .args import LINK_HELP, _COMMON_HELP, _gb_bytes, _HelpFormatter, _number, _Parser  # noqa: F401
 from .output import _dumps, _json_safe, _non_finite  # noqa: F401
+from .output import _one_line
 from .calibrate import add_calibrate_command  # noqa: F401
 from .serving import add_capacity_command, add_loadtest_command, add_plan_command  # noqa: F401
 from .single import _cost, _point, _scheduled  # noqa: F401
@@ -83,9 +89,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     if threading.current_thread() is threading.main_thread():
         previous = signal.signal(signal.SIGTERM, _on_sigterm)
     _SIGNALLED.clear()
+    stderr = sys.stderr
     try:
+        _hold_closed_descriptors()
+        sys.stderr = _Tolerant(sys.stderr)
+        if sys.stdout is None:  # closed before we started (``>&-``): nothing the command prints could be seen
+            _report("depgraph: error: standard output: closed")
+            return 1
         code = _main(argv)
     finally:
+        sys.stderr = stderr
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
     if code == 130 and _SIGNALLED:
@@ -106,37 +119,47 @@ def _main(argv: Sequence[str] | None) -> int:
         if hardware is not None:
             use_hardware(hardware)  # checked before any worker starts, and seen by every worker
         _warm_up(argv)
-        args = _build_parser().parse_args(argv)
+        try:
+            args = _build_parser().parse_args(argv)
+        except SystemExit:  # help, or a usage error argparse printed: its output too must have gone out
+            sys.stdout.flush()
+            raise
         code = _COMMANDS[args.command](args)
         sys.stdout.flush()  # a failing standard output shows here, while it can be reported
         return code
     except DepgraphError as exc:
-        print(f"depgraph: error: {exc}", file=sys.stderr)
+        _report(f"depgraph: error: {exc}")
         return 2
     except KeyboardInterrupt:
-        print(f"depgraph: {'terminated' if _SIGNALLED else 'interrupted'}", file=sys.stderr)
+        _report(f"depgraph: {'terminated' if _SIGNALLED else 'interrupted'}")
         return 130
     except BrokenPipeError as exc:
         if exc.filename is None:  # the reader of our output went away (``| head``): nothing to say
             _drop_stdout()
             return 1
-        print(f"depgraph: error: {exc.filename}: {exc.strerror}", file=sys.stderr)
+        _report(f"depgraph: error: {exc.filename}: {exc.strerror}")
         return 1
     except OSError as exc:
         where = exc.filename if exc.filename not in (None, "") else None
-        if where is None and _raised_here(exc):  # by print(): every file depgraph writes is named
+        if where is None and (_raised_here(exc) or _stdout_fails()):  # every file depgraph writes is named
             where = "standard output"
             _drop_stdout()
         reason = exc.strerror or str(exc) or type(exc).__name__
-        print(f"depgraph: error: {where}: {reason}" if where is not None else f"depgraph: error: {reason}",
-              file=sys.stderr)
+        _report(f"depgraph: error: {os.fsdecode(where)}: {reason}" if where is not None
+                else f"depgraph: error: {reason}")
         return 1
     except MemoryError:
-        print("depgraph: error: out of memory; try a smaller workload", file=sys.stderr)
+        _report("depgraph: error: out of memory; try a smaller workload")
+        return 1
+    except BrokenExecutor as exc:  # a worker process killed (the out-of-memory killer's SIGKILL): the environment
+        from ..sweeps.runner import WorkerDied
+
+        _report(f"depgraph: error: {exc}" if isinstance(exc, WorkerDied) else
+                "depgraph: error: a worker process died (killed, perhaps by the out-of-memory killer); "
+                "rerun the same command (a sweep resumes from its saved points)")
         return 1
     except Exception as exc:  # a bug: still one line, and a distinct status the tests look for
-        print(f"depgraph: internal error: {exc.__class__.__name__}: {str(exc)[:200]} (please report it)",
-              file=sys.stderr)
+        _report(f"depgraph: internal error: {exc.__class__.__name__}: {str(exc)[:200]} (please report it)")
         return 70
     finally:
         # main() called again in this process starts from the same environment
@@ -146,6 +169,70 @@ def _main(argv: Sequence[str] | None) -> int:
                     os.environ.pop(name, None)
                 else:
                     os.environ[name] = value
+
+
+def _report(message: str) -> None:
+    """``message`` as one line on standard error (control characters escaped:
+    a file name cannot break it); nothing if standard error cannot take it."""
+    try:
+        print(_one_line(message), file=sys.stderr, flush=True)
+    except (OSError, ValueError):  # a full or closed standard error: the exit status still says it
+        pass
+
+
+class _Tolerant:
+    """Standard error that drops what it cannot write (a full disk, a reader
+    gone) instead of raising: a progress line or a warning that cannot be
+    shown must not end the command or change its exit status."""
+
+    def __init__(self, stream) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except (OSError, ValueError):
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except (OSError, ValueError):
+            pass
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
+def _hold_closed_descriptors() -> None:
+    """Open /dev/null on standard input, output or error where they are
+    closed (``2>&-``), so that no file depgraph opens later takes their
+    number (a subprocess or a C library writing "to standard error" would
+    then write into it); and make a closed standard error a sink."""
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            try:
+                null = os.open(os.devnull, os.O_RDWR)
+            except OSError:
+                return
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+    if sys.stderr is None:
+        sys.stderr = open(os.devnull, "w")
+
+
+def _stdout_fails() -> bool:
+    """Whether standard output cannot take what is left for it (the error
+    came from a print outside the command line's own modules)."""
+    try:
+        if sys.stdout is not None:
+            sys.stdout.flush()
+    except (OSError, ValueError):
+        return True
+    return False
 
 
 def _raised_here(exc: BaseException) -> bool:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 from typing import Any, Sequence
 
 from ..errors import DepgraphError
@@ -59,7 +60,13 @@ class _Parser(argparse.ArgumentParser):
         return super().add_argument(*args, **kwargs)
 
     def error(self, message: str) -> None:  # one line, no usage block
-        self.exit(2, f"depgraph: error: {message} (see '{self.prog} --help')\n")
+        from .output import _one_line
+
+        self.exit(2, _one_line(f"depgraph: error: {message} (see '{self.prog} --help')") + "\n")
+
+    def _print_message(self, message: str, file=None) -> None:  # help lost to a full disk is an error, not 0
+        if message:
+            (file or sys.stderr).write(message)
 
 
 def _number(kind, field: str):

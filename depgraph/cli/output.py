@@ -1,10 +1,12 @@
 """JSON output: ``_dumps`` names the field a non-finite number sits in, instead of
-printing ``Infinity`` or ``NaN``; ``_json_safe`` writes those as null."""
+printing ``Infinity`` or ``NaN``; ``_json_safe`` writes those as null; ``_one_line`` keeps a
+message on one line."""
 
 from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any
 
 
@@ -47,3 +49,18 @@ def _json_safe(value):
     if isinstance(value, (list, tuple)):
         return [_json_safe(v) for v in value]
     return value
+
+
+# Every character that ends a line for a terminal or for str.splitlines, and the other control
+# characters (an escape sequence in a file name must not drive the terminal); a tab stays.
+_LINE_BREAKING = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def _one_line(text: str) -> str:
+    r"""``text`` with every control character but the tab written as its escape, so that a message
+    printed from it is one line whatever a file name in it holds.
+
+    >>> print(_one_line("results\nx.csv: Not a directory\r\x1b[2J\tok"))
+    results\nx.csv: Not a directory\r\x1b[2J	ok
+    """
+    return _LINE_BREAKING.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
