@@ -15,7 +15,10 @@ that is valid JSON, carries the expected id and exactly this point, and
 whose rows match the checksum written with them and the table's schema
 (:func:`~depgraph.sweeps.tables.check_rows`). Anything else, an edited
 value, a flipped digit, ``rows=[]``, another point's rows, deeply nested
-JSON, is reported and computed again.
+JSON, is reported and computed again. Something that is not a regular
+file where a part belongs (a directory, a FIFO, a symlink) is moved aside to
+``<id>.json.unreadable`` (:func:`move_aside`: nothing is deleted) so that
+the part computed again can be written there.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 from functools import lru_cache
 from pathlib import Path
 
@@ -31,8 +35,8 @@ from .._version import __version__
 from ..errors import DepgraphError
 from .tables import check_rows
 
-__all__ = ["MAX_PART_BYTES", "PART_FORMAT", "code_digest", "load_part", "model_digest", "part_id", "part_text",
-           "tree_digest"]
+__all__ = ["MAX_PART_BYTES", "PART_FORMAT", "code_digest", "in_the_way", "load_part", "model_digest", "move_aside",
+           "part_id", "part_text", "tree_digest"]
 
 #: Raised whenever the layout of a part file changes (older parts then compute afresh).
 PART_FORMAT = 2
@@ -136,3 +140,45 @@ def load_part(path: Path, part_id: str, point: dict) -> tuple[list[dict] | None,
     except (DepgraphError, RecursionError, TypeError, ValueError):
         return None, "rows that do not fit the table"
     return rows, None
+
+
+def in_the_way(path: Path) -> str | None:
+    """What stands at ``path`` that a part cannot be written over (renamed
+    over) or that depgraph did not write: a directory, a FIFO, a symlink,
+    a device, a socket, in words; ``None`` for a regular file or nothing."""
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:  # nothing there (or nothing this process may see: writing will say)
+        return None
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISLNK(mode):
+        return "a symlink"
+    from .._files import file_kind
+
+    return file_kind(mode)
+
+
+def move_aside(path: Path) -> Path:
+    """Rename what stands at ``path`` to ``<name>.unreadable`` (or
+    ``<name>.unreadable.<n>``, the first name free), keeping it whole: a
+    directory keeps its files, a symlink its target. Returns the new name;
+    an OSError if the folder does not allow it.
+
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp())
+    >>> (d / "p.json").mkdir()
+    >>> move_aside(d / "p.json").name, (d / "p.json").exists()
+    ('p.json.unreadable', False)
+    >>> (d / "p.json").mkdir()
+    >>> move_aside(d / "p.json").name
+    'p.json.unreadable.1'
+    """
+    path = Path(path)
+    for n in range(1000):
+        target = path.with_name(f"{path.name}.unreadable" + (f".{n}" if n else ""))
+        if os.path.lexists(target):
+            continue
+        os.rename(path, target)  # a race with another sweep's rename fails here, and says where
+        return target
+    raise FileExistsError(17, "too many unreadable saved points moved aside already", os.fsdecode(path))

@@ -66,7 +66,8 @@ from __future__ import annotations
 import json
 import sys
 from collections import Counter
-from concurrent.futures import Executor
+from concurrent.futures import BrokenExecutor, Executor
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any
 
@@ -74,15 +75,15 @@ import pandas as pd
 
 from ..errors import DepgraphError
 from ..io.atomic import atomic_write_text
-from .execute import Runner, picklable, point_error, run_dask, run_on, run_point_json, run_pool, runner_id
-from .parts import load_part, model_digest, part_id, part_text
+from .execute import Runner, picklable, point_error, run_dask, run_on, run_point_json, runner_id
+from .parts import in_the_way, load_part, model_digest, move_aside, part_id, part_text
 from .points import run_point
 from .progress import Progress
 from .scenario import Scenario, expand_scenario, load_scenario
 from .tables import require_pyarrow, sweep_table, write_outputs
-from .workers import cpu_count
+from .workers import cpu_count, how_workers_died, stop_pool, worker_pool
 
-__all__ = ["SweepInterrupted", "sweep"]
+__all__ = ["SweepInterrupted", "WorkerDied", "sweep"]
 
 
 class SweepInterrupted(KeyboardInterrupt):
@@ -91,6 +92,21 @@ class SweepInterrupted(KeyboardInterrupt):
     def __init__(self, saved: int, total: int, resumable: bool) -> None:
         tail = ", rerun to resume" if resumable else " (no out_dir: nothing kept)"
         super().__init__(f"interrupted; {saved} of {total} points saved{tail}")
+        self.saved = saved
+        self.total = total
+
+
+class WorkerDied(BrokenProcessPool):
+    """A worker process of :func:`sweep` died (killed by the out-of-memory
+    killer, say): ``saved`` of ``total`` points are on disk, and the same
+    sweep run again resumes from them. A ``BrokenProcessPool``, as the
+    pool's own error is."""
+
+    def __init__(self, name: str, how: str | None, saved: int, total: int, parts_dir: Path | None) -> None:
+        kept = (f"{saved} of {total} points saved in {parts_dir}; rerun the same command to resume"
+                if parts_dir is not None else "no out_dir: nothing kept")
+        super().__init__(f"sweep {name}: a worker process died ({how or 'it ended abruptly'}); {kept}")
+        self.how = how
         self.saved = saved
         self.total = total
 
@@ -156,7 +172,9 @@ def sweep(
     Raises :class:`SweepInterrupted` (a ``KeyboardInterrupt``) on Ctrl-C,
     after stopping the workers; every point finished by then is saved. A
     runner's :class:`~depgraph.DepgraphError` stops the sweep the same way
-    and comes back as one naming the point's key.
+    and comes back as one naming the point's key. A worker process that
+    dies (the out-of-memory killer's SIGKILL) stops it as :class:`WorkerDied`,
+    the points finished by then saved.
 
     Without ``client``, workers are local processes forked from a clean
     fork server (``forkserver``, on Linux) or fresh interpreters (``spawn``,
@@ -190,16 +208,27 @@ def sweep(
     def record(i: int, text: str) -> None:
         rows = json.loads(text)
         if parts_dir is not None:
-            atomic_write_text(parts_dir / f"{ids[i]}.json", part_text(ids[i], points[i], rows))
+            _save_part(parts_dir / f"{ids[i]}.json", part_text(ids[i], points[i], rows), scenario.name)
         results[i] = rows
         bar.advance()
 
+    how: str | None = None  # how a worker died, read from its pool before the others are stopped
     try:
         if client is not None:
             if pending:
-                run_dask(client, run, points, pending, record)
+                try:
+                    run_dask(client, run, points, pending, record)
+                except Exception as exc:
+                    if type(exc).__name__ != "KilledWorker":  # Dask gave up: each worker running the point died
+                        raise
+                    how = "the Dask workers that ran one point all died"
+                    raise BrokenProcessPool(how) from exc
         elif executor is not None:
-            run_on(executor, run, points, pending, record)
+            try:
+                run_on(executor, run, points, pending, record)
+            except BrokenExecutor:
+                how = how_workers_died(executor)
+                raise
         elif n_workers <= 1:
             for i in pending:
                 try:
@@ -208,11 +237,23 @@ def sweep(
                     raise point_error(exc, points[i]["key"])
                 record(i, text)
         elif pending:
-            run_pool(run, points, pending, n_workers, record)
+            pool = worker_pool(n_workers)
+            try:
+                run_on(pool, run, points, pending, record)
+            except BaseException as exc:
+                if isinstance(exc, BrokenExecutor):
+                    how = how_workers_died(pool)
+                stop_pool(pool)
+                raise
+            pool.shutdown(wait=True)
     except KeyboardInterrupt:
         bar.close()
         saved = sum(r is not None for r in results) if parts_dir is not None else 0
         raise SweepInterrupted(saved, len(points), parts_dir is not None) from None
+    except BrokenExecutor as exc:  # a worker killed (out of memory, kill -9): the environment, not the sweep
+        bar.close()
+        saved = sum(r is not None for r in results) if parts_dir is not None else 0
+        raise WorkerDied(scenario.name, how, saved, len(points), parts_dir) from exc
     finally:
         bar.close()
     table = sweep_table(points, results)
@@ -230,13 +271,32 @@ def _load_parts(parts_dir: Path, ids: list[str], points: list[dict], name: str) 
         rows, why = load_part(parts_dir / f"{ident}.json", ident, point)
         results.append(rows)
         if why is not None:
-            rejected[why] += 1
+            rejected[why] += 1  # a directory (or a FIFO, a symlink) there is moved aside when the part is saved
     if rejected:
         n = sum(rejected.values())
         reasons = ", ".join(f"{why}: {k}" for why, k in sorted(rejected.items()))
         print(f"depgraph: sweep {name}: {n} saved point{'s' * (n != 1)} in {parts_dir} did not verify ({reasons}); "
               "computing them again", file=sys.stderr)
     return results
+
+
+def _clear_the_way(path: Path, name: str) -> None:
+    """Move aside what stands where ``path``'s part is to be written and is
+    not a file a sweep wrote (a directory, a FIFO, a symlink), saying so in
+    one line; nothing is deleted."""
+    kind = in_the_way(path)
+    if kind is not None:
+        moved = move_aside(path)
+        print(f"depgraph: sweep {name}: {kind} stood where a saved point belongs; moved {path} aside to {moved.name}",
+              file=sys.stderr)
+
+
+def _save_part(path: Path, text: str, name: str) -> None:
+    """A part written whole to ``path``; something not a file standing there
+    (left since the parts were loaded, or with ``resume=False``, where they
+    are not) is moved aside first rather than replaced."""
+    _clear_the_way(path, name)  # one lstat: nothing next to computing a point
+    atomic_write_text(path, text)
 
 
 def _check_options(runner: Runner | None, workers: int | None, executor: Executor | None, client: Any) -> Runner:

@@ -129,6 +129,29 @@ def worker_pool(workers: int | None = None, *, preload: tuple[str, ...] = ()) ->
                                initializer=_init_worker, initargs=(_lifeline(),))
 
 
+def how_workers_died(pool) -> str | None:
+    """How the workers of ``pool`` that died on their own ended, in words
+    (``"killed by SIGKILL, as the out-of-memory killer does"``, ``"exit
+    status 3"``), or ``None`` where that cannot be told. Call it before
+    :func:`stop_pool`: the workers it stops end by SIGTERM, which is left
+    out, as is a worker still running."""
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    said = []
+    for p in processes:
+        code = p.exitcode
+        if code in (None, 0, -signal.SIGTERM, 255):  # 255: the status could not be read (another thread had it)
+            continue
+        if code < 0:
+            try:
+                name = signal.Signals(-code).name
+            except ValueError:
+                name = f"signal {-code}"
+            said.append(f"killed by {name}" + (", as the out-of-memory killer does" if -code == signal.SIGKILL else ""))
+        else:
+            said.append(f"exit status {code}")
+    return "; ".join(dict.fromkeys(said)) or None
+
+
 def stop_pool(pool: ProcessPoolExecutor) -> None:
     """Cancel what has not started and end the workers now."""
     if hasattr(pool, "terminate_workers"):  # Python 3.14+
