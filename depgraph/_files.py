@@ -45,10 +45,41 @@ from typing import Any
 
 from .errors import ConfigError, DepgraphError
 
-__all__ = ["read_limited", "read_text_limited", "file_kind"]
+__all__ = ["read_limited", "read_text_limited", "file_kind", "shown_path"]
 
 # a read(2) never returns more than this on Linux; the loop asks again
 _MAX_READ = 0x7FFFF000
+
+
+_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+# what may not appear in a one-line message: control characters (C0, DEL, C1), surrogates (a file
+# name's undecodable bytes) and the line and paragraph separators
+_UNSAFE = frozenset(("Cc", "Cs", "Zl", "Zp"))
+
+
+def shown_path(path: Any) -> str:
+    r"""``path`` as a message shows it: on one line, each control character, undecodable byte (a
+    surrogate) and line or paragraph separator escaped (a newline as ``\n``, others as ``\x1b`` or
+    ``\u2028``); an ordinary path is exactly ``str(path)``.
+
+    >>> shown_path("runs/a.json")
+    'runs/a.json'
+    >>> print(shown_path("evil\nname\x1b.csv"))
+    evil\nname\x1b.csv
+    """
+    text = os.fsdecode(path) if isinstance(path, (bytes, os.PathLike)) else str(path)
+    if text.isprintable():  # the common case, at C speed
+        return text
+    import unicodedata
+
+    return "".join(_escaped(c) if unicodedata.category(c) in _UNSAFE else c for c in text)
+
+
+def _escaped(c: str) -> str:
+    if c in _ESCAPES:
+        return _ESCAPES[c]
+    code = ord(c)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 def file_kind(mode: int) -> str:
@@ -82,16 +113,16 @@ def read_limited(path: str | os.PathLike, *, what: str, max_bytes: int, cap: str
     try:
         st = os.stat(path)  # follows symlinks: what would be read
     except FileNotFoundError:
-        raise error(f"{path}: no such {what}") from None
+        raise error(f"{shown_path(path)}: no such {what}") from None
     except (OSError, ValueError) as exc:  # ValueError: an embedded NUL
-        raise error(f"{path}: cannot read the {what} ({_reason(exc)})") from None
+        raise error(f"{shown_path(path)}: cannot read the {what} ({_reason(exc)})") from None
     _check_regular(path, st.st_mode, what, error)
     _check_size(path, st.st_size, what, max_bytes, cap, error)
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOCTTY", 0)
     try:
         fd = os.open(path, flags)
     except OSError as exc:
-        raise error(f"{path}: cannot read the {what} ({_reason(exc)})") from None
+        raise error(f"{shown_path(path)}: cannot read the {what} ({_reason(exc)})") from None
     try:
         st = os.fstat(fd)  # what was opened, should the path have changed since the look
         _check_regular(path, st.st_mode, what, error)
@@ -108,7 +139,7 @@ def read_limited(path: str | os.PathLike, *, what: str, max_bytes: int, cap: str
             if total == want and total <= max_bytes:  # the file grew, still within the cap: read on
                 want = max_bytes + 1
     except OSError as exc:
-        raise error(f"{path}: cannot read the {what} ({_reason(exc)})") from None
+        raise error(f"{shown_path(path)}: cannot read the {what} ({_reason(exc)})") from None
     finally:
         os.close(fd)
     _check_size(path, total, what, max_bytes, cap, error, more=True)
@@ -122,7 +153,7 @@ def _reason(exc: BaseException) -> str:
 def _check_regular(path: Path, mode: int, what: str, error: type[DepgraphError]) -> None:
     if not stat.S_ISREG(mode):
         through = " (through a symlink)" if path.is_symlink() else ""
-        raise error(f"{path}: expected the {what} as a regular file, got {file_kind(mode)}{through}")
+        raise error(f"{shown_path(path)}: expected the {what} as a regular file, got {file_kind(mode)}{through}")
 
 
 def _check_size(path: Path, size: Any, what: str, max_bytes: int, cap: str, error: type[DepgraphError], *,
@@ -130,7 +161,7 @@ def _check_size(path: Path, size: Any, what: str, max_bytes: int, cap: str, erro
     if size > max_bytes:
         named = f" ({cap})" if cap else ""
         size_words = f"more than {max_bytes:,} bytes" if more else f"{size:,} bytes"
-        raise error(f"{path}: the {what} is {size_words}; at most {max_bytes:,} bytes are read{named}")
+        raise error(f"{shown_path(path)}: the {what} is {size_words}; at most {max_bytes:,} bytes are read{named}")
 
 
 def read_text_limited(path: str | os.PathLike, *, what: str, max_bytes: int, cap: str = "",
@@ -140,4 +171,4 @@ def read_text_limited(path: str | os.PathLike, *, what: str, max_bytes: int, cap
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise error(f"{path}: cannot read the {what} (not UTF-8 text at byte {exc.start:,})") from None
+        raise error(f"{shown_path(path)}: cannot read the {what} (not UTF-8 text at byte {exc.start:,})") from None

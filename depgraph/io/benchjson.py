@@ -26,8 +26,8 @@ here the sum of its ITLs over its output tokens but one.
 
 from __future__ import annotations
 
-import json
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,15 +35,27 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .._files import read_text_limited
+from .._files import read_text_limited, shown_path
+from .._memory import check_memory
+from .._validate import parse_json
 from ..errors import ConfigError
 
-__all__ = ["MeasuredRun", "read_bench_result", "quantiles", "MAX_BENCH_FILE_BYTES", "MAX_BENCH_REQUESTS"]
+__all__ = ["MeasuredRun", "read_bench_result", "quantiles", "MAX_BENCH_FILE_BYTES", "MAX_BENCH_REQUESTS",
+           "MAX_BENCH_ITL_GAPS"]
 
 #: The largest result file read (a detailed run of 100,000 requests is about 60 MB).
 MAX_BENCH_FILE_BYTES = 512 * 1024 * 1024
 #: The most requests one file may hold.
 MAX_BENCH_REQUESTS = 1_000_000
+#: The most inter-token gaps (``itls``) one file may hold in all, counted before any is read.
+MAX_BENCH_ITL_GAPS = 100_000_000
+#: Peak memory of reading a result file, per byte of it (the text, the parsed document, the arrays):
+#: measured 8.2 (peak RSS growth) for a 155 MB detailed file of 1,000,000 requests and 20,000,000 gaps,
+#: read in about 40 s on a loaded machine where json.loads alone took 17 s; checked before parsing.
+BENCH_PEAK_PER_BYTE = 12.0
+#: The longest span of arrivals a replay simulates (:data:`depgraph.serving.arrivals.MAX_ARRIVAL_S`,
+#: written here too: this module is below the serving package).
+MAX_ARRIVAL_S = 1e7
 _PER_REQUEST = ("input_lens", "output_lens", "ttfts", "itls", "errors", "start_times")
 _PERCENTILES = ("mean", "median", "p90", "p99")
 
@@ -82,6 +94,16 @@ class MeasuredRun:
                           "serve with --save-detailed)")
 
 
+def _shown(value: Any) -> str:
+    """A refused value as a message shows it: a plain number or a clipped string, never a numpy repr."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10 ** 30:
+        return f"an integer of {len(str(abs(value))):,} digits"
+    text = repr(value) if isinstance(value, str) else str(value)
+    return shown_path(text if len(text) <= 40 else f"{text[:40]}...")
+
+
 def _number(path: str, key: str, value: Any, *, low: float = 0.0, allow_inf: bool = False,
             integer: bool = False, high: float = 1e12) -> float:
     words = (f"{'an integer' if integer else 'a number'} from {low:g} to {high:g}"
@@ -89,7 +111,7 @@ def _number(path: str, key: str, value: Any, *, low: float = 0.0, allow_inf: boo
     if allow_inf and value == "inf":
         return math.inf
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ConfigError(f"{path}: {key}: expected {words}, got {str(value)[:40]!r}")
+        raise ConfigError(f"{path}: {key}: expected {words}, got {_shown(value)}")
     try:
         v = float(value)
     except OverflowError:  # an integer beyond any float
@@ -97,25 +119,62 @@ def _number(path: str, key: str, value: Any, *, low: float = 0.0, allow_inf: boo
     if math.isinf(v) and allow_inf:
         return math.inf
     if math.isnan(v) or v < low or v > high or (integer and v != int(v)):
-        raise ConfigError(f"{path}: {key}: expected {words}, got {str(value)[:40]}")
+        raise ConfigError(f"{path}: {key}: expected {words}, got {_shown(value)}")
     return v
 
 
+def _column(path: str, key: str, values: list, rows: np.ndarray, *, low: float = 0.0, integer: bool = False,
+            high: float = 1e12) -> np.ndarray:
+    """``values[rows]`` as floats, every one checked as :func:`_number` checks one, in numpy: the first bad
+    entry (in file order) is reported by :func:`_number` itself, so the message is the same."""
+    picked = [values[i] for i in rows] if len(rows) != len(values) else values
+    plain = set(map(type, picked)) <= {int, float}
+    arr = None
+    if plain:
+        try:
+            arr = np.array(picked, dtype=float)
+        except OverflowError:
+            arr = None
+    if arr is not None:
+        bad = ~((arr >= low) & (arr <= high))  # NaN is bad too
+        if integer:
+            bad |= arr != np.floor(arr)
+        if not bad.any():
+            return arr
+    for j, i in enumerate(rows):  # the first bad entry: _number raises naming it
+        _number(path, f"{key}[{i}]", picked[j], low=low, integer=integer, high=high)
+    return arr  # pragma: no cover - a bad entry always raises above
+
+
 def read_bench_result(path: str | Path) -> MeasuredRun:
-    """Read one ``vllm bench serve --save-result`` JSON file (see the module)."""
+    """Read one ``vllm bench serve --save-result`` JSON file (see the module), by the strict JSON
+    rules of :func:`~depgraph._validate.parse_json` (each key once, finite numbers). The work is
+    bounded before it is done: the file's estimated peak memory (:data:`BENCH_PEAK_PER_BYTE` per
+    byte) is checked against the memory budget before it is parsed, the per-request arrays are at
+    most :data:`MAX_BENCH_REQUESTS` long and hold at most :data:`MAX_BENCH_ITL_GAPS` gaps in all,
+    counted before any is read, and the per-request checks run in numpy."""
+    p = shown_path(path)
     text = read_text_limited(path, what="benchmark result file", max_bytes=MAX_BENCH_FILE_BYTES,
                              cap="MAX_BENCH_FILE_BYTES")
-    p = str(path)
+    check_memory(p, len(text) * BENCH_PEAK_PER_BYTE,
+                 f"reading this {len(text) / 1e6:,.0f} MB benchmark result file")
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        if exc.msg == "Extra data":  # several objects, one per line: vllm bench serve --append-result
-            raise ConfigError(f"{p}: holds several results, one per line (vllm bench serve --append-result); "
-                              "give one result per file") from None
-        raise ConfigError(f"{p}: not JSON (line {exc.lineno}, column {exc.colno}); expected the file vllm bench "
-                          "serve --save-result writes") from None
-    except (RecursionError, ValueError) as exc:  # nesting too deep, a number of more than 4,300 digits
-        raise ConfigError(f"{p}: not JSON depgraph can read ({str(exc)[:80]})") from None
+        data = parse_json(text, where=p, several="holds several results, one per line (vllm bench serve "
+                                                  "--append-result); give one result per file")
+    except ConfigError as exc:
+        detail = str(exc)[len(p) + 2:]
+        if detail.startswith("holds several results"):
+            raise
+        number = re.fullmatch(r"(.+): expected a finite number of magnitude at most (\S+), got (.+)", detail)
+        digits = re.fullmatch(r"an integer of ([\d,]+) digits", number.group(3)) if number else None
+        if number and not (digits and int(digits.group(1).replace(",", "")) > 4300):  # longer: no JSON Python reads
+            field, most, got = number.groups()
+            raise ConfigError(f"{p}: {field}: expected a number of magnitude at most {most}, got {got}") from None
+        words = "not JSON depgraph can read"
+        if detail.startswith("not valid JSON (line ") and detail.endswith(")"):  # a syntax error
+            words, detail = "not JSON", detail[len("not valid JSON ("):-1]
+        raise ConfigError(f"{p}: {words} ({detail}); expected the file vllm bench serve --save-result writes") \
+            from None
     if not isinstance(data, dict):
         raise ConfigError(f"{p}: expected a JSON object (vllm bench serve --save-result), got {type(data).__name__}")
     if "request_rate" not in data:
@@ -129,7 +188,7 @@ def read_bench_result(path: str | Path) -> MeasuredRun:
     burst = data.get("burstiness")
     burst = 1.0 if burst is None else _number(p, "burstiness", burst, high=1e6)
     if burst == 0 or math.isinf(burst):
-        raise ConfigError(f"{p}: burstiness: expected a finite number > 0, got {data.get('burstiness')!r}")
+        raise ConfigError(f"{p}: burstiness: expected a finite number > 0, got {_shown(data.get('burstiness'))}")
     conc = data.get("max_concurrency")
     conc = None if conc is None else int(_number(p, "max_concurrency", conc, low=1, integer=True, high=1e7))
     duration = data.get("duration")
@@ -147,56 +206,7 @@ def read_bench_result(path: str | Path) -> MeasuredRun:
     requests = None
     skipped = 0
     if present:
-        missing = [k for k in ("input_lens", "output_lens", "ttfts") if k not in data]
-        if missing:
-            raise ConfigError(f"{p}: {missing[0]}: missing beside {present[0]} (a --save-detailed file has "
-                              "input_lens, output_lens, ttfts, itls and errors)")
-        n = None
-        for k in present:
-            if not isinstance(data[k], list):
-                raise ConfigError(f"{p}: {k}: expected a list, one entry per request, got {type(data[k]).__name__}")
-            if n is None:
-                n = len(data[k])
-            elif len(data[k]) != n:
-                raise ConfigError(f"{p}: {k}: {len(data[k]):,} entries where input_lens has {n:,}; expected one per "
-                                  "request")
-        if n > MAX_BENCH_REQUESTS:
-            raise ConfigError(f"{p}: input_lens: {n:,} requests; at most {MAX_BENCH_REQUESTS:,} are read")
-        errors = data.get("errors") or [""] * n
-        itls = data.get("itls")
-        starts = data.get("start_times")  # newer vLLM: when each request was sent (seconds, one clock)
-        rows = []
-        for i in range(n):
-            err = errors[i]
-            if err is not None and not isinstance(err, str):
-                raise ConfigError(f"{p}: errors[{i}]: expected a string (\"\" when the request succeeded)")
-            if err:
-                skipped += 1
-                continue
-            prompt = int(_number(p, f"input_lens[{i}]", data["input_lens"][i], low=1, integer=True, high=1e7))
-            out = int(_number(p, f"output_lens[{i}]", data["output_lens"][i], integer=True, high=1e7))
-            ttft = _number(p, f"ttfts[{i}]", data["ttfts"][i], high=1e6)
-            if out < 1 or ttft == 0:  # no token streamed back: vLLM counts it, there is nothing to fit
-                skipped += 1
-                continue
-            itl_sum = math.nan
-            if itls is not None:
-                gaps = itls[i]
-                if not isinstance(gaps, list):
-                    raise ConfigError(f"{p}: itls[{i}]: expected a list of seconds")
-                if len(gaps) > 10_000_000:
-                    raise ConfigError(f"{p}: itls[{i}]: {len(gaps):,} gaps; at most 10,000,000 are read")
-                itl_sum = math.fsum(_number(p, f"itls[{i}][{j}]", g, high=1e6) for j, g in enumerate(gaps))
-            # every token in one streamed chunk: no gap to time (vLLM writes a TPOT of 0); not fitted
-            tpot = itl_sum / (out - 1) if out > 1 and itl_sum > 0 else math.nan
-            sent = math.nan if starts is None else _number(p, f"start_times[{i}]", starts[i], low=-1e12)
-            rows.append((prompt, out, ttft, tpot, itl_sum, sent))
-        requests = pd.DataFrame(rows, columns=["prompt_tokens", "output_tokens", "ttft_s", "tpot_s", "itl_sum_s",
-                                               "sent_s"])
-        if starts is not None and len(requests):  # from the first send
-            requests["sent_s"] = requests.sent_s - float(requests.sent_s.min())
-        if not len(requests):
-            raise ConfigError(f"{p}: errors: every one of its {n:,} requests failed; nothing to fit")
+        requests, skipped = _requests(p, data, present)
     elif not any(k.startswith(("ttft_", "tpot_")) for k in reported):
         raise ConfigError(f"{p}: ttfts: missing, and no TTFT or TPOT statistic either (mean_ttft_ms, "
                           "median_ttft_ms, p99_ttft_ms, mean_tpot_ms, ...); nothing to fit")
@@ -211,10 +221,83 @@ def read_bench_result(path: str | Path) -> MeasuredRun:
             if data.get(key) is not None:
                 means[k] = max(1, round(_number(p, key, data[key]) / done))
         num = min(num, done)
+    sent_known = requests is not None and "start_times" in data
+    drawn = len(requests) if requests is not None else num  # the arrivals a replay draws at the rate
+    if not sent_known and math.isfinite(rate) and drawn / rate > MAX_ARRIVAL_S:
+        raise ConfigError(f"{p}: request_rate: {rate:g} req/s spreads {drawn:,} requests over {drawn / rate:.3g} s; "
+                          f"expected at least {drawn / MAX_ARRIVAL_S:.3g} req/s (a replay's arrivals lie within "
+                          f"{MAX_ARRIVAL_S:.0e} s, MAX_ARRIVAL_S)")
     return MeasuredRun(path=p, request_rate_rps=rate, burstiness=burst, max_concurrency=conc, num_prompts=num,
                        duration_s=duration, failed=skipped if failed is None else max(failed, skipped),
                        requests=requests, reported=reported, mean_prompt_tokens=means[0],
                        mean_output_tokens=means[1])
+
+
+def _requests(p: str, data: dict[str, Any], present: list[str]) -> tuple[pd.DataFrame, int]:
+    """The successful requests of a ``--save-detailed`` file, and how many were skipped."""
+    missing = [k for k in ("input_lens", "output_lens", "ttfts") if k not in data]
+    if missing:
+        raise ConfigError(f"{p}: {missing[0]}: missing beside {present[0]} (a --save-detailed file has "
+                          "input_lens, output_lens, ttfts, itls and errors)")
+    n = None
+    for k in present:
+        if not isinstance(data[k], list):
+            raise ConfigError(f"{p}: {k}: expected a list, one entry per request, got {type(data[k]).__name__}")
+        if n is None:
+            n = len(data[k])
+        elif len(data[k]) != n:
+            raise ConfigError(f"{p}: {k}: {len(data[k]):,} entries where input_lens has {n:,}; expected one per "
+                              "request")
+    if n > MAX_BENCH_REQUESTS:
+        raise ConfigError(f"{p}: input_lens: {n:,} requests; at most {MAX_BENCH_REQUESTS:,} are read "
+                          "(MAX_BENCH_REQUESTS)")
+    errors = data.get("errors") or [""] * n
+    if not set(map(type, errors)) <= {str, type(None)}:
+        i = next(i for i, e in enumerate(errors) if e is not None and not isinstance(e, str))
+        raise ConfigError(f"{p}: errors[{i}]: expected a string (\"\" when the request succeeded), got "
+                          f"{_shown(errors[i])}")
+    ok = np.flatnonzero(~np.array(errors, dtype=object).astype(bool)) if n else np.zeros(0, dtype=np.intp)
+    prompt = _column(p, "input_lens", data["input_lens"], ok, low=1, integer=True, high=1e7)
+    out = _column(p, "output_lens", data["output_lens"], ok, integer=True, high=1e7)
+    ttft = _column(p, "ttfts", data["ttfts"], ok, high=1e6)
+    streamed = (out >= 1) & (ttft != 0)  # no token streamed back: vLLM counts it, there is nothing to fit
+    keep = ok[streamed]
+    prompt, out, ttft = prompt[streamed], out[streamed], ttft[streamed]
+    skipped = n - len(keep)
+    itl_sum = np.full(len(keep), np.nan)
+    itls = data.get("itls")
+    if itls is not None:
+        gaps = [itls[i] for i in keep]
+        if not set(map(type, gaps)) <= {list}:
+            j = next(j for j, g in enumerate(gaps) if not isinstance(g, list))
+            raise ConfigError(f"{p}: itls[{keep[j]}]: expected a list of seconds, got {_shown(gaps[j])}")
+        total = sum(map(len, gaps))  # the work, counted before any gap is read
+        if total > MAX_BENCH_ITL_GAPS:
+            raise ConfigError(f"{p}: itls: {total:,} gaps in all; at most {MAX_BENCH_ITL_GAPS:,} are read "
+                              "(MAX_BENCH_ITL_GAPS)")
+        for j, g in enumerate(gaps):
+            if g and not (set(map(type, g)) <= {int, float} and 0 <= min(g) and max(g) <= 1e6):
+                for k, x in enumerate(g):
+                    _number(p, f"itls[{keep[j]}][{k}]", x, high=1e6)
+            itl_sum[j] = math.fsum(g)
+    # every token in one streamed chunk: no gap to time (vLLM writes a TPOT of 0); not fitted
+    with np.errstate(divide="ignore", invalid="ignore"):
+        tpot = np.where((out > 1) & (itl_sum > 0), itl_sum / np.maximum(out - 1, 1), np.nan)
+    starts = data.get("start_times")  # newer vLLM: when each request was sent (seconds, one clock)
+    sent = np.full(len(keep), np.nan) if starts is None else _column(p, "start_times", starts, keep, low=-1e12)
+    if starts is not None and len(keep):  # from the first send
+        first = float(sent.min())
+        span = float(sent.max()) - first
+        if span > MAX_ARRIVAL_S:
+            last = int(keep[int(np.argmax(sent))])
+            raise ConfigError(f"{p}: start_times[{last}]: {_shown(float(starts[last]))} is {span:.3g} s after the "
+                              f"first send; a replay's arrivals lie within {MAX_ARRIVAL_S:.0e} s (MAX_ARRIVAL_S)")
+        sent = sent - first
+    requests = pd.DataFrame({"prompt_tokens": prompt.astype(np.int64), "output_tokens": out.astype(np.int64),
+                             "ttft_s": ttft, "tpot_s": tpot, "itl_sum_s": itl_sum, "sent_s": sent})
+    if not len(requests):
+        raise ConfigError(f"{p}: errors: every one of its {n:,} requests failed; nothing to fit")
+    return requests, skipped
 
 
 def quantiles(values: np.ndarray, qs=(10, 25, 50, 75, 90, 99)) -> np.ndarray:

@@ -36,7 +36,7 @@ from typing import Any
 import networkx as nx
 from networkx.readwrite.graphml import GraphMLReader
 
-from .._files import read_limited
+from .._files import read_limited, shown_path
 from .._memory import check_memory
 from .._validate import MAX_NUMBER, parse_json
 from ..errors import ConfigError, GraphError
@@ -64,7 +64,7 @@ def _scalar(text: str) -> int | str:
 
 
 def _fail(path: Path, what: str) -> GraphError:
-    return GraphError(f"{path}: {what}")
+    return GraphError(f"{shown_path(path)}: {what}")
 
 
 #: Peak memory of ``depgraph schedule FILE`` per byte of the file (parsing, the graph, its schedule):
@@ -86,10 +86,10 @@ def read_graph(path: str | Path) -> nx.DiGraph:
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix not in (".graphml", ".json"):
-        raise ConfigError(f"{path}: expected a .graphml or node-link .json file")
+        raise ConfigError(f"{shown_path(path)}: expected a .graphml or node-link .json file")
     raw = read_limited(path, what="graph file", max_bytes=MAX_GRAPH_FILE_BYTES, cap="depgraph.io.MAX_GRAPH_FILE_BYTES")
     per_byte = GRAPHML_PEAK_PER_BYTE if suffix == ".graphml" else JSON_PEAK_PER_BYTE
-    check_memory(str(path), len(raw) * per_byte,
+    check_memory(shown_path(path), len(raw) * per_byte,
                  f"reading and scheduling this {len(raw) / 1e6:,.0f} MB {suffix[1:]} graph file")
     G, exact = _parse_graphml(path, raw) if suffix == ".graphml" else (_parse_json(path, raw), ())
     return _validated(path, G, exact=exact)

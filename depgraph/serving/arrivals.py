@@ -7,16 +7,14 @@ from a CSV trace, strictly and within bounds.
 
 from __future__ import annotations
 
-import csv
-import io
 import math
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from .._files import read_text_limited
-from .._validate import one_of, positive_int, positive_number
+from .._files import read_text_limited, shown_path
+from .._validate import one_of, parse_csv, positive_int, positive_number
 from ..errors import ConfigError
 
 __all__ = ["ARRIVAL_PROCESSES", "MAX_REQUESTS", "MAX_ARRIVAL_S", "MAX_TRACE_FILE_BYTES", "arrivals", "read_trace",
@@ -45,6 +43,9 @@ MAX_ARRIVAL_S = 1e7
 MAX_TRACE_FILE_BYTES = 64 * 1024 * 1024
 
 
+#: The longest field of a trace read, in characters (a time or a count needs at most about 25).
+MAX_TRACE_FIELD_CHARS = 1_000
+
 _TRACE_COLUMNS = ["arrival_s", "prompt_tokens", "output_tokens"]
 
 
@@ -62,53 +63,49 @@ def read_trace(path: str | Path) -> pd.DataFrame:
     :data:`MAX_TRACE_FILE_BYTES` is read, and at most :data:`MAX_REQUESTS`
     rows: they are counted while reading, and one more is refused before
     anything is built."""
-    path = Path(path)
     text = read_text_limited(path, what="load-test trace", max_bytes=MAX_TRACE_FILE_BYTES,
                              cap="depgraph.serving.arrivals.MAX_TRACE_FILE_BYTES")
+    path = shown_path(path)
     want = _TRACE_COLUMNS
-    reader = csv.reader(io.StringIO(text, newline=None))  # \n, \r\n and \r all end a line
-    times: list[float] = []
-    prompts: list[int] = []
-    outs: list[int] = []
     try:
-        header = next(reader, None)
-        if header is None or [c.strip() for c in header] != want:
-            got = _clip(",".join(header)) if header is not None else "an empty file"
-            raise ConfigError(f"{path}: line 1: expected the header {','.join(want)}; got {got}")
-        last = 0.0
-        for row in reader:
-            line = reader.line_num
-            if not row or all(not c.strip() for c in row):
-                continue
-            if len(row) != 3:
-                raise ConfigError(f"{path}: line {line}: expected 3 fields ({','.join(want)}); got {len(row)}")
-            try:
-                t = float(row[0])
-                p, o = int(row[1]), int(row[2])
-            except ValueError:
-                raise ConfigError(f"{path}: line {line}: expected a number and two integers; got "
-                                  f"{_clip(','.join(row))}") from None
-            if not (math.isfinite(t) and 0 <= t <= MAX_ARRIVAL_S):
-                raise ConfigError(f"{path}: line {line}: arrival_s: expected {_ARRIVAL_WORDS}; got {_clip(row[0])}")
-            if t < last:
-                raise ConfigError(f"{path}: line {line}: arrival_s: expected non-decreasing times; got {t} after {last}")
-            if not 1 <= p <= 10_000_000:
-                raise ConfigError(f"{path}: line {line}: prompt_tokens: expected 1 to 10,000,000; got {_clip(str(p))}")
-            if not 1 <= o <= 1_000_000:
-                raise ConfigError(f"{path}: line {line}: output_tokens: expected 1 to 1,000,000; got {_clip(str(o))}")
-            if len(times) == MAX_REQUESTS:
-                raise ConfigError(f"{path}: line {line}: more than {MAX_REQUESTS:,} requests; a load test simulates "
-                                  f"at most {MAX_REQUESTS:,} (MAX_REQUESTS)")
-            times.append(t)
-            prompts.append(p)
-            outs.append(o)
-            last = t
-    except csv.Error as exc:
-        raise ConfigError(f"{path}: line {reader.line_num}: not valid CSV ({_clip(str(exc))})") from None
-    if not times:
+        records = parse_csv(text, where=path, max_rows=MAX_REQUESTS, max_field_chars=MAX_TRACE_FIELD_CHARS)
+    except ConfigError as exc:
+        if "rows after the header" not in str(exc):
+            raise
+        line = str(exc)[len(path) + 2:].split(":", 1)[0]
+        raise ConfigError(f"{path}: {line}: more than {MAX_REQUESTS:,} requests; a load test simulates "
+                          f"at most {MAX_REQUESTS:,} (MAX_REQUESTS)") from None
+    header = records[0][1] if records and records[0][0] == 1 else None
+    if header is None or [c.strip() for c in header] != want:
+        got = shown_path(_clip(",".join(header))) if header is not None else "an empty file"
+        raise ConfigError(f"{path}: line 1: expected the header {','.join(want)}; got {got}")
+    times = np.empty(len(records) - 1)
+    prompts = np.empty(len(records) - 1, dtype=np.int64)
+    outs = np.empty(len(records) - 1, dtype=np.int64)
+    last = 0.0
+    for k, (line, row) in enumerate(records[1:]):
+        if len(row) != 3:
+            raise ConfigError(f"{path}: line {line}: expected 3 fields ({','.join(want)}); got {len(row)}")
+        try:
+            t = float(row[0])
+            p, o = int(row[1]), int(row[2])
+        except ValueError:
+            raise ConfigError(f"{path}: line {line}: expected a number and two integers; got "
+                              f"{shown_path(_clip(','.join(row)))}") from None
+        if not (math.isfinite(t) and 0 <= t <= MAX_ARRIVAL_S):
+            raise ConfigError(f"{path}: line {line}: arrival_s: expected {_ARRIVAL_WORDS}; got "
+                              f"{shown_path(_clip(row[0]))}")
+        if t < last:
+            raise ConfigError(f"{path}: line {line}: arrival_s: expected non-decreasing times; got {t} after {last}")
+        if not 1 <= p <= 10_000_000:
+            raise ConfigError(f"{path}: line {line}: prompt_tokens: expected 1 to 10,000,000; got {_clip(str(p))}")
+        if not 1 <= o <= 1_000_000:
+            raise ConfigError(f"{path}: line {line}: output_tokens: expected 1 to 1,000,000; got {_clip(str(o))}")
+        times[k], prompts[k], outs[k] = t, p, o
+        last = t
+    if not len(times):
         raise ConfigError(f"{path}: no requests after the header")
-    return pd.DataFrame({"arrival_s": np.array(times, dtype=float), "prompt_tokens": np.array(prompts, dtype=np.int64),
-                         "output_tokens": np.array(outs, dtype=np.int64)})
+    return pd.DataFrame({"arrival_s": times, "prompt_tokens": prompts, "output_tokens": outs})
 
 
 def checked_trace(table: pd.DataFrame) -> pd.DataFrame:
@@ -136,13 +133,13 @@ def checked_trace(table: pd.DataFrame) -> pd.DataFrame:
             allowed = f"an integer from 1 to {upper:,}"
         if bad.any():
             row = int(np.argmax(bad))
-            raise ConfigError(f"trace: row {row}: {name}: expected {allowed}; got {values[row]!r}")
+            raise ConfigError(f"trace: row {row}: {name}: expected {allowed}; got {float(values[row])!r}")
         columns[name] = values if name == "arrival_s" else values.astype(np.int64)
     back = np.flatnonzero(np.diff(columns["arrival_s"]) < 0)
     if len(back):
         row = int(back[0]) + 1
         raise ConfigError(f"trace: row {row}: arrival_s: expected non-decreasing times; got "
-                          f"{columns['arrival_s'][row]!r} after {columns['arrival_s'][row - 1]!r}")
+                          f"{float(columns['arrival_s'][row])!r} after {float(columns['arrival_s'][row - 1])!r}")
     return pd.DataFrame(columns)
 
 

@@ -672,6 +672,8 @@ OPERATION_COLUMNS = ("op", "prompt_tokens", "batch", "context_tokens", "seconds"
 #: The most rows one operations file may hold, and its largest size read.
 MAX_OPERATION_ROWS = 1_000_000
 MAX_OPERATION_FILE_BYTES = 64 * 1024 * 1024
+#: The longest field of an operations file read, in characters (a number needs at most about 25).
+MAX_OPERATION_FIELD_CHARS = 1_000
 
 
 def read_operations(path: str | Path) -> pd.DataFrame:
@@ -679,29 +681,20 @@ def read_operations(path: str | Path) -> pd.DataFrame:
     operation: ``prefill`` (a prompt of ``prompt_tokens`` alone in a step; ``batch`` and
     ``context_tokens`` empty) or ``decode`` (a step of ``batch`` requests each holding
     ``context_tokens`` tokens; ``prompt_tokens`` empty). One-line errors name the row and column."""
-    import csv
-    import io
-
-    from .._files import read_text_limited
+    from .._files import read_text_limited, shown_path
+    from .._validate import parse_csv
 
     text = read_text_limited(path, what="operations file", max_bytes=MAX_OPERATION_FILE_BYTES,
                              cap="MAX_OPERATION_FILE_BYTES")
-    reader = csv.reader(io.StringIO(text.lstrip("\ufeff"), newline=None))  # a byte-order mark (a spreadsheet's) is no column
-    try:
-        table = list(reader)
-    except csv.Error as exc:
-        raise ConfigError(f"{path}: not a CSV depgraph can read (line {reader.line_num}: {exc})") from None
-    reader = iter(table)
-    header = next(reader, None)
+    path = shown_path(path)
+    records = parse_csv(text, where=path, max_rows=MAX_OPERATION_ROWS, max_field_chars=MAX_OPERATION_FIELD_CHARS)
+    header = records[0][1] if records and records[0][0] == 1 else None
     if header is None or [h.strip() for h in header] != list(OPERATION_COLUMNS):
         raise ConfigError(f"{path}: header: expected {','.join(OPERATION_COLUMNS)}, got "
-                          f"{','.join(header or [])[:80]!r}")
+                          f"{shown_path(repr(','.join(header or [])[:80]))}")
+    reader = iter(records[1:])
     rows = []
-    for n, row in enumerate(reader, start=2):
-        if not row or not "".join(row).strip():
-            continue
-        if len(rows) >= MAX_OPERATION_ROWS:
-            raise ConfigError(f"{path}: more than {MAX_OPERATION_ROWS:,} rows; at most that many are read")
+    for n, row in reader:
         if len(row) != len(OPERATION_COLUMNS):
             raise ConfigError(f"{path}: row {n}: {len(row)} fields; expected {len(OPERATION_COLUMNS)}")
         op = row[0].strip()

@@ -10,7 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .._files import read_text_limited
+from .._files import read_text_limited, shown_path
+from .._validate import parse_toml
 from ..errors import ConfigError
 
 __all__ = ["FREE", "read_calibration", "made_with", "check_fits", "check_fits_grid", "SETUP_KEYS", "MAX_CALIBRATION_BYTES",
@@ -90,14 +91,16 @@ MAX_CALIBRATION_BYTES = 1 << 20
 def read_calibration(path: str | Path) -> dict[str, Any]:
     """A saved calibration: ``{"setup": ..., "values": ..., "intervals": ...}`` (``intervals``: ``{name: (low,
     high)}`` of the fitted values, ``{}`` for a file without them); one-line errors for a bad file."""
-    import tomllib
-
     text = read_text_limited(path, what="calibration file", max_bytes=MAX_CALIBRATION_BYTES,
                              cap="MAX_CALIBRATION_BYTES")
+    path = shown_path(path)
     try:
-        data = tomllib.loads(text)
-    except (tomllib.TOMLDecodeError, ValueError, RecursionError) as exc:
-        raise ConfigError(f"{path}: not TOML depgraph can read ({str(exc)[:100]})") from None
+        data = parse_toml(text, where=path)  # each key once, finite numbers, one-line errors
+    except ConfigError as exc:
+        detail = str(exc)[len(path) + 2:]
+        if not detail.startswith("not valid TOML: "):
+            raise
+        raise ConfigError(f"{path}: not TOML depgraph can read ({detail[len('not valid TOML: '):]})") from None
     values = data.get("values")
     if not isinstance(values, dict):
         raise ConfigError(f"{path}: values: missing; expected a file depgraph calibrate -o wrote")

@@ -20,7 +20,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
-from .._files import read_limited
+from .._files import read_limited, shown_path
 from .._validate import parse_json, parse_toml, positive_number
 from ..errors import ConfigError
 
@@ -126,15 +126,16 @@ def _overlay(path: str) -> dict[str, Any]:
     """A user's hardware file, checked: the same shape as the shipped one, any part optional."""
     raw = read_limited(path, what="hardware file", max_bytes=MAX_HARDWARE_FILE_BYTES,
                        cap="depgraph.specs.hardware.MAX_HARDWARE_FILE_BYTES")
+    where = shown_path(path)
     if str(path).lower().endswith(".toml"):
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start})") from None
-        data = parse_toml(text, where=str(path))
+            raise ConfigError(f"{where}: not UTF-8 text (byte {exc.start})") from None
+        data = parse_toml(text, where=where)  # inf and nan refused by name, as parse_json refuses them
     else:
-        data = parse_json(raw, where=str(path))
-    return _checked(data, str(path), full=False)
+        data = parse_json(raw, where=where)
+    return _checked(data, where, full=False)
 
 
 def _data() -> dict[str, Any]:

@@ -45,7 +45,9 @@ from typing import Any, Iterable
 import numpy as np
 import pandas as pd
 
-from .._files import read_text_limited
+from .._files import read_text_limited, shown_path
+from .._memory import check_memory
+from .._validate import is_not_finite, parse_csv
 from ..errors import ConfigError
 from .cost import MAX_COLLECTIVE_EFFICIENCY
 from .hardware import GPU, load_gpu
@@ -67,6 +69,13 @@ _AR_COLUMNS = ("num_workers", "size", "devices_per_node", "collective")
 #: The largest profile file read, and the most files a directory may hold.
 MAX_PROFILE_BYTES = 64 * 1024 * 1024
 MAX_PROFILE_FILES = 10_000
+#: The most rows one profile file may hold, and its longest field, in characters.
+MAX_PROFILE_ROWS = 1_000_000
+MAX_PROFILE_FIELD_CHARS = 10_000
+#: Peak memory of reading a profile, per cell (the CSV rules' rows, then pandas' frame): parse_csv's measured
+#: 27 to 130 bytes per cell (``depgraph._validate.CSV_ROW_PEAK_BYTES``) plus pandas' frame and its parse, an
+#: estimate with margin, not measured on its own.
+PROFILE_CELL_PEAK_BYTES = 150
 #: The most files and folders a profile folder's walk visits.
 MAX_PROFILE_ENTRIES = 200_000
 #: The statistic of each operator's timings used (Vidur's predictor trains on the median too).
@@ -74,26 +83,46 @@ STAT = "median"
 
 
 def _read_csv(path: Path, required: Iterable[str]) -> pd.DataFrame:
+    """A profile CSV: checked by :func:`~depgraph._validate.parse_csv`'s rules (bounded fields and rows, no
+    NUL) and every cell a finite number or text (``nan``, ``inf``, ``1e999`` refused by line and column),
+    then typed by pandas as it always was, once its size is checked against the memory budget."""
+    shown = shown_path(path)
     text = read_text_limited(path, what="profile", max_bytes=MAX_PROFILE_BYTES,
                              cap="depgraph.specs.profile_fit.MAX_PROFILE_BYTES")
+    records = parse_csv(text, where=shown, max_rows=MAX_PROFILE_ROWS, max_field_chars=MAX_PROFILE_FIELD_CHARS)
+    if not records:
+        raise ConfigError(f"{shown}: not a CSV file (no header)")
+    header = records[0][1]
+    for line, row in records[1:]:
+        for k, cell in enumerate(row):
+            if is_not_finite(cell):
+                column = header[k] if k < len(header) else f"field {k + 1}"
+                raise ConfigError(f"{shown}: line {line}: {shown_path(column)}: expected a finite number, got "
+                                  f"{shown_path(repr(cell.strip()[:40]))}")
+    check_memory(shown, len(records) * max(1, len(header)) * PROFILE_CELL_PEAK_BYTES,
+                 f"reading a profile of {len(records) - 1:,} rows and {len(header)} columns")
     try:
-        frame = pd.read_csv(io.StringIO(text))
+        frame = pd.read_csv(io.StringIO(text.removeprefix("\ufeff")))
     except (ValueError, pd.errors.ParserError) as exc:
-        raise ConfigError(f"{path}: not a CSV file ({str(exc).splitlines()[0]})") from None
+        raise ConfigError(f"{shown}: not a CSV file ({shown_path(str(exc).splitlines()[0] if str(exc) else exc)})") \
+            from None
+    if len(frame) != len(records) - 1:  # the two readers must agree on the rows (a quoted newline...)
+        raise ConfigError(f"{shown}: not a CSV file depgraph can read ({len(records) - 1:,} rows by the CSV rules, "
+                          f"{len(frame):,} by pandas)")
     missing = [c for c in required if c not in frame.columns]
     if missing:
-        raise ConfigError(f"{path}: {missing[0]}: column missing (a Vidur profile has {', '.join(required)})")
+        raise ConfigError(f"{shown}: {missing[0]}: column missing (a Vidur profile has {', '.join(required)})")
     return frame
 
 
 def _times(frame: pd.DataFrame, op: str, path: Path) -> np.ndarray:
     col = f"time_stats.{op}.{STAT}"
     if col not in frame.columns:
-        raise ConfigError(f"{path}: {col}: column missing")
+        raise ConfigError(f"{shown_path(path)}: {col}: column missing")
     values = pd.to_numeric(frame[col], errors="coerce").to_numpy(dtype=float) * 1e-3  # ms -> s
     bad = ~np.isfinite(values) | (values < 0)
     if bad.any():
-        raise ConfigError(f"{path}: {col}: row {int(np.argmax(bad)) + 2}: expected a time >= 0 in ms")
+        raise ConfigError(f"{shown_path(path)}: {col}: row {int(np.argmax(bad)) + 2}: expected a time >= 0 in ms")
     return values
 
 
@@ -114,20 +143,21 @@ def read_profile_dir(path: str | os.PathLike) -> Profiles:
     ``data/profiling/compute/<gpu>`` folder, or a network folder, or both under one), checked."""
     root = Path(path)
     if not root.is_dir():
-        raise ConfigError(f"--profile: {path}: not a directory of Vidur-format profiles "
+        raise ConfigError(f"--profile: {shown_path(path)}: not a directory of Vidur-format profiles "
                           "(mlp.csv, attention.csv, all_reduce.csv)")
     files = []
     seen = 0
-    for dirpath, _, names in os.walk(root):
+    for dirpath, folders, names in os.walk(root):
         seen += len(names) + 1
         if seen > MAX_PROFILE_ENTRIES:
-            raise ConfigError(f"--profile: {path}: more than {MAX_PROFILE_ENTRIES:,} files and folders under it; "
-                              "give the folder of the profiles themselves")
-        for n in names:
+            raise ConfigError(f"--profile: {shown_path(path)}: more than {MAX_PROFILE_ENTRIES:,} files and folders "
+                              "under it; give the folder of the profiles themselves")
+        # a folder named like a profile is read too, so that it is refused by name (not a regular file)
+        for n in names + [f for f in folders if f in ("mlp.csv", "attention.csv", "all_reduce.csv")]:
             if n in ("mlp.csv", "attention.csv", "all_reduce.csv"):
                 files.append(Path(dirpath) / n)
                 if len(files) > MAX_PROFILE_FILES:
-                    raise ConfigError(f"--profile: {path}: more than {MAX_PROFILE_FILES} profile files")
+                    raise ConfigError(f"--profile: {shown_path(path)}: more than {MAX_PROFILE_FILES} profile files")
     files.sort()
     mlp, attn, ar = [], [], []
     for f in files:
@@ -159,7 +189,7 @@ def read_profile_dir(path: str | os.PathLike) -> Profiles:
             ar.append(pd.DataFrame({"bytes": elements * 2.0, "ranks": ranks, "devices_per_node": per_node, "t": t,
                                     "where": str(f.parent.relative_to(root)) or f.parent.name}))
     if not files:
-        raise ConfigError(f"--profile: {path}: no mlp.csv, attention.csv or all_reduce.csv under it")
+        raise ConfigError(f"--profile: {shown_path(path)}: no mlp.csv, attention.csv or all_reduce.csv under it")
     cat = (lambda xs: pd.concat(xs, ignore_index=True) if xs else pd.DataFrame())
     return Profiles(cat(mlp), cat(attn), cat(ar), str(root))
 
@@ -587,7 +617,7 @@ def fit_profile_dir(path: str | os.PathLike, gpu: GPU | str) -> ProfileFit:
     if len(ar):
         values.update(fit_allreduce(ar, gpu))
     if not values:
-        raise ConfigError(f"--profile: {path}: no rows on the grid (prompts of {PREFILL_TOKENS[0]:,} to "
+        raise ConfigError(f"--profile: {shown_path(path)}: no rows on the grid (prompts of {PREFILL_TOKENS[0]:,} to "
                           f"{PREFILL_TOKENS[1]:,} tokens, decode batches of {DECODE_BATCHES[0]} to "
                           f"{DECODE_BATCHES[1]}, all-reduces within a server)")
     shipped = CostModel(gpu=gpu)

@@ -43,9 +43,7 @@ their shares. Only the load profile matters, not which expert is hot.
 
 from __future__ import annotations
 
-import csv
 import hashlib
-import io
 import math
 import re
 from dataclasses import dataclass, field
@@ -54,7 +52,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .._files import read_limited
+from .._files import read_limited, shown_path
+from .._validate import parse_csv
 from ..errors import ConfigError
 
 __all__ = ["ExpertRouting", "parse_routing", "is_routing_file", "ROUTING_HELP", "MAX_ROUTING_FILE_BYTES"]
@@ -63,6 +62,8 @@ __all__ = ["ExpertRouting", "parse_routing", "is_routing_file", "ROUTING_HELP", 
 MAX_ROUTING_FILE_BYTES = 64 * 1024 * 1024
 #: the most rows an expert-load histogram may have
 MAX_ROUTING_ROWS = 1_000_000
+#: the longest field of an expert-load histogram read, in characters (a count needs at most about 25)
+MAX_ROUTING_FIELD_CHARS = 1_000
 ROUTING_HELP = ("expert routing of MoE layers: uniform, zipf:S (load of the i-th busiest expert ~ i^-S), "
                 "hot:F:H (a fraction F of the experts takes a share H of the tokens), or a CSV expert-load "
                 "histogram (expert,tokens or layer,expert,tokens)")
@@ -209,24 +210,24 @@ def _cached_histogram(path: str, stamp: tuple, field_name: str) -> ExpertRouting
 
 
 def _read_histogram(path: str, field_name: str) -> ExpertRouting:
+    spec, shown = str(path), shown_path(path)
     raw = read_limited(path, what="expert-load histogram", max_bytes=MAX_ROUTING_FILE_BYTES,
                        cap="MAX_ROUTING_FILE_BYTES")
     try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        raise ConfigError(f"{path}: expected a UTF-8 CSV expert-load histogram") from None
-    rows = list(csv.reader(io.StringIO(text)))
-    rows = [r for r in rows if any(c.strip() for c in r)]
-    if not rows:
-        raise ConfigError(f"{path}: empty; expected a header expert,tokens or layer,expert,tokens")
-    header = [c.strip() for c in rows[0]]
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{shown}: expected a UTF-8 CSV expert-load histogram (not UTF-8 at byte {exc.start:,})") from None
+    records = parse_csv(text, where=shown, max_rows=MAX_ROUTING_ROWS, max_field_chars=MAX_ROUTING_FIELD_CHARS)
+    if not records:
+        raise ConfigError(f"{shown}: empty; expected a header expert,tokens or layer,expert,tokens")
+    header = [c.strip() for c in records[0][1]]
     if header not in (["expert", "tokens"], ["layer", "expert", "tokens"]):
-        raise ConfigError(f"{path}: header: expected expert,tokens or layer,expert,tokens, got {','.join(header)}")
-    if len(rows) - 1 > MAX_ROUTING_ROWS:
-        raise ConfigError(f"{path}: {len(rows) - 1} rows; at most {MAX_ROUTING_ROWS} are read")
+        raise ConfigError(f"{shown}: header: expected expert,tokens or layer,expert,tokens, got "
+                          f"{shown_path(','.join(header)[:80])}")
+    path = shown
     per_layer = len(header) == 3
     hist: dict[int, dict[int, float]] = {}
-    for n, row in enumerate(rows[1:], start=2):
+    for n, row in records[1:]:
         if len(row) != len(header):
             raise ConfigError(f"{path}: line {n}: expected {len(header)} fields, got {len(row)}")
         try:
@@ -238,7 +239,8 @@ def _read_histogram(path: str, field_name: str) -> ExpertRouting:
         if (per_layer and not 0 <= layer < 1_000_000) or not 0 <= expert < 1_000_000:
             raise ConfigError(f"{path}: line {n}: expert (and layer) must be in [0, 1000000)")
         if not (math.isfinite(tokens) and 0 <= tokens <= 1e18):
-            raise ConfigError(f"{path}: line {n}: tokens must be a count in [0, 1e18], got {row[-1].strip()}")
+            raise ConfigError(f"{path}: line {n}: tokens must be a count in [0, 1e18], got "
+                              f"{shown_path(row[-1].strip()[:40])}")
         experts = hist.setdefault(layer, {})
         if expert in experts:
             raise ConfigError(f"{path}: line {n}: expert {expert} listed twice" + (f" for layer {layer}" if per_layer else ""))
@@ -257,5 +259,5 @@ def _read_histogram(path: str, field_name: str) -> ExpertRouting:
         raise ConfigError(f"{path}: expert: every layer must list the same number of experts, got {sorted(sizes)}")
     pooled = np.mean(list(profiles.values()), axis=0)
     layer_loads = tuple((layer, tuple(float(x) for x in p)) for layer, p in profiles.items()) if per_layer else ()
-    return ExpertRouting(spec=str(path), kind="measured", loads=tuple(float(x) for x in pooled / pooled.sum()),
+    return ExpertRouting(spec=spec, kind="measured", loads=tuple(float(x) for x in pooled / pooled.sum()),
                          layer_loads=layer_loads, digest=hashlib.sha256(raw).hexdigest()[:16])

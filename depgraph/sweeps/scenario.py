@@ -112,8 +112,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from .._files import read_text_limited
-from .._validate import parse_toml
+from .._files import read_text_limited, shown_path
+from .._validate import check_finite, parse_toml
 from ..errors import ConfigError
 from ..serving.engine import parse_deployment
 from ..serving.simulator import MAX_ARRIVAL_S
@@ -256,9 +256,11 @@ def parse_scenario(text: str, *, source: str = "<string>", base_dir: str | Path 
     """Validate scenario TOML ``text``; ``source`` names it in errors and
     ``base_dir`` anchors relative model paths (default: the working folder)."""
     if not isinstance(text, str):
-        raise ConfigError(f"{source}: expected the scenario as text, got {type(text).__name__}")
-    data = parse_toml(text, where=source)
-    return _Checker(source, Path(base_dir) if base_dir is not None else None).scenario(data)
+        raise ConfigError(f"{shown_path(source)}: expected the scenario as text, got {type(text).__name__}")
+    data = parse_toml(text, where=source, finite=False)  # its own checks name the allowed range first
+    scenario = _Checker(source, Path(base_dir) if base_dir is not None else None).scenario(data)
+    check_finite(data, where=source)  # and no inf or nan left anywhere else
+    return scenario
 
 
 def _shown(value: Any) -> str:
@@ -286,7 +288,7 @@ class _Checker:
         self.base_dir = base_dir
 
     def fail(self, where: str, message: str) -> ConfigError:
-        return ConfigError(f"{self.source}: {where}: {message}")
+        return ConfigError(f"{shown_path(self.source)}: {where}: {message}")
 
     def keys(self, table: dict, where: str, allowed: tuple[str, ...], required: tuple[str, ...], *,
              context: str = "") -> None:
