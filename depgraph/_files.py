@@ -45,7 +45,7 @@ from typing import Any
 
 from .errors import ConfigError, DepgraphError
 
-__all__ = ["read_limited", "read_text_limited", "file_kind", "shown_path"]
+__all__ = ["read_limited", "read_text_limited", "file_kind", "checked_path", "shown_path"]
 
 # a read(2) never returns more than this on Linux; the loop asks again
 _MAX_READ = 0x7FFFF000
@@ -73,6 +73,25 @@ def shown_path(path: Any) -> str:
     import unicodedata
 
     return "".join(_escaped(c) if unicodedata.category(c) in _UNSAFE else c for c in text)
+
+
+def checked_path(path: Any, field: str, *, error: type[DepgraphError] = ConfigError) -> Path:
+    """``path`` as a :class:`~pathlib.Path` when it is a ``str`` or an ``os.PathLike`` naming something,
+    else ``error`` naming ``field`` (what the public functions that take a file check first).
+
+    >>> checked_path("g.json", "path")
+    PosixPath('g.json')
+    >>> checked_path(3, "path")
+    Traceback (most recent call last):
+      ...
+    depgraph.errors.ConfigError: path: expected a file path (a str or pathlib.Path), got int
+    """
+    if isinstance(path, (str, os.PathLike)) and not isinstance(path, bytes):
+        text = os.fspath(path)
+        if isinstance(text, str) and text.strip():
+            return Path(text)
+        raise error(f"{field}: expected a file path, got {shown_path(text)!r}"[:200])
+    raise error(f"{field}: expected a file path (a str or pathlib.Path), got {type(path).__name__}")
 
 
 def _escaped(c: str) -> str:

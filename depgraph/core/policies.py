@@ -173,6 +173,21 @@ class Policy:
     description: str = ""
     reads: tuple[str, ...] | None = None
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name.strip():
+            raise ConfigError(f"name: expected the policy's name (a non-empty string), got {self.name!r:.80}")
+        if not callable(self.rule):
+            raise ConfigError(f"rule: expected a function of the graph returning a graph, got "
+                              f"{type(self.rule).__name__}")
+        if not isinstance(self.description, str):
+            raise ConfigError(f"description: expected a string, got {type(self.description).__name__}")
+        if self.reads is not None:
+            if isinstance(self.reads, str) or not isinstance(self.reads, (list, tuple)) \
+                    or not all(isinstance(a, str) for a in self.reads):
+                raise ConfigError(f"reads: expected None or node attribute names, e.g. ('kind', 'request'), got "
+                                  f"{self.reads!r:.80}")
+            object.__setattr__(self, "reads", tuple(self.reads))
+
     def apply(self, G: nx.DiGraph) -> nx.DiGraph:
         H = self.rule(G)
         H.graph["policy"] = self.name

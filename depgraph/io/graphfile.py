@@ -36,7 +36,7 @@ from typing import Any
 import networkx as nx
 from networkx.readwrite.graphml import GraphMLReader
 
-from .._files import read_limited, shown_path
+from .._files import checked_path, read_limited, shown_path
 from .._memory import check_memory
 from .._validate import MAX_NUMBER, parse_json
 from ..errors import ConfigError, GraphError
@@ -83,7 +83,7 @@ def read_graph(path: str | Path) -> nx.DiGraph:
     A file whose estimated peak memory (its size times
     :data:`JSON_PEAK_PER_BYTE` or :data:`GRAPHML_PEAK_PER_BYTE`) exceeds the
     memory budget (:mod:`depgraph._memory`) is refused before it is parsed."""
-    path = Path(path)
+    path = checked_path(path, "path")
     suffix = path.suffix.lower()
     if suffix not in (".graphml", ".json"):
         raise ConfigError(f"{shown_path(path)}: expected a .graphml or node-link .json file")
@@ -328,10 +328,12 @@ def write_graph(G: nx.DiGraph, path: str | Path) -> Path:
     infinity) is refused here too, naming the node and field."""
     from .atomic import atomic_write_bytes, atomic_write_text
 
-    path = Path(path)
+    if not isinstance(G, nx.DiGraph) or G.is_multigraph():
+        raise GraphError(f"G: expected a networkx DiGraph (an event graph), got {type(G).__name__}")
+    path = checked_path(path, "path")
     suffix = path.suffix.lower()
     if suffix not in (".json", ".graphml"):
-        raise ConfigError(f"{path}: expected a .graphml or .json file name")
+        raise ConfigError(f"{shown_path(path)}: expected a .graphml or .json file name")
     H = nx.DiGraph()
     H.graph.update({k: v for k, v in G.graph.items() if _plain(v)})
     _check_numbers(path, "graph: ", H.graph)

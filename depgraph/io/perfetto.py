@@ -38,6 +38,7 @@ from typing import Any, Hashable, Iterable
 
 import numpy as np
 
+from .._files import checked_path
 from .._validate import positive_int
 from ..errors import ConfigError
 from ..core.graph import EDGE_KINDS, attr_key, layer_tag, request_tag
@@ -203,8 +204,8 @@ def to_perfetto(S: Any, path: str | os.PathLike, **kw: Any) -> Path:
     """
     from .atomic import atomic_write_text
 
+    out = checked_path(path, "path")
     trace = trace_events(S, **kw)  # validate before touching the filesystem
-    out = Path(path)
     atomic_write_text(out, json.dumps(trace, separators=(",", ":"), ensure_ascii=False, allow_nan=False))
     return out
 

@@ -28,6 +28,7 @@ True
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +36,7 @@ import pandas as pd
 
 from .._memory import check_memory
 from ..errors import ConfigError
-from .._validate import positive_int
+from .._validate import boolean, positive_int
 from ..specs.cost import CostModel
 from ..specs.models import ModelSpec, load_model
 from ..specs.predictor import ServingPredictor, StepPredictor
@@ -134,7 +135,12 @@ def loadtest(model: ModelSpec | str, *, handoff: str | None = None, qps: float |
     :data:`MAX_REQUESTS`); the result is the last run's, its summary's ``steady_state_runs`` the request
     counts run (``None`` without ``until_steady``). Generated traffic only (a trace is what it is).
     """
-    if until_steady:
+    if params is not None and not isinstance(params, LoadModel):
+        raise ConfigError(f"params: expected a depgraph.LoadModel (or None for the defaults), got "
+                          f"{type(params).__name__}")
+    if trace is not None and not isinstance(trace, (str, os.PathLike, pd.DataFrame)):
+        raise ConfigError(f"trace: expected a CSV file path or a DataFrame of arrivals, got {type(trace).__name__}")
+    if boolean("until_steady", until_steady):
         return _until_steady(model, num_prompts=num_prompts, max_prompts=max_prompts, trace=trace,
                              kw=dict(handoff=handoff, qps=qps, prompt_tokens=prompt_tokens, out_tokens=out_tokens,
                                      max_num_seqs=max_num_seqs, seed=seed, arrival=arrival, params=params,

@@ -204,6 +204,9 @@ class CostModel:
     _terms: Any = field(default=None, init=False, repr=False, compare=False)  # the values in force, worked out once
 
     def __post_init__(self) -> None:
+        if self.calibration is not None and not isinstance(self.calibration, str):
+            raise ConfigError(f"calibration: expected the path of the calibration file it came from (a string) or "
+                              f"None, got {type(self.calibration).__name__}")
         object.__setattr__(self, "gpu", load_gpu(self.gpu))
         object.__setattr__(self, "link", load_link(self.link))
         p, d = check_tp_pair(self.prefill_tp, self.decode_tp)  # stored as the whole numbers they were checked as

@@ -62,7 +62,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .._validate import one_of, positive_int, positive_number
+from .._validate import boolean, one_of, positive_int, positive_number
 from ..errors import ConfigError, DepgraphError, MemoryFitError
 from ..serving.memory import check_sides, weights_per_gpu_bytes
 from ..specs.cost import DEFAULT_GPU
@@ -475,6 +475,17 @@ def plan(model, *, gpu: str = DEFAULT_GPU, gpus: int, qps: float, prompt_tokens:
                           "least as many")
     verify_prompts = positive_int("verify_prompts", verify_prompts, upper=100_000)
     verify_top = positive_int("verify_top", verify_top, allow_zero=True, upper=MAX_CANDIDATES)
+    colocated, disaggregated, progress = (boolean(name, value) for name, value in (
+        ("colocated", colocated), ("disaggregated", disaggregated), ("progress", progress)))
+    if workers is not None:
+        workers = positive_int("workers", workers, upper=4096)
+    for name, value, example in (("tps", tps, (1, 2, 4, 8)), ("max_num_seqs", max_num_seqs, (64, 256)),
+                                 ("handoffs", handoffs, ("push",)), ("policies", policies, ("whole",))):
+        item = int if name in ("tps", "max_num_seqs") else str
+        if not isinstance(value, (list, tuple)) or not all(isinstance(v, item) and not isinstance(v, bool)
+                                                          for v in value):
+            raise ConfigError(f"{name}: expected a list of {'integers' if item is int else 'names'} such as "
+                              f"{example}, got {value!r:.80}")
     model_spec.check_context(prompt_tokens + out_tokens, field="out_tokens", what="a prompt plus its output")
     longest = max(traffic.max_prompts, verify_prompts)
     if longest / traffic.qps > MAX_ARRIVAL_S:

@@ -73,6 +73,7 @@ from typing import Any
 
 import pandas as pd
 
+from .._validate import boolean
 from ..errors import DepgraphError
 from ..io.atomic import atomic_write_text
 from .execute import Runner, picklable, point_error, run_dask, run_on, run_point_json, runner_id
@@ -182,6 +183,7 @@ def sweep(
     state inherited by ``fork``; a script that calls :func:`sweep` with
     several workers needs the usual ``if __name__ == "__main__":`` guard.
     """
+    progress, resume = boolean("progress", progress), boolean("resume", resume)
     scenario = scenario_or_path if isinstance(scenario_or_path, Scenario) else load_scenario(scenario_or_path)
     points = expand_scenario(scenario)
     run = _check_options(runner, workers, executor, client)

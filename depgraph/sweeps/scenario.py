@@ -112,7 +112,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from .._files import read_text_limited, shown_path
+from .._files import checked_path, read_text_limited, shown_path
 from .._validate import check_finite, parse_toml
 from ..errors import ConfigError
 from ..serving.engine import parse_deployment
@@ -216,6 +216,9 @@ def with_calibration(scenario: Scenario, cal: dict[str, Any]) -> Scenario:
 def expand_scenario(scenario: Scenario) -> list[dict[str, Any]]:
     """Every point of ``scenario`` as a dict, in the scenario's fixed order
     (grid outermost, workload variants innermost)."""
+    if not isinstance(scenario, Scenario):
+        raise ConfigError(f"scenario: expected a depgraph.Scenario (from depgraph.load_scenario), got "
+                          f"{type(scenario).__name__}")
     variants = [(w.workload, label, params) for w in scenario.workloads for label, params in w.variants()]
     points = []
     for model, tokens, link, gpu, mfu, timing in itertools.product(*(scenario.grid[k] for k in GRID_KEYS)):
@@ -246,7 +249,7 @@ def load_scenario(path: str | Path) -> Scenario:
     Raises :class:`~depgraph.ConfigError` naming the file and the key (or
     the line and column of a TOML syntax error).
     """
-    path = Path(path)
+    path = checked_path(path, "path")
     text = read_text_limited(path, what="scenario file", max_bytes=MAX_SCENARIO_FILE_BYTES,
                              cap="depgraph.sweeps.scenario.MAX_SCENARIO_FILE_BYTES")
     return parse_scenario(text, source=str(path), base_dir=path.parent)
