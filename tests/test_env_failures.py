@@ -485,3 +485,18 @@ def test_a_refused_rename_is_exit_1_naming_the_users_file(case, err, files, caps
     assert code == 1 and len(stderr.splitlines()) == 1, stderr
     assert stderr.startswith(f"depgraph: error: {path}") and stderr.rstrip().endswith(os.strerror(err)), stderr
     assert not [p for p in files.rglob("*") if p.name.endswith(".tmp")]
+
+
+@pytest.mark.parametrize("command", ["reproduce", "plan"])
+def test_a_worker_dying_outside_a_sweep_is_exit_1(command, files, capsys, monkeypatch):
+    """reproduce's figures and plan's candidates run on worker processes too: a killed one is the environment."""
+    from concurrent.futures.process import BrokenProcessPool
+
+    def killed(*args, **kwargs):
+        raise BrokenProcessPool("A process in the process pool was terminated abruptly")
+
+    monkeypatch.setattr("depgraph.studies.reproduce.write_reproduction", killed)
+    monkeypatch.setattr("depgraph.sweeps.plan.plan", killed)
+    code, out, err = run(capsys, *COMMANDS[command])
+    assert (code, out) == (1, "") and len(err.splitlines()) == 1
+    assert err.startswith("depgraph: error: a worker process died") and "rerun the same command" in err
