@@ -324,6 +324,14 @@ def _bench(**changes) -> str:
     return json.dumps(base)
 
 
+def _gpu_entry(**changes) -> str:
+    """A hardware file whose H100 SXM entry (every field, as the shipped one) has ``changes``."""
+    from importlib import resources
+
+    shipped = json.loads((resources.files("depgraph.specs") / "data" / "hardware.json").read_text())
+    return json.dumps({"gpus": {"h100-sxm": {**shipped["gpus"]["h100-sxm"], **changes}}})
+
+
 #: Files a reader must refuse: (name, file name, text, command using it). {d}: the files folder.
 FILE_ATTACKS = [
     ("bench key given twice", "b.json", _bench()[:-1] + ', "request_rate": 1000}',
@@ -355,10 +363,10 @@ FILE_ATTACKS = [
     ("hardware key given twice", "hw.json", '{"gpus": {"x": {"peak_bf16_flops": 1e15, "peak_bf16_flops": 2e15}}}',
      ["--hardware", "{f}", "gpus"]),
     ("hardware TOML nan", "hw.toml", '[gpus.h100-sxm]\npeak_bf16_flops = nan\n', ["--hardware", "{f}", "gpus"]),
-    ("hardware 1-byte HBM", "hw.json", '{"gpus": {"h100-sxm": {"hbm_bytes": 1}}}',
+    ("hardware 1-byte HBM", "hw.json", _gpu_entry(hbm_bytes=1),
      ["--hardware", "{f}", "loadtest", "qwen3-32b", "--handoff", "push", "--qps", "1", "--prompt-tokens", "512",
       "--out-tokens", "8", "--num-prompts", "5"]),
-    ("hardware tiny peak", "hw.json", '{"gpus": {"h100-sxm": {"peak_bf16_flops": 1e-300}}}',
+    ("hardware tiny peak", "hw.json", _gpu_entry(peak_bf16_flops=1e-300),
      ["--hardware", "{f}", "loadtest", "qwen3-32b", "--handoff", "push", "--qps", "1", "--prompt-tokens", "512",
       "--out-tokens", "8", "--num-prompts", "5", "--tp", "2"]),
     ("scenario TOML inf", "s.toml", 'name = "s"\n[grid]\nmodels = ["qwen3.6-35b-a3b"]\nprompt_tokens = [256]\n'
