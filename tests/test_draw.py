@@ -239,6 +239,23 @@ def test_plot_frontier(small_graph):
         plot_frontier(S, kinds="decode")
 
 
+def test_a_dot_killed_by_a_signal_is_an_environment_failure(tmp_path, monkeypatch, capsys):
+    """dot killed as the out-of-memory killer kills (SIGKILL) is exit 1 with one line, not bad input."""
+    from depgraph.cli import main
+    from depgraph.io.draw import render
+
+    fake = tmp_path / "dot"
+    fake.write_text("#!/bin/sh\nkill -9 $$\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(ChildProcessError, match=r"dot was killed by signal 9 while rendering svg"):
+        render("digraph { a -> b }", "svg")
+    assert main(["draw", "qwen3.6-35b-a3b", "--prompt-tokens", "64", "-o", str(tmp_path / "g.svg")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("depgraph: error: dot was killed by signal 9") and err.count("\n") == 1
+    assert not (tmp_path / "g.svg").exists()
+
+
 def test_render_says_how_dot_failed(monkeypatch, capsys):
     """A failed layout names what failed (not 'dot is missing' unless it is), dot's own output stays off the
     terminal, and a layout past its budget is stopped and said."""
@@ -252,9 +269,11 @@ def test_render_says_how_dot_failed(monkeypatch, capsys):
     assert render("digraph { a -> b }", "svg").startswith(b"<?xml")
     with pytest.raises(dg.DepgraphError, match=r"dot ran past its budget of 1e-06 s"):
         render("digraph {" + " ".join(f"n{i} -> n{i + 1};" for i in range(3000)) + "}", "svg", timeout_s=1e-6)
-    monkeypatch.setenv("PATH", "/nonexistent")
-    with pytest.raises(dg.DepgraphError, match=r"Graphviz's dot is missing"):
+    monkeypatch.setenv("PATH", "/nonexistent")  # the environment, not the input: an OSError, exit 1
+    with pytest.raises(FileNotFoundError, match=r"Graphviz's dot is missing"):
         render("digraph { a -> b }", "svg")
+    assert main(["draw", "qwen3.6-35b-a3b", "--prompt-tokens", "64", "-o", "/tmp/never.svg"]) == 1
+    assert capsys.readouterr().err.strip().count("\n") == 0
     monkeypatch.undo()
     assert main(["draw", "qwen3.6-35b-a3b", "--prompt-tokens", "1024", "-o", "/tmp/never.svg", "--render-timeout", "nan"]) == 2
     assert "--render-timeout: expected a finite number" in capsys.readouterr().err

@@ -24,7 +24,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "depgraph"
 #: facade and the old names) sit above everything and are not checked.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("depgraph.errors", "depgraph._version"),
-    ("depgraph._validate", "depgraph._memory", "depgraph.units", "depgraph._files"),
+    ("depgraph._memory", "depgraph.units", "depgraph._files"),
+    ("depgraph._validate",),  # the readers' rules: bounded reads (_files) within the memory budget (_memory)
     ("depgraph.core", "depgraph.specs"),
     ("depgraph.io",),
     ("depgraph.workloads",),

@@ -274,10 +274,13 @@ def test_a_bad_request_rate_names_the_file_and_the_field(tmp_path):
 
 
 def test_calibrate_honours_the_memory_budget(tmp_path, monkeypatch):
+    from depgraph.io.benchjson import read_bench_result
+
+    run = read_bench_result(bench(tmp_path / "a.json"))  # read first: the reader checks the budget too
     monkeypatch.setenv("DEPGRAPH_MEMORY_BUDGET", "1e-6")  # 1 kB
     with pytest.raises(dg.ConfigError, match=r"^files: calibrating on 1 runs of 20 requests .* more than the memory "
                                              r"budget"):
-        calibrate(M, [bench(tmp_path / "a.json")], deployment="colocated")
+        calibrate(M, [run], deployment="colocated")
 
 
 def test_the_work_estimate_bounds_the_replays_and_is_said_before_starting(tmp_path):

@@ -41,7 +41,8 @@ RENDER_TIMEOUT_S = 60.0
 def render(dot_graph, fmt: str, *, timeout_s: float = RENDER_TIMEOUT_S) -> bytes:
     """``dot_graph`` (a graphviz graph, or DOT source) laid out by Graphviz's ``dot`` as ``fmt`` (svg,
     png, pdf), within ``timeout_s`` seconds. dot's own messages are kept off the terminal; each way it
-    can fail is said as it is: dot missing, dot past its time budget, dot failing (its first line)."""
+    can fail is said as it is: dot missing or killed (an OSError: the environment), dot past its time budget,
+    dot failing (its first line)."""
     import shutil
     import subprocess
 
@@ -49,15 +50,19 @@ def render(dot_graph, fmt: str, *, timeout_s: float = RENDER_TIMEOUT_S) -> bytes
 
     source = dot_graph if isinstance(dot_graph, str) else dot_graph.source
     exe = shutil.which("dot")
-    if exe is None:
-        raise DepgraphError("Graphviz's dot is missing: install it (apt-get install graphviz, brew install "
-                            "graphviz) or write the .dot source")
+    if exe is None:  # the environment, not the input: an OSError (the command line's exit 1)
+        raise FileNotFoundError("Graphviz's dot is missing: install it (apt-get install graphviz, brew install "
+                                "graphviz) or write the .dot source")
     try:
         done = subprocess.run([exe, f"-T{fmt}"], input=source.encode(), capture_output=True, timeout=timeout_s)
     except subprocess.TimeoutExpired:
         raise DepgraphError(f"dot ran past its budget of {timeout_s:g} s laying out {source.count(chr(10)):,} lines "
                             "of DOT and was stopped; draw a smaller graph, write the .dot source, or allow more "
                             "time") from None
+    if done.returncode < 0:  # killed by a signal (the out-of-memory killer's SIGKILL): the environment
+        raise ChildProcessError(f"dot was killed by signal {-done.returncode} while rendering {fmt} "
+                                f"({source.count(chr(10)):,} lines of DOT); draw a smaller graph or write the .dot "
+                                "source")
     if done.returncode != 0:
         first = (done.stderr.decode(errors="replace").strip().splitlines() or ["no message"])[0][:200]
         raise DepgraphError(f"dot failed to render {fmt} (exit {done.returncode}): {first}")

@@ -22,12 +22,13 @@ from __future__ import annotations
 
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from .._files import read_limited
-from .._validate import parse_json
+from .._validate import parse_json, positive_int
 from ..errors import ConfigError
 from .families import SUPPORTED_FAMILIES, UNSUPPORTED_ARCHITECTURES, model_from_config
-from .modelspec import (COMPONENTS, MIXERS, LayerSpec, ModelSpec, handoff_bytes, handoff_bytes_per_rank)
+from .modelspec import COMPONENTS, MIXERS, LayerSpec, ModelSpec, sharded_handoff_bytes, whole_handoff_bytes
 
 __all__ = [
     "LayerSpec",
@@ -109,6 +110,43 @@ def load_model(name_or_path: str | Path, *, kv_dtype: str | None = None, ssm_dty
     if ssm_dtype is not None:
         model = model.with_ssm_dtype(ssm_dtype)
     return model
+
+
+def _as_model(model: Any, kv_dtype: str | None, ssm_dtype: str | None) -> ModelSpec:
+    """``model`` (a :class:`ModelSpec`, a catalog name or a ``config.json`` path) as a ModelSpec, its
+    KV cache and recurrent state in ``kv_dtype`` / ``ssm_dtype`` where given."""
+    return load_model(model, kv_dtype=kv_dtype, ssm_dtype=ssm_dtype)
+
+
+def handoff_bytes(model: ModelSpec | str, *, prompt_tokens: int, tp: int = 1, spec_tokens: int = 0,
+                  kv_dtype: str | None = None, ssm_dtype: str | None = None) -> dict[str, int]:
+    """Bytes of each handoff component for one request of ``prompt_tokens``,
+    summed over the ``tp`` decode ranks (KV-head replication and group
+    padding included; :func:`handoff_bytes_per_rank` gives one rank's).
+    ``spec_tokens`` speculative tokens per step add that many rows to every
+    conv tail, as vLLM sizes it for speculative decoding. ``model`` is a
+    :class:`ModelSpec`, a catalog name or a ``config.json`` path;
+    ``kv_dtype`` and ``ssm_dtype`` store the KV cache and the recurrent state
+    in another dtype, as :func:`~depgraph.load_model` does.
+
+    >>> import depgraph as dg
+    >>> dg.handoff_bytes(dg.load_model("qwen3-32b"), prompt_tokens=1)["kv"]
+    262144
+    >>> dg.handoff_bytes("qwen3.6-35b-a3b", prompt_tokens=1024, tp=8)["kv"]  # 2 KV heads, 8 ranks
+    83886080
+    >>> dg.handoff_bytes("qwen3-32b", prompt_tokens=1, kv_dtype="fp8")["kv"]
+    131072
+    """
+    model = _as_model(model, kv_dtype, ssm_dtype)
+    if positive_int("tp", tp, upper=1024) != 1:
+        return sharded_handoff_bytes(model, prompt_tokens, tp, spec_tokens)[1]
+    return whole_handoff_bytes(model, prompt_tokens, spec_tokens)
+
+
+def handoff_bytes_per_rank(model: ModelSpec | str, *, prompt_tokens: int, tp: int = 1, spec_tokens: int = 0,
+                           kv_dtype: str | None = None, ssm_dtype: str | None = None) -> dict[str, int]:
+    """One decode rank's share of :func:`handoff_bytes` at tensor-parallel size ``tp`` (the same arguments)."""
+    return sharded_handoff_bytes(_as_model(model, kv_dtype, ssm_dtype), prompt_tokens, tp, spec_tokens)[0]
 
 
 def config_path(path: str | Path) -> Path | None:

@@ -15,7 +15,7 @@ from typing import Any, Sequence
 from .._validate import positive_int
 from ..errors import ConfigError
 
-__all__ = ["LayerSpec", "ModelSpec", "COMPONENTS", "MIXERS", "handoff_bytes", "handoff_bytes_per_rank", "RankBytes", "rank_bytes", "held_kv_bytes",
+__all__ = ["LayerSpec", "ModelSpec", "COMPONENTS", "MIXERS", "sharded_handoff_bytes", "whole_handoff_bytes", "RankBytes", "rank_bytes", "held_kv_bytes",
            "MAX_PROMPT_TOKENS", "MAX_SPEC_TOKENS"]
 
 #: Handoff components, in the order they are sent within a layer. The conv
@@ -266,48 +266,18 @@ def _checked(model: ModelSpec, prompt_tokens: int, spec_tokens: int) -> tuple[in
     return prompt_tokens, positive_int("spec_tokens", spec_tokens, upper=MAX_SPEC_TOKENS, allow_zero=True)
 
 
-def _as_model(model: Any, kv_dtype: str | None, ssm_dtype: str | None) -> ModelSpec:
-    """``model`` (a :class:`ModelSpec`, a catalog name or a ``config.json`` path) as a ModelSpec, its
-    KV cache and recurrent state in ``kv_dtype`` / ``ssm_dtype`` where given."""
-    from .models import load_model  # models.py builds on this module
-
-    return load_model(model, kv_dtype=kv_dtype, ssm_dtype=ssm_dtype)
-
-
-def handoff_bytes(model: ModelSpec | str, *, prompt_tokens: int, tp: int = 1, spec_tokens: int = 0,
-                  kv_dtype: str | None = None, ssm_dtype: str | None = None) -> dict[str, int]:
-    """Bytes of each handoff component for one request of ``prompt_tokens``,
-    summed over the ``tp`` decode ranks (KV-head replication and group
-    padding included; :func:`handoff_bytes_per_rank` gives one rank's).
-    ``spec_tokens`` speculative tokens per step add that many rows to every
-    conv tail, as vLLM sizes it for speculative decoding. ``model`` is a
-    :class:`ModelSpec`, a catalog name or a ``config.json`` path;
-    ``kv_dtype`` and ``ssm_dtype`` store the KV cache and the recurrent state
-    in another dtype, as :func:`~depgraph.load_model` does.
-
-    >>> import depgraph as dg
-    >>> dg.handoff_bytes(dg.load_model("qwen3-32b"), prompt_tokens=1)["kv"]
-    262144
-    >>> dg.handoff_bytes("qwen3.6-35b-a3b", prompt_tokens=1024, tp=8)["kv"]  # 2 KV heads, 8 ranks
-    83886080
-    >>> dg.handoff_bytes("qwen3-32b", prompt_tokens=1, kv_dtype="fp8")["kv"]
-    131072
-    """
-    model = _as_model(model, kv_dtype, ssm_dtype)
-    if positive_int("tp", tp, upper=1024) != 1:
-        return _sharded(model, prompt_tokens, tp, spec_tokens)[1]
+def whole_handoff_bytes(model: ModelSpec, prompt_tokens: int, spec_tokens: int = 0) -> dict[str, int]:
+    """The bytes of each handoff component of one request on one GPU a side (no sharding): what
+    :func:`~depgraph.specs.models.handoff_bytes` reports at TP 1."""
     prompt_tokens, spec_tokens = _checked(model, prompt_tokens, spec_tokens)
     return {c: sum(layer.component_bytes(c, prompt_tokens, spec_tokens=spec_tokens) for layer in model.layers)
             for c in ("kv", "ssm", "conv")}
 
 
-def handoff_bytes_per_rank(model: ModelSpec | str, *, prompt_tokens: int, tp: int = 1, spec_tokens: int = 0,
-                           kv_dtype: str | None = None, ssm_dtype: str | None = None) -> dict[str, int]:
-    """One decode rank's share of :func:`handoff_bytes` at tensor-parallel size ``tp`` (the same arguments)."""
-    return _sharded(_as_model(model, kv_dtype, ssm_dtype), prompt_tokens, tp, spec_tokens)[0]
-
-
-def _sharded(model: ModelSpec, prompt_tokens: int, tp: int, spec_tokens: int) -> tuple[dict[str, int], dict[str, int]]:
+def sharded_handoff_bytes(model: ModelSpec, prompt_tokens: int, tp: int, spec_tokens: int = 0
+                          ) -> tuple[dict[str, int], dict[str, int]]:
+    """One decode rank's bytes of each handoff component, and all ``tp`` ranks' (KV-head replication
+    and group padding included): what :func:`~depgraph.specs.models.handoff_bytes` reports."""
     prompt_tokens, spec_tokens = _checked(model, prompt_tokens, spec_tokens)
     tp = positive_int("tp", tp, upper=1024)
     rank = dict.fromkeys(("kv", "ssm", "conv"), 0)  # the order handoff_bytes gives

@@ -44,7 +44,8 @@ from typing import Callable, Iterable, Protocol
 from ..errors import ConfigError
 from .cost import CostModel, StepCost
 from .hardware import Link
-from .modelspec import ModelSpec, RankBytes, handoff_bytes, rank_bytes
+from .models import handoff_bytes
+from .modelspec import ModelSpec, RankBytes, rank_bytes
 from .parallel import handoff_nics
 
 __all__ = ["StepPredictor", "ServingPredictor", "RankBytes", "rank_bytes", "handoff_transfer_s", "posting_s"]
