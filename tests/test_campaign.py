@@ -6,8 +6,9 @@ simulate what they cannot.
 Each attack *holds* when depgraph answers as promised, and *breaks* otherwise:
 
 - a command exits 0 (with no NaN in what it prints and no warning or traceback on standard error),
-  2 for bad input or 1 for a failed environment, with exactly one line on standard error starting
-  ``depgraph:``; never 70 (an internal error), never a traceback;
+  2 for bad input or 1 for a failed environment, with exactly one error line on standard error
+  starting ``depgraph:``, the last (a sweep's progress lines may come before it); never 70 (an
+  internal error), never a traceback;
 - a public function returns, or raises a :class:`~depgraph.errors.DepgraphError` whose message is one
   line; never another exception;
 - a model that cannot run what it is given refuses it (the attack names what must be refused).
@@ -116,13 +117,13 @@ BASE = {
              "--max-num-seqs", "64", "--only", "colocated", "--verify-prompts", "20", "--workers", "1"],
     "anomalies": ["interleaved", "--kind", "policy", "--max-examples", "3"],
     "calibrate": ["qwen3-32b", "{d}/run-2.json", "{d}/run-8.json", "--gpu", "h100", "--tp", "2",
-                  "--deployment", "colocated"],
+                  "--deployment", "colocated", "--bootstrap", "0"],
     "sweep": ["{d}/tiny.toml", "-o", "{d}/out/sweep", "--workers", "1"],
     "validate": [],
-    "reproduce": ["{d}/out/reproduce", "--scenarios", "single", "--workers", "1"],
 }
+# reproduce runs the whole study (about a minute a run): its flags but --scenarios are sweep's, attacked there
 #: Commands too slow to attack flag by flag on every CI run (seconds each): their attacks run deep only.
-SLOW = {"validate", "reproduce", "calibrate", "plan", "sweep", "anomalies"}
+SLOW = {"validate", "calibrate", "plan", "sweep", "anomalies"}
 
 
 def _flags() -> list[tuple[str, str]]:
@@ -150,8 +151,11 @@ def _run(argv: list[str]) -> tuple[int, str, str]:
 def _answered(code: int, out: str, err: str) -> str:
     """Why an answer breaks the promise, or ``""`` when it holds."""
     lines = [line for line in err.splitlines() if line.strip()]
+    if code != 0:  # progress lines a sweep printed before it failed are not the error; the error is one line
+        said = [line for line in lines if line.startswith("depgraph") or "Traceback" in line]
+        lines = said if said and said[-1] == lines[-1] else lines
     if code == 0:
-        if re.search(r"\bnan\b", out, flags=re.I):
+        if re.search(r"(?<![\w/.-])nan(?![\w/.-])", out, flags=re.I):  # a number, not a path named nan
             return "exit 0 with NaN in its output"
         if any("Traceback" in line or "Warning" in line for line in lines):
             return f"exit 0 with {lines[0][:80]!r} on standard error"
@@ -166,8 +170,8 @@ def _answered(code: int, out: str, err: str) -> str:
 def _argv(command: str, d: Path, flag: str | None = None, value: str | None = None) -> list[str]:
     argv = [command] + [a.replace("{d}", str(d)) for a in BASE[command]]
     if flag is not None:
-        aliases = {"-o": "--output", "--output": "-o"}
-        for name in (flag, aliases.get(flag)):  # the flag given once, in place of the base's
+        spellings = next((s for s in (("-o", "--output", "--out"),) if flag in s), (flag,))
+        for name in spellings:  # the flag given once, in place of the base's
             if name in argv:
                 i = argv.index(name)
                 del argv[i:i + 2]

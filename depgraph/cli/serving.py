@@ -225,7 +225,7 @@ def add_capacity_command(subparsers) -> argparse.ArgumentParser:
 def run_capacity_command(args: argparse.Namespace) -> int:
     """Run ``depgraph capacity``: a short table and the verdict, or ``--json``."""
     from .._validate import positive_int, positive_number
-    from ..serving.capacity import MAX_NUM_SEQS, MAX_QPS, MAX_TOKENS, MAX_TP, MAX_TPOT_S, plan
+    from ..serving.capacity import MAX_NUM_SEQS, MAX_QPS, MAX_TOKENS, MAX_TP, MAX_TPOT_S, check_headroom, plan
     from ..serving.text import capacity_text
 
     # Checked here under the flags' own names; --tpot-ms is in ms where plan() takes seconds.
@@ -259,7 +259,7 @@ def run_capacity_command(args: argparse.Namespace) -> int:
     positive_number("--tpot-ms", args.tpot_ms, upper=MAX_TPOT_S * 1e3)
     positive_int("--max-num-seqs", args.max_num_seqs, upper=MAX_NUM_SEQS)
     positive_int("--tp", args.tp, upper=MAX_TP)
-    positive_number("--headroom", args.headroom, upper=1.0)
+    check_headroom("--headroom", args.headroom)
     positive_number("--gpu-memory-utilization", args.gpu_memory_utilization, upper=1.0)
     p = plan(args.model, qps=args.qps, prompt_tokens=args.prompt_tokens, out_tokens=args.out_tokens,
              tpot_s=args.tpot_ms / 1e3, max_num_seqs=args.max_num_seqs, link=args.link, tp=args.tp,

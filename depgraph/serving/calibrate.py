@@ -441,10 +441,6 @@ def calibrate(model, files: Sequence[str | Path | MeasuredRun], *, gpu: str = DE
     sizes = [replayed_requests(run) for run in runs]
     check_memory("files", max(sizes) * BYTES_PER_REQUEST + sum(sizes) * BYTES_PER_MEASURED_REQUEST,
                  f"calibrating on {len(runs):,} runs of {sum(sizes):,} requests (the largest {max(sizes):,})")
-    if on_estimate is not None:
-        on_estimate({"runs": float(len(runs)), "requests": float(sum(sizes)),
-                     **calibration_work(sizes, params=len(dict.fromkeys(params)), iterations=iterations,
-                                        bootstrap=bootstrap, leave_one_out=leave_one_out)})
     names = [one_of("params", p, tuple(FREE)) for p in dict.fromkeys(params)]
     prior = prior or LoadModel()
     base = prior_values(prior, gpu)
@@ -477,6 +473,10 @@ def calibrate(model, files: Sequence[str | Path | MeasuredRun], *, gpu: str = DE
         not_fitted["posting_base_s"] = "no posting work in a " + ("colocated" if colocated else f"{handoff}") + \
                                        " deployment: left at its prior"
     replay(model, runs[0], setup, base)  # refuses a bad deployment before any fitting
+    if on_estimate is not None:  # said once every argument has been checked: no estimate before a refusal
+        on_estimate({"runs": float(len(runs)), "requests": float(sum(sizes)),
+                     **calibration_work(sizes, params=len(dict.fromkeys(params)), iterations=iterations,
+                                        bootstrap=bootstrap, leave_one_out=leave_one_out)})
     problem = _Problem(model, runs, setup, base, names)
     for run, target in zip(runs, problem.targets):
         if not len(target.names):

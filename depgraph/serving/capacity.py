@@ -73,6 +73,9 @@ MAX_TPOT_S = 10.0  # 10 s per token is a unit slip (ms given as s), not a server
 MAX_NUM_SEQS = 1_000_000
 MAX_TP = 1024
 MAX_BYTES = 1e18
+#: The smallest headroom target: a share of the slots (below 1% it is no target, and the slots it
+#: recommends overflow an integer as it nears 0).
+MIN_HEADROOM = 0.01
 # Relative slack when comparing slots with a threshold: 0.8 x 8 is 6.4000000000000004 in floating point,
 # and a load of exactly 6.4 slots must count as within it.
 _REL_TOL = 1e-9
@@ -255,6 +258,14 @@ def _fmt_slots(value: float, *thresholds: float) -> str:
     return text
 
 
+def check_headroom(field: str, headroom) -> float:
+    """``headroom`` as a share of the slots from :data:`MIN_HEADROOM` to 1, or a ConfigError naming ``field``."""
+    value = positive_number(field, headroom, upper=1.0)
+    if value < MIN_HEADROOM:
+        raise ConfigError(f"{field}: expected a share of the slots from {MIN_HEADROOM:g} to 1, got {value!r}")
+    return value
+
+
 def _verdict(status: str, held: float, max_num_seqs: int, headroom: float, headroom_slots: float) -> str:
     pct, target = f"{100 * held / max_num_seqs:.0f}%", f"{100 * headroom:g}%"
     h = _fmt_slots(held, max_num_seqs, headroom_slots)
@@ -352,7 +363,7 @@ def plan(model: str | ModelSpec, *, qps: float, prompt_tokens: int, out_tokens: 
     tp = positive_int("tp", tp, upper=MAX_TP)
     ptp, dtp = check_tp_pair(tp if prefill_tp is None else prefill_tp, tp if decode_tp is None else decode_tp)
     ppp, dpp = check_pp("prefill_pp", prefill_pp), check_pp("decode_pp", decode_pp)
-    headroom = positive_number("headroom", headroom, upper=1.0)
+    headroom = check_headroom("headroom", headroom)
     gpu_memory_utilization = positive_number("gpu_memory_utilization", gpu_memory_utilization, upper=1.0)
     link = load_link(link)
     gpu = load_gpu(DEFAULT_GPU if gpu is None else gpu)

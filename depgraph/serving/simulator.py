@@ -160,9 +160,11 @@ def loadtest(model: ModelSpec | str, *, handoff: str | None = None, qps: float |
     if trace is None and num_prompts is not None and not isinstance(num_prompts, bool) and isinstance(num_prompts, int):
         # the simulation keeps a record per request and per loop iteration (about 1 KB each)
         if num_prompts > _traffic.MAX_REQUESTS:
-            need_gb = num_prompts * 2e-6
-            raise ConfigError(f"num_prompts: {num_prompts:,} requests would need about {need_gb:,.0f} GB of "
-                              f"simulation state and hours of time; the limit is {_traffic.MAX_REQUESTS:,} requests")
+            if num_prompts >= 10 ** 30:  # beyond any float's exact integers: no estimate worth printing
+                raise ConfigError(f"num_prompts: an integer of {len(str(num_prompts)):,} digits; the limit is "
+                                  f"{_traffic.MAX_REQUESTS:,} requests")
+            raise ConfigError(f"num_prompts: {num_prompts:,} requests would need about {num_prompts * 2e-6:,.0f} GB "
+                              f"of simulation state and hours of time; the limit is {_traffic.MAX_REQUESTS:,} requests")
     if trace is not None:
         if burstiness is not None or range_ratio:
             raise ConfigError("burstiness, range_ratio: a trace gives its own arrivals and lengths; leave them out")
