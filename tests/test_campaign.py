@@ -61,6 +61,12 @@ def _record(category: str, held: bool) -> None:
 @pytest.fixture(scope="module", autouse=True)
 def _report():
     yield
+    import shutil
+
+    for folder in _SCRATCH_ROOT:
+        shutil.rmtree(folder, ignore_errors=True)
+    _SCRATCH_ROOT.clear()
+    _MADE.clear()
     out = os.environ.get("DEPGRAPH_CAMPAIGN_REPORT")
     if out:
         table = {k: {"tried": sum(c.values()), "held": c["held"], "broke": c["broke"]}
@@ -137,9 +143,12 @@ def _flags() -> list[tuple[str, str]]:
     return out
 
 
-def _run(argv: list[str]) -> tuple[int, str, str]:
+def _run(argv: list[str], where: Path | None = None) -> tuple[int, str, str]:
+    """``depgraph argv`` in this process, in the folder ``where`` (a scratch folder by default: an output
+    flag given a hostile relative name writes there)."""
     out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), warnings.catch_warnings():
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), warnings.catch_warnings(), \
+            contextlib.chdir(where or _scratch()):
         warnings.simplefilter("default")  # a warning shows on standard error, where the check looks
         try:
             code = main(argv)
@@ -269,10 +278,16 @@ def _sweep_table() -> Path:
     return _MADE["sweep"]
 
 
+_SCRATCH_ROOT: list[str] = []
+
+
 def _scratch() -> str:
+    """A fresh folder under this module's scratch folder (removed at the end of the module)."""
     import tempfile
 
-    return tempfile.mkdtemp(prefix="depgraph-campaign-")
+    if not _SCRATCH_ROOT:
+        _SCRATCH_ROOT.append(tempfile.mkdtemp(prefix="depgraph-campaign-"))
+    return tempfile.mkdtemp(dir=_SCRATCH_ROOT[0])
 
 
 API_ATTACKS = [(name, arg, i) for name, (args, kw) in _api_calls().items()
@@ -303,7 +318,7 @@ def test_a_hostile_argument_is_a_depgraph_error(name, arg, i):
     else:
         kw[arg] = bad
     why = ""
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), contextlib.chdir(_scratch()):  # a relative path argument writes there
         warnings.simplefilter("error")
         try:
             getattr(dg, name)(*args, **kw)
