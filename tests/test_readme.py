@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import ast
 import contextlib
-import io
 import json
 import os
 import re
