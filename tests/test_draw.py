@@ -235,8 +235,10 @@ def test_plot_frontier(small_graph):
     first_admitted = admitted.time_s[admitted.width > 0].min()
     first_data = data.time_s[data.width > 0].min()
     assert first_data < first_admitted
-    with pytest.raises(ConfigError, match="kinds"):
-        plot_frontier(S, kinds="decode")
+    with pytest.raises(dg.DepgraphError, match="kinds"):  # the frontier's rule: a kind, or a list of kinds
+        plot_frontier(S, kinds=3)
+    assert plot_frontier(S, kinds="decode").axes[0].get_lines()[0].get_ydata().tolist() == \
+        plot_frontier(S, kinds=("decode",)).axes[0].get_lines()[0].get_ydata().tolist()
 
 
 def test_a_dot_killed_by_a_signal_is_an_environment_failure(tmp_path, monkeypatch, capsys):

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Hashable
 
 import networkx as nx
 
@@ -81,10 +81,11 @@ def _check_nodes(G: nx.DiGraph, name: str) -> None:
             raise GraphError(f"graph: node {n!r} {got}; the {name} policy reads every node's kind: expected one "
                              f"of {', '.join(NODE_KINDS)}")
         for attr in needs.get(kind, ()):
-            if d.get(attr) is None:
-                raise GraphError(f"graph: node {n!r} ({kind}) has no '{attr}'; the {name} policy groups the "
+            if d.get(attr) is None or not isinstance(d.get(attr), Hashable):
+                got = f"has no '{attr}'" if d.get(attr) is None else f"has {attr} {d.get(attr)!r:.40} (unhashable)"
+                raise GraphError(f"graph: node {n!r} ({kind}) {got}; the {name} policy groups the "
                                  f"{', '.join(_needs_kinds(needs, attr))} nodes by their {attr}: expected one on each "
-                                 "(any value but None)")
+                                 "(a string, number or tuple; not None)")
 
 
 def _needs_kinds(needs: dict[str, tuple[str, ...]], attr: str) -> list[str]:

@@ -35,7 +35,7 @@ from .._validate import boolean
 from ..errors import CycleError, GraphError
 
 __all__ = ["CompiledGraph", "EventTable", "compile_graph", "resolve_resources", "Schedule", "schedule",
-           "critical_path", "breakdown", "work_by_kind", "frontier", "frontier_width_max", "validate_graph", "check_schedule"]
+           "critical_path", "breakdown", "work_by_kind", "frontier", "frontier_width_max", "validate_graph", "check_schedule", "check_kinds"]
 
 
 class CompiledGraph:
@@ -681,7 +681,7 @@ def work_by_kind(S: Schedule, *, target: Hashable | None = None) -> dict[str, fl
     return out
 
 
-def _kinds_arg(kinds: Any) -> tuple[str, ...] | None:
+def check_kinds(kinds: Any) -> tuple[str, ...] | None:
     """``kinds`` as a tuple of node kinds (one kind may be given as a string), or a GraphError."""
     if kinds is None:
         return None
@@ -757,7 +757,7 @@ def _frontier_steps(S: Schedule, admitted: bool, kinds: tuple[str, ...] | None,
     """:func:`frontier`'s two columns as arrays, starting at time 0 (of the nodes in ``only``, if given)."""
     cg = check_schedule(S, "S").compiled
     admitted = boolean("admitted", admitted)
-    kinds = _kinds_arg(kinds)
+    kinds = check_kinds(kinds)
     if admitted:  # every dependency: as soon as possible, a node starts when the last one finishes
         ready = S.start
     else:

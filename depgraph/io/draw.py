@@ -542,9 +542,8 @@ def _edge_lines(G: nx.DiGraph, names: dict, critical: set) -> list[str]:
 
 
 def _axes(ax: Any, figsize: tuple[float, float]):
-    from matplotlib.figure import Figure
-
     from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
     if ax is None:
         fig = Figure(figsize=figsize, layout="constrained")
@@ -710,13 +709,11 @@ def plot_frontier(S: Any, *, ax: Any = None, kinds: tuple[str, ...] | None = Non
     """
     from matplotlib.ticker import MaxNLocator
 
-    from ..core.scheduler import check_schedule
+    from ..core.scheduler import check_kinds, check_schedule
 
     check_schedule(S, "plot_frontier")
     unit = one_of("unit", unit, AXIS_UNITS)
-    if kinds is not None and (not isinstance(kinds, (list, tuple)) or not all(isinstance(k, str) for k in kinds)):
-        raise ConfigError(f"kinds: expected a tuple of node kinds such as ('decode',), got {kinds!r:.80}")
-    kinds = None if kinds is None else tuple(kinds)
+    kinds = check_kinds(kinds)  # the frontier's own rule
     scale = TIME_SCALES[unit]
     fig, ax = _axes(ax, (10.0, 3.2))
     styles = ((True, "as the policy admits", "#1f77b4", "-"),

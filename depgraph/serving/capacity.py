@@ -260,10 +260,11 @@ def _fmt_slots(value: float, *thresholds: float) -> str:
 
 def check_headroom(field: str, headroom) -> float:
     """``headroom`` as a share of the slots from :data:`MIN_HEADROOM` to 1, or a ConfigError naming ``field``."""
-    value = positive_number(field, headroom, upper=1.0)
-    if value < MIN_HEADROOM:
-        raise ConfigError(f"{field}: expected a share of the slots from {MIN_HEADROOM:g} to 1, got {value!r}")
-    return value
+    allowed = f"expected a share of the slots from {MIN_HEADROOM:g} to 1"
+    if isinstance(headroom, bool) or not isinstance(headroom, (int, float)) or not \
+            MIN_HEADROOM <= headroom <= 1.0:  # NaN fails the comparison
+        raise ConfigError(f"{field}: {allowed}, got {headroom!r:.40}")
+    return float(headroom)
 
 
 def _verdict(status: str, held: float, max_num_seqs: int, headroom: float, headroom_slots: float) -> str:

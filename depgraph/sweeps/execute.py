@@ -18,7 +18,7 @@ from .tables import check_rows
 from .workers import stop_pool, worker_pool
 
 __all__ = ["Runner", "collector_paused", "picklable", "point_error", "run_dask", "run_on", "run_point_json",
-           "run_pool", "runner_id"]
+           "runner_id"]
 
 Runner = Callable[[dict], list]
 
@@ -85,17 +85,6 @@ def picklable(run: Runner) -> bool:
     except Exception:
         return False
     return True
-
-
-def run_pool(run: Runner, points: list[dict], pending: list[int], n_workers: int,
-              record: Callable[[int, str], None]) -> None:
-    pool = worker_pool(n_workers)
-    try:
-        run_on(pool, run, points, pending, record)
-    except BaseException:
-        stop_pool(pool)
-        raise
-    pool.shutdown(wait=True)
 
 
 def run_on(executor: Executor, run: Runner, points: list[dict], pending: list[int],

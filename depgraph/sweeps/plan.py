@@ -58,6 +58,7 @@ Without one, every row names the defaults it rests on (``assumptions``).
 from __future__ import annotations
 
 import math
+import operator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -402,6 +403,19 @@ def _map(jobs: list[dict[str, Any]], *, workers: int | None, client: Any, progre
     return out
 
 
+def _listed(name: str, value: Any, example: tuple) -> tuple:
+    """``value`` (any iterable but a string: a list, tuple, range, set) as a tuple of the kind ``example``
+    holds: whole numbers (numpy's too, not booleans) or names; else a ConfigError naming ``name``."""
+    integers = isinstance(example[0], int)
+    items = tuple(value) if hasattr(value, "__iter__") and not isinstance(value, (str, bytes)) else None
+    ok = items is not None and all(
+        (not isinstance(v, bool) and hasattr(v, "__index__")) if integers else isinstance(v, str) for v in items)
+    if not ok:
+        raise ConfigError(f"{name}: expected a list of {'whole numbers' if integers else 'names'} such as "
+                          f"{example}, got {value!r:.80}")
+    return tuple(operator.index(v) for v in items) if integers else items
+
+
 def plan(model, *, gpu: str = DEFAULT_GPU, gpus: int, qps: float, prompt_tokens: int, out_tokens: int, slo_ttft_s: float,
          slo_tpot_s: float, attainment: float = 0.9, num_prompts: int = 200, seed: int = 0, tps=(1, 2, 4, 8),
          max_num_seqs=(64, 256), handoffs=("push",), colocated: bool = True, disaggregated: bool = True,
@@ -479,13 +493,9 @@ def plan(model, *, gpu: str = DEFAULT_GPU, gpus: int, qps: float, prompt_tokens:
         ("colocated", colocated), ("disaggregated", disaggregated), ("progress", progress)))
     if workers is not None:
         workers = positive_int("workers", workers, upper=4096)
-    for name, value, example in (("tps", tps, (1, 2, 4, 8)), ("max_num_seqs", max_num_seqs, (64, 256)),
-                                 ("handoffs", handoffs, ("push",)), ("policies", policies, ("whole",))):
-        item = int if name in ("tps", "max_num_seqs") else str
-        if not isinstance(value, (list, tuple)) or not all(isinstance(v, item) and not isinstance(v, bool)
-                                                          for v in value):
-            raise ConfigError(f"{name}: expected a list of {'integers' if item is int else 'names'} such as "
-                              f"{example}, got {value!r:.80}")
+    tps, max_num_seqs, handoffs, policies = (_listed(name, value, example) for name, value, example in (
+        ("tps", tps, (1, 2, 4, 8)), ("max_num_seqs", max_num_seqs, (64, 256)), ("handoffs", handoffs, ("push",)),
+        ("policies", policies, ("whole",))))
     model_spec.check_context(prompt_tokens + out_tokens, field="out_tokens", what="a prompt plus its output")
     longest = max(traffic.max_prompts, verify_prompts)
     if longest / traffic.qps > MAX_ARRIVAL_S:
