@@ -328,3 +328,66 @@ def test_the_load_model_flags_come_from_its_fields():
     helps = {a.option_strings[0]: a.help for a in sub._actions if a.option_strings}
     for f in LOAD_MODEL_FLAGS.values():
         assert f.flag in helps and (f.help is None or helps[f.flag].startswith(f.help))
+
+
+# ------------------------------------------------------------ a flag's prefix is not the flag
+
+
+def _prefix_case(command):
+    """An argv for ``command`` that parses (its positionals and required flags
+    given), and one of its long flags with its value (none for a switch), that
+    a prefix of it would have stood for under argparse's abbreviations (the
+    prefix matches no other flag of the command)."""
+    import argparse
+
+    argv = [a.metavar or "x" for a in command._actions if not a.option_strings and a.nargs is None]
+    for action in command._actions:
+        if action.option_strings and action.required:
+            argv += [action.option_strings[-1], "1"]
+    flags = command._option_string_actions
+    for action in command._actions:  # the command's own flags first, then --memory-budget, --hardware
+        if action.required or isinstance(action, argparse._HelpAction):
+            continue
+        for flag in action.option_strings:
+            prefix = flag[:-1]
+            if flag.startswith("--") and len(prefix) > 3 and [f for f in flags if f.startswith(prefix)] == [flag]:
+                value = [] if action.nargs == 0 else [str(action.choices[0]) if action.choices else "1"]
+                return argv, flag, prefix, value
+    raise AssertionError(f"{command.prog}: no long flag")
+
+
+def _refused(capsys, *argv):
+    """Exit status, standard output and error of a command line the parser refuses."""
+    with pytest.raises(SystemExit) as exited:
+        main(list(argv))
+    out, err = capsys.readouterr()
+    return exited.value.code, out, err
+
+
+def test_every_command_refuses_a_prefix_of_its_flags(capsys, monkeypatch):
+    """``plan ... --tp 4`` was read as ``--tps 4``: every command (the list read off
+    the parser, so a new one is covered) takes a long flag only whole, and a
+    prefix of one is refused with exit 2 and one line naming it."""
+    import argparse
+
+    from depgraph.cli.parser import _build_parser
+    from depgraph.sweeps import workers as _workers
+
+    monkeypatch.setattr(_workers, "warm_up", lambda more=(): None)  # sweep, reproduce: no worker processes
+    parser = _build_parser()
+    assert parser.allow_abbrev is False
+    (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    assert len(sub.choices) >= 17
+    for name, command in sub.choices.items():
+        assert command.allow_abbrev is False, name
+        argv, flag, prefix, value = _prefix_case(command)
+        parser.parse_args([name, *argv, flag, *value])  # the whole flag is taken
+        code, out, err = _refused(capsys, name, *argv, prefix, *value)
+        assert code == 2 and out == "", (name, prefix, err)
+        assert err.count("\n") == 1 and f"unrecognized arguments: {prefix} " in err, (name, err)
+    # before the command, too, and the report's own example
+    code, _, err = _refused(capsys, "--memory-budg=4", "models")
+    assert code == 2 and err.count("\n") == 1 and "unrecognized arguments: --memory-budg=4" in err
+    code, _, err = _refused(capsys, "plan", "qwen3.6-35b-a3b", "--gpus", "16", "--qps", "8", "--prompt-tokens", "4096",
+                            "--out-tokens", "256", "--slo-ttft-ms", "1500", "--slo-tpot-ms", "40", "--tp", "4")
+    assert code == 2 and err.count("\n") == 1 and "unrecognized arguments: --tp 4" in err

@@ -50,6 +50,7 @@ class _HelpFormatter(argparse.HelpFormatter):
 class _Parser(argparse.ArgumentParser):
     def __init__(self, *args, **kwargs) -> None:
         kwargs.setdefault("formatter_class", _HelpFormatter)
+        kwargs.setdefault("allow_abbrev", False)  # a flag's prefix is an error, never another flag (--tp for --tps)
         super().__init__(*args, **kwargs)
 
     def add_argument(self, *args, **kwargs):
