@@ -63,7 +63,7 @@ except ImportError as exc:  # pragma: no cover - hypothesis is a test extra
 import networkx as nx
 
 from .core.graph import EDGE_KINDS, NODE_KINDS
-from .specs.hardware import Link, gbps_text, link_names, load_link
+from .specs.hardware import Link, gbps_text, link_choices, link_names, load_link
 from .specs.models import COMPONENTS, ModelSpec, load_model, model_from_config
 from .core.policies import POLICY_NAMES, Policy
 from .core.scheduler import schedule
@@ -494,7 +494,7 @@ def _check_link(name: str, value: Any) -> Link | str:
     try:
         load_link(value)
     except ValueError as exc:
-        raise _fail(name, f"a Link, a catalog link ({', '.join(link_names())}) or '<n>gbps'", value) from exc
+        raise _fail(name, f"a Link, a catalog link ({link_choices()}) or '<n>gbps'", value) from exc
     return value
 
 

@@ -189,6 +189,59 @@ def test_unknown_gpu_lists_the_allowed_names(bad):
     assert all(name in message for name in GPUS)
 
 
+def test_errors_and_catalog_commands_show_the_aliases(tmp_path, monkeypatch):
+    """--gpu h100 is taken (an alias of h100-sxm): the errors that list the GPUs or links, and
+    depgraph gpus / links (text and JSON), show each name's aliases, a --hardware file's too."""
+    import json
+    import subprocess
+    import sys
+
+    from depgraph.specs import hardware
+    from depgraph.strategies import _check_link
+
+    with pytest.raises(dg.ConfigError) as err:
+        dg.load_gpu("tpu")
+    assert "a100-80g (aliases a100, a100-sxm), h100-sxm (alias h100), h100-pcie, h200 (alias h200-sxm)," in str(err.value)
+    assert "mi300x (alias mi300), mi325x; got 'tpu'" in str(err.value)
+    for bad in ("carrier-pigeon", 3):
+        with pytest.raises(dg.ConfigError) as err:
+            dg.load_link(bad)
+        assert "pcie4 (aliases pcie, pcie-gen4), pcie5 (alias pcie-gen5), nvlink4 (alias nvlink), nvlink5," in \
+            str(err.value) and "ib-ndr (alias ndr)" in str(err.value) and "25g (alias 25gbe)" in str(err.value)
+    with pytest.raises(Exception, match=r"ib-ndr \(alias ndr\)"):
+        _check_link("link", "carrier-pigeon")
+    for alias, name in (("h100", "h100-sxm"), ("a100-sxm", "a100-80g"), ("mi300", "mi300x")):
+        assert dg.load_gpu(alias).name == name
+    proc = subprocess.run([sys.executable, "-m", "depgraph.cli", "ttft", "qwen3-32b", "--prompt-tokens", "8",
+                           "--gpu", "h1000"], capture_output=True, text=True)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "h100-sxm (alias h100)" in proc.stderr
+
+    for command, names, aliases in (("gpus", GPUS, hardware.gpu_aliases()), ("links", LINKS, hardware.link_aliases())):
+        rows = json.loads(subprocess.run([sys.executable, "-m", "depgraph.cli", command, "--json"],
+                                         capture_output=True, text=True, check=True).stdout)
+        assert {r["name"]: r["aliases"] for r in rows} == aliases and list(aliases) == list(names)
+        text = subprocess.run([sys.executable, "-m", "depgraph.cli", command], capture_output=True, text=True,
+                              check=True).stdout.splitlines()
+        assert text[0].split()[1] == "aliases"
+        lines = {line.split()[0]: line for line in text[1:]}
+        for name in names:
+            shown = lines[name][len(text[0].split("aliases")[0]):].split("  ")[0].strip()
+            assert shown == (", ".join(aliases[name]) or "-"), (name, shown)
+    assert hardware.gpu_aliases()["h100-sxm"] == ["h100"] and hardware.link_aliases()["ib-ndr"] == ["ndr"]
+
+    monkeypatch.delenv(hardware.HARDWARE_ENV, raising=False)
+    path = tmp_path / "lab.toml"
+    path.write_text('[gpus.lab-gpu]\npeak_bf16_flops = 5e14\nhbm_bytes_per_s = 2e12\nhbm_bytes = 9.6e10\n'
+                    'description = "our card"\n\n[gpu_aliases]\nlab = "lab-gpu"\n')
+    try:
+        hardware.use_hardware(path)
+        assert dg.load_gpu("lab").name == "lab-gpu" and hardware.gpu_aliases()["lab-gpu"] == ["lab"]
+        with pytest.raises(dg.ConfigError, match=r"lab-gpu \(alias lab\)"):
+            dg.load_gpu("tpu")
+    finally:
+        hardware.use_hardware(None)
+
+
 # ---------------------------------------------------------------------- a user's hardware file
 
 

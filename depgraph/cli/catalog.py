@@ -118,9 +118,10 @@ def _fit_row(g) -> dict | None:
 
 
 def _cmd_gpus(args) -> int:
-    from ..specs.hardware import gpus
+    from ..specs.hardware import gpu_aliases, gpus
 
-    rows = [{"name": g.name, "peak_bf16_flops": g.peak_bf16_flops, "peak_fp8_flops": g.peak_fp8_flops,
+    aliases = gpu_aliases()
+    rows = [{"name": g.name, "aliases": aliases[g.name], "peak_bf16_flops": g.peak_bf16_flops, "peak_fp8_flops": g.peak_fp8_flops,
              "hbm_bytes_per_s": g.hbm_bytes_per_s, "hbm_bytes": g.hbm_bytes,
              "hbm_datasheet_bytes": g.hbm_datasheet_bytes, "hbm_source": g.hbm_source, "interconnect": g.interconnect,
              "interconnect_bytes_per_s": g.interconnect_bytes_per_s, "hbm_efficiency": g.hbm_efficiency,
@@ -128,7 +129,7 @@ def _cmd_gpus(args) -> int:
     if args.json:
         print(_dumps(rows, indent=2))
         return 0
-    print(f"{'gpu':<16} {'bf16 TFLOP/s':>12} {'fp8 TFLOP/s':>11} {'HBM TB/s':>8} {'HBM GiB':>7} {'datasheet GB':>12}  "
+    print(f"{'gpu':<16} {'aliases':<15} {'bf16 TFLOP/s':>12} {'fp8 TFLOP/s':>11} {'HBM TB/s':>8} {'HBM GiB':>7} {'datasheet GB':>12}  "
           f"{'interconnect':<26} cost-model defaults")
     for r in rows:
         fp8 = f"{r['peak_fp8_flops'] / 1e12:,.0f}" if r["peak_fp8_flops"] else "-"
@@ -138,7 +139,7 @@ def _cmd_gpus(args) -> int:
         fit = r["fit"]
         fitted = "plain constants" if fit is None else \
             f"fitted ({fit['borrowed_from']}'s)" if fit["borrowed_from"] else "fitted (its own profile)"
-        print(f"{r['name']:<16} {r['peak_bf16_flops'] / 1e12:>12,.0f} {fp8:>11} {r['hbm_bytes_per_s'] / 1e12:>8.2f} "
+        print(f"{r['name']:<16} {', '.join(r['aliases']) or '-':<15} {r['peak_bf16_flops'] / 1e12:>12,.0f} {fp8:>11} {r['hbm_bytes_per_s'] / 1e12:>8.2f} "
               f"{r['hbm_bytes'] / 2**30:>7,.2f} {sheet:>12}  {link:<26} {fitted}")
     print("dense peaks (no sparsity); HBM GiB: the usable total the driver reports (what vLLM multiplies by "
           "gpu_memory_utilization); interconnect per GPU, per direction; cost-model defaults: fitted to Vidur's "
@@ -147,16 +148,17 @@ def _cmd_gpus(args) -> int:
 
 
 def _cmd_links(args) -> int:
-    from ..specs.hardware import links
+    from ..specs.hardware import link_aliases, links
 
-    rows = [{"name": k.name, "bandwidth_gbps": k.bandwidth_gbps, "bytes_per_s": k.bytes_per_s,
+    aliases = link_aliases()
+    rows = [{"name": k.name, "aliases": aliases[k.name], "bandwidth_gbps": k.bandwidth_gbps, "bytes_per_s": k.bytes_per_s,
              "latency_s": k.latency_s, "description": k.description, "source": k.source} for k in links()]
     if args.json:
         print(_dumps(rows, indent=2))
         return 0
-    print(f"{'link':<12} {'Gbit/s':>7} {'GB/s':>7} {'latency':>9}  description")
+    print(f"{'link':<12} {'aliases':<15} {'Gbit/s':>7} {'GB/s':>7} {'latency':>9}  description")
     for r in rows:
-        print(f"{r['name']:<12} {r['bandwidth_gbps']:>7,.0f} {r['bytes_per_s'] / 1e9:>7.2f} "
+        print(f"{r['name']:<12} {', '.join(r['aliases']) or '-':<15} {r['bandwidth_gbps']:>7,.0f} {r['bytes_per_s'] / 1e9:>7.2f} "
               f"{r['latency_s'] * 1e6:>7.1f} us  {r['description']}")
     print("a transfer of B bytes takes latency + B / bandwidth; any '<n>gbps' or '<n>GBps' is a link too; "
           "sources: depgraph links --json")

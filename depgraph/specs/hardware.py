@@ -25,7 +25,8 @@ from .._validate import parse_json, parse_toml, positive_number
 from ..errors import ConfigError
 
 __all__ = ["DEFAULT_LINK", "LINK_HELP", "Link", "GPU", "load_link", "load_gpu", "link_names", "gpu_names", "gpus", "links", "use_hardware",
-           "gbps_text", "HARDWARE_ENV", "MAX_HARDWARE_FILE_BYTES"]
+           "gbps_text", "HARDWARE_ENV", "MAX_HARDWARE_FILE_BYTES", "gpu_aliases", "link_aliases", "gpu_choices",
+           "link_choices"]
 
 #: One help text for a link, wherever one is given (a command line adds its default after it).
 LINK_HELP = ("the link of one GPU: a catalog name ('depgraph links': ib-ndr, roce-100g, 25g, ...), '<n>gbps' "
@@ -265,6 +266,52 @@ def gpu_names() -> list[str]:
     return list(_data()["gpus"])
 
 
+def gpu_aliases() -> dict[str, list[str]]:
+    """Each catalog GPU's aliases, the other names :func:`load_gpu` takes for it
+    (the shipped data's ``gpu_aliases`` and a ``--hardware`` file's).
+
+    >>> gpu_aliases()["h100-sxm"], gpu_aliases()["a100-80g"], gpu_aliases()["b200"]
+    (['h100'], ['a100', 'a100-sxm'], [])
+    """
+    return _aliases("gpus")
+
+
+def link_aliases() -> dict[str, list[str]]:
+    """Each catalog link's aliases, the other names :func:`load_link` takes for it.
+
+    >>> link_aliases()["ib-ndr"]
+    ['ndr']
+    """
+    return _aliases("links")
+
+
+def _aliases(kind: str) -> dict[str, list[str]]:
+    data = _data()
+    out: dict[str, list[str]] = {name: [] for name in data[kind]}
+    for alias, target in data[f"{kind[:-1]}_aliases"].items():
+        out[target].append(alias)
+    return out
+
+
+def _with_aliases(aliases: dict[str, list[str]]) -> str:
+    return ", ".join(name + (f" (alias{'es' if len(more) > 1 else ''} {', '.join(more)})" if more else "")
+                     for name, more in aliases.items())
+
+
+def gpu_choices() -> str:
+    """The GPU names an error lists as allowed, each with its aliases.
+
+    >>> "a100-80g (aliases a100, a100-sxm), h100-sxm (alias h100), h100-pcie," in gpu_choices()
+    True
+    """
+    return _with_aliases(gpu_aliases())
+
+
+def link_choices() -> str:
+    """The link names an error lists as allowed, each with its aliases."""
+    return _with_aliases(link_aliases())
+
+
 def gpus() -> list[GPU]:
     """Every GPU of the catalog (the shipped one plus a ``--hardware`` file's)."""
     return [load_gpu(name) for name in gpu_names()]
@@ -306,7 +353,7 @@ def load_link(link: str | Link) -> Link:
         positive_number("link.latency_s", link.latency_s, allow_zero=True, upper=10.0)
         return link
     if not isinstance(link, str):
-        raise ConfigError(f"link: expected a link name ({', '.join(link_names())}) or {_FORMS}, got {link!r}")
+        raise ConfigError(f"link: expected a link name ({link_choices()}) or {_FORMS}, got {link!r}")
     data = _data()
     key = link.strip().lower()
     key = data["link_aliases"].get(key, key)
@@ -314,7 +361,7 @@ def load_link(link: str | Link) -> Link:
         entry = data["links"][key]
         return Link(name=key, bandwidth_gbps=float(entry["bandwidth_gbps"]), latency_s=float(entry["latency_s"]),
                     description=entry["description"], source=entry.get("source", ""))
-    allowed = f"link: expected one of {', '.join(link_names())} or {_FORMS}; got {link!r}"
+    allowed = f"link: expected one of {link_choices()} or {_FORMS}; got {link!r}"
     if match := _GBYTES_PER_S.match(link):
         gbps = float(match.group(1)) * 8  # exact: scaling by a power of two rounds like the decimal would
     elif match := _GBPS.match(link):
@@ -335,7 +382,7 @@ def load_gpu(gpu: str | GPU) -> GPU:
     key = str(gpu).strip().lower() if isinstance(gpu, str) else None
     key = data["gpu_aliases"].get(key, key)
     if key not in data["gpus"]:
-        raise ConfigError(f"gpu: expected one of {', '.join(gpu_names())}; got {gpu!r}")
+        raise ConfigError(f"gpu: expected one of {gpu_choices()}; got {gpu!r}")
     e = data["gpus"][key]
     optional = {k: float(e[k]) for k in ("peak_fp8_flops", "interconnect_bytes_per_s", "hbm_efficiency",
                                          "hbm_datasheet_bytes") if e.get(k) is not None}
