@@ -134,8 +134,8 @@ def wheel(source, tmp_path_factory) -> Path:
         except metadata.PackageNotFoundError:
             backend = "no setuptools"
         pytest.fail(f"building the wheel failed (exit {proc.returncode}) with this environment's build backend "
-                    f"({backend}; setuptools < 70.1 needs the 'wheel' package for bdist_wheel, and the test extra "
-                    f"asks for setuptools>=70.1: reinstall with pip install -e '.[test]')\n"
+                    f"({backend}; setuptools < 77.0.3 reads no license expression, and the test extra "
+                    f"asks for setuptools>=77.0.3: reinstall with pip install -e '.[test]')\n"
                     f"--- stdout ---\n{proc.stdout[-4000:]}\n--- stderr ---\n{proc.stderr[-4000:]}", pytrace=False)
     wheels = sorted(dist.glob("*.whl"))
     assert len(wheels) == 1, wheels
@@ -196,6 +196,12 @@ def test_wheel_ships_the_package_and_its_data_and_nothing_else(wheel, source):
         meta = zf.read(info + "METADATA").decode()
         scripts = zf.read(info + "entry_points.txt").decode()
     assert f"\nVersion: {version}\n" in meta
+    # the licence (PEP 639): depgraph's Apache-2.0 and the MIT of Vidur's profiles it ships, with the texts
+    assert "\nLicense-Expression: Apache-2.0 AND MIT\n" in meta
+    for text in ("LICENSE", "depgraph/specs/data/measured/vidur/LICENSE",
+                 "depgraph/specs/data/measured/serving/LICENSE-llm-k8s"):
+        assert f"\nLicense-File: {text}\n" in meta and info + "licenses/" + text in names, text
+    assert "depgraph/specs/data/NOTICE.md" in names
     assert re.search(r"^depgraph\s*=\s*depgraph\.cli:main\s*$", scripts, re.M), scripts
     # the data the package loads at run time
     for name in SCENARIOS:
