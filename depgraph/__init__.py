@@ -25,7 +25,9 @@ _EXPORTS: dict[str, str] = {
     **dict.fromkeys(("EDGE_KINDS", "NODE_KINDS"), "core.graph"),
     **dict.fromkeys(("POLICIES", "POLICY_NAMES", "Policy", "get_policy"), "core.policies"),
     **dict.fromkeys(("CompiledGraph", "Schedule", "breakdown", "compile_graph", "critical_path", "frontier",
-                     "frontier_width_max", "schedule", "validate_graph"), "core.scheduler"),
+                     "frontier_events", "frontier_peak", "frontier_width_max", "schedule", "validate_graph"),
+                    "core.scheduler"),
+    **dict.fromkeys(("WAIT_CAUSES", "waits"), "core.waits"),
     **dict.fromkeys(("EventTable",), "core.table"),
     # specs: models, hardware, costs
     **dict.fromkeys(("CostModel",), "specs.cost"),
@@ -54,8 +56,8 @@ __all__ = [
     "load_link", "load_model", "model_from_config",
     # the event graph, policies, the scheduler and its analyses
     "CompiledGraph", "EDGE_KINDS", "EventTable", "NODE_KINDS", "POLICIES", "POLICY_NAMES", "Policy", "Schedule",
-    "breakdown", "compile_graph", "critical_path", "frontier", "frontier_width_max", "get_policy", "read_graph",
-    "schedule",
+    "breakdown", "compile_graph", "critical_path", "frontier", "frontier_events", "frontier_peak",
+    "frontier_width_max", "get_policy", "read_graph", "schedule", "WAIT_CAUSES", "waits",
     "validate_graph", "write_graph",
     # workloads
     "ADMISSIONS", "HOOK_SCOPES", "LINK_RULES", "TIMINGS", "batching_trace", "continuous_batching",

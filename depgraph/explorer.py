@@ -36,7 +36,9 @@ def explore_state(*, model: str, prompt_tokens: int, link: str, mfu: float, poli
                   at_s: float, gpu: str | None = None, draw: bool = False) -> dict[str, Any]:
     """What the explorer shows for one setting of its widgets: ``ttft_s``, ``breakdown`` (seconds by kind
     along the critical path), ``makespan_s``, ``frontier`` (the step function, a DataFrame),
-    ``frontier_at`` (its width at ``at_s``, clipped to the makespan), ``schedule`` and, with ``draw``,
+    ``frontier_at`` (its width at ``at_s``, clipped to the makespan), ``frontier_events`` (the events on it
+    then), ``frontier_peak`` (:meth:`~depgraph.Schedule.frontier_peak`), ``waits`` (seconds by cause, the
+    nonzero ones, :meth:`~depgraph.Schedule.waits`), ``schedule`` and, with ``draw``,
     ``drawing`` (a graphviz graph, or ``None`` with ``drawing_note`` for a graph too large to draw)."""
     from .core.scheduler import schedule
     from .sweeps.points import build
@@ -61,8 +63,13 @@ def explore_state(*, model: str, prompt_tokens: int, link: str, mfu: float, poli
     state: dict[str, Any] = {
         "ttft_s": S.ttft_s, "makespan_s": S.makespan_s, "schedule": S,
         "breakdown": {k: v for k, v in parts.items() if k != "total_s"},
-        "frontier": S.frontier(kinds=("decode",)), "frontier_at": S.frontier(at=at, kinds=("decode",)), "at_s": at,
+        # the one frontier (decode operators; depgraph.core.scheduler.frontier), the events on it at the time
+        "frontier": S.frontier(), "frontier_at": S.frontier(at=at), "frontier_events": S.frontier_events(at),
+        "frontier_peak": S.frontier_peak(), "at_s": at,
     }
+    if S.token_nodes():
+        W = S.waits()
+        state["waits"] = {c: v for c, v in zip(W["cause"], W["wait_s"]) if v > 0}
     if draw:
         from .io.draw import draw as draw_graph
 
@@ -136,7 +143,14 @@ def explore(model: str = "qwen3.6-35b-a3b", prompt_tokens: int = 1024, link: str
             controls["at"].max = max(state["makespan_s"], 1e-6)
             print(f"TTFT {state['ttft_s'] * 1e3:.3f} ms; along the critical path: "
                   + ", ".join(f"{k[:-2]} {v * 1e3:.3f} ms" for k, v in state["breakdown"].items()))
-            print(f"frontier at {state['at_s'] * 1e3:.3f} ms: {state['frontier_at']} decode operators ready")
+            if state.get("waits"):
+                print("waited on (sums to the TTFT): " + ", ".join(f"{k[:-2].replace('_', ' ')} {v * 1e3:.3f} ms"
+                                                                     for k, v in state["waits"].items()))
+            print(f"frontier at {state['at_s'] * 1e3:.3f} ms: {state['frontier_at']} decode operators ready"
+                  + (f" ({', '.join(str(e) for e in state['frontier_events'][:6])}"
+                     + (", ..." if len(state["frontier_events"]) > 6 else "") + ")" if state["frontier_events"] else ""))
+            peak = state["frontier_peak"]
+            print(f"widest: {peak['width']} from {peak['start_s'] * 1e3:.3f} to {peak['end_s'] * 1e3:.3f} ms")
             fig, ax = plt.subplots(figsize=(7, 2.5))
             f = state["frontier"]
             ax.step(f.time_s * 1e3, f.width, where="post")

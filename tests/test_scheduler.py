@@ -416,9 +416,11 @@ def test_zero_duration_nodes_never_count():
     G.add_edge("z", "b", kind="data")
     S = dg.schedule(G)
     expected = {"time_s": [0.0, 2.0, 3.0], "width": [1, 1, 0]}
-    assert S.frontier(admitted=True).to_dict("list") == expected
+    assert S.frontier(admitted=True, kinds="all").to_dict("list") == expected
     # "z" has no data dependency but takes no time: it is never in the frontier.
-    assert S.frontier(admitted=False).to_dict("list") == expected
+    assert S.frontier(admitted=False, kinds="all").to_dict("list") == expected
+    # by default, the decode operators only: "b", from 2 to 3
+    assert S.frontier().to_dict("list") == {"time_s": [0.0, 2.0, 3.0], "width": [0, 1, 0]}
 
 
 @pytest.mark.parametrize("timing", ["handoff", "migration"])
@@ -426,7 +428,7 @@ def test_zero_duration_nodes_never_count():
 @pytest.mark.parametrize("model", MODELS)
 def test_data_only_frontier_dominates_the_admitted_one(model, policy, timing):
     S = dg.schedule(request_graph(model, timing), policy=policy)
-    admitted, data_only = S.frontier(admitted=True), S.frontier(admitted=False)
+    admitted, data_only = S.frontier(admitted=True, kinds="all"), S.frontier(admitted=False, kinds="all")
     for F in (admitted, data_only):
         assert (F["width"] >= 0).all() and F["width"].iloc[-1] == 0
         assert F["time_s"].iloc[0] == 0.0 and F["time_s"].is_monotonic_increasing and F["time_s"].is_unique
@@ -439,7 +441,7 @@ def test_data_only_frontier_dominates_the_admitted_one(model, policy, timing):
     if policy == "component":  # the finest policy adds no edge
         pd.testing.assert_frame_equal(data_only, admitted)
     for admit, F in ((True, admitted), (False, data_only)):
-        assert dg.frontier_width_max(S, admitted=admit) == F["width"].max()
+        assert dg.frontier_width_max(S, admitted=admit, kinds="all") == F["width"].max()
         assert dg.frontier_width_max(S, admitted=admit, kinds=("decode",)) == \
             S.frontier(admitted=admit, kinds=("decode",))["width"].max()
     assert dg.frontier_width_max(S, kinds=("no-such-kind",)) == 0
@@ -449,12 +451,13 @@ def test_data_only_frontier_is_wider_under_compute_then_move():
     # With all prefill compute in front of the move, sends are admitted one at
     # a time; by data alone each send may start when its layer's prefill ends.
     S = dg.schedule(request_graph("qwen3.6-35b-a3b"), policy="compute-then-move")
-    assert S.frontier(admitted=False)["width"].max() > S.frontier(admitted=True)["width"].max()
+    assert S.frontier(admitted=False, kinds="all")["width"].max() > \
+        S.frontier(admitted=True, kinds="all")["width"].max()
 
 
 def test_frontier_kinds_filter_is_a_lower_bound():
     S = dg.schedule(request_graph("nemotron-3-nano-30b-a3b"), policy="layer")
-    full = S.frontier()
+    full = S.frontier(kinds="all")
     sends = S.frontier(kinds=("send",))
     assert sends["width"].max() == 1  # one link, sends in a resource chain
     for t in np.union1d(full["time_s"], sends["time_s"]):

@@ -29,7 +29,7 @@ from .catalog import _cmd_bytes, _cmd_gpus, _cmd_links, _cmd_memory, _cmd_models
 from .parser import _build_parser
 from .calibrate import run_calibrate_command
 from .serving import _cmd_loadtest, run_capacity_command, run_plan_command
-from .single import _cmd_draw, _cmd_trace, _cmd_ttft
+from .single import _cmd_draw, _cmd_frontier, _cmd_trace, _cmd_ttft
 from .sweep import _cmd_reproduce, run_anomalies_command, run_sweep_command
 from .validate import run_validate_command
 
@@ -45,7 +45,7 @@ from .sweep import add_anomalies_command, add_reproduce_command, add_sweep_comma
 __all__ = ["main"]
 
 
-_COMMANDS = {"models": _cmd_models, "gpus": _cmd_gpus, "links": _cmd_links, "bytes": _cmd_bytes, "memory": _cmd_memory, "ttft": _cmd_ttft, "draw": _cmd_draw,
+_COMMANDS = {"models": _cmd_models, "gpus": _cmd_gpus, "links": _cmd_links, "bytes": _cmd_bytes, "memory": _cmd_memory, "ttft": _cmd_ttft, "frontier": _cmd_frontier, "draw": _cmd_draw,
              "trace": _cmd_trace, "sweep": run_sweep_command, "loadtest": _cmd_loadtest,
              "schedule": _cmd_schedule, "reproduce": _cmd_reproduce,
              "capacity": run_capacity_command, "anomalies": run_anomalies_command, "plan": run_plan_command,

@@ -249,8 +249,8 @@ def _cmd_schedule(args) -> int:
            "ttft_by_request_s": {str(r): v for r, v in S.ttft_by_request.items()},
            "critical_path": [str(n) for n in path], "breakdown_s": S.breakdown(),
            # one definition with ttft's and the sweeps': decode operators ready at once; and every kind apart
-           "frontier_max": int(S.frontier(kinds=("decode",))["width"].max()),
-           "frontier_max_all_kinds": int(S.frontier()["width"].max())}
+           "frontier_max": int(S.frontier()["width"].max()),
+           "frontier_max_all_kinds": int(S.frontier(kinds="all")["width"].max())}
     if args.json:
         print(_dumps(out))
         return 0

@@ -32,6 +32,18 @@ def add_request_commands(sub) -> None:
     p.add_argument("--ranks", default="collapsed", help="collapsed (decode rank 0 stands for all, the default) or "
                                                         "expanded (every rank in its own box)")
 
+    p = sub.add_parser("frontier", help="the ready frontier of one schedule: where it is widest, when, and the "
+                                        "events on it (or at a time, --at)")
+    _add_request_args(p)
+    p.add_argument("--at", type=_number(float, "--at"), metavar="MS",
+                   help="also list the frontier at this time, in milliseconds from the request's arrival")
+    p.add_argument("--kinds", default=None, metavar="KINDS",
+                   help="the node kinds counted, comma-separated (default: the decode operators, 'decode'; 'all' for "
+                        "every event)")
+    p.add_argument("--data", action="store_true",
+                   help="count what data dependencies alone allow (policy edges ignored), not what the policy admits")
+    p.add_argument("--json", action="store_true")
+
     p = sub.add_parser("trace", help="write a Perfetto / Chrome trace (JSON) of one schedule")
     _add_request_args(p)
     p.add_argument("-o", "--output", required=True, help="output .json file")
@@ -94,35 +106,49 @@ def _scheduled(args):
 
 def _cmd_ttft(args) -> int:
     from ..core.scheduler import work_by_kind
+    from ..core.waits import waits
     from ..workloads import stall_s
     from ..workloads.batching import step_admission_expectation
 
     S, point = _scheduled(args)
     G = S.graph
     parts = S.breakdown()
+    W = waits(S)
+    peak = S.frontier_peak()
+    by_request = {r: v for r, v in S.ttft_by_request.items() if r != "batch"}
+    target = _target_request(S)
     out = {
         "model": G.graph["model"], "prompt_tokens": args.prompt_tokens, "link": G.graph["link"],
         "gpu": G.graph["gpu"], "mfu": G.graph["mfu"], "hbm_efficiency": G.graph["hbm_efficiency"],
         "timing": G.graph["timing"], "workload": point["workload"], "policy": S.policy
-        or G.graph.get("policy"), "ttft_s": S.ttft_s, "makespan_s": S.makespan_s,
-        "frontier_max": int(S.frontier(kinds=("decode",))["width"].max()),
-        "frontier_max_data": int(S.frontier(admitted=False, kinds=("decode",))["width"].max()),
+        or G.graph.get("policy"),
+        # one meaning everywhere (the sweeps' rows too): ttft_s is the mean over the workload's requests
+        "ttft_s": sum(by_request.values()) / len(by_request), "ttft_mean_s": sum(by_request.values()) / len(by_request),
+        "ttft_target_s": S.ttft_s, "target_request": target, "requests": len(by_request),
+        "makespan_s": S.makespan_s,
+        "waits": dict(zip(W["cause"], W["wait_s"])),
+        "waits_detail": {c: d for c, d in zip(W["cause"], W["detail"]) if d},
+        "frontier_max": peak["width"],
+        "frontier_max_data": int(S.frontier(admitted=False)["width"].max()),
+        "frontier_peak": {"width": peak["width"], "start_s": peak["start_s"], "end_s": peak["end_s"],
+                          "events": [str(e) for e in peak["events"]]},
         "breakdown_s": {k: v for k, v in parts.items() if k != "total_s"},
         "critical_path_nodes": len(S.critical_path()),
         "work_s": work_by_kind(S),
     }
     out.update({k: G.graph[k] for k in ("prefill_tp", "decode_tp", "prefill_pp", "decode_pp", "nic") if k in G.graph})
-    if len(S.ttft_by_request) > 1:
-        out["ttft_by_request_s"] = {str(r): v for r, v in S.ttft_by_request.items()}
+    if len(by_request) > 1:
+        out["ttft_by_request_s"] = {str(r): v for r, v in by_request.items()}
     if point["workload"] == "batch":  # the one workload with a running batch to stall
         out.update(batch=point["batch"], admission=G.graph["admission"], hook_scope=G.graph["hook_scope"],
                    step_s=G.graph["step_s"], stall_s=stall_s(S), phase=args.phase)
         if point["admission"] == "step" and args.phase is None:  # the expectation over a uniform phase
             e = step_admission_expectation(G.graph)  # read off the graph built (any phase gives the same)
             scope = G.graph["hook_scope"]
-            out.update(phase="expected", ttft_s=e[f"ttft_{scope}_s"],
+            ttft = e[f"ttft_{scope}_s"]
+            out.update(phase="expected", ttft_s=ttft, ttft_mean_s=ttft, ttft_target_s=ttft,
                        stall_s=e["stall_batch_s"] if scope == "batch" else 0.0)
-            out.update(_expected_breakdown(args, point, out["ttft_s"]))
+            out.update(_expected_breakdown(args, point, ttft))
     out["breakdown"] = out["breakdown_s"]  # the contract's name: seconds by kind along the critical path
     out["calibration"] = getattr(args, "calibration", None)
     out["assumptions"] = G.graph.get("assumptions", "")  # the cost model's named assumptions off their defaults
@@ -139,18 +165,44 @@ def _cmd_ttft(args) -> int:
           + (f", prefill PP {out['prefill_pp']} -> decode PP {out['decode_pp']} (NIC {out['nic']})"
              if "decode_pp" in out else ""))
     expected = out.get("phase") == "expected"
-    print(f"  TTFT            {out['ttft_s'] * 1e3:10.3f} ms" + ("  (expected over the arrival phase)"
-                                                                 if expected else ""))
-    print("  along the critical path" + (f" (expected over {_PHASES} arrival phases)" if expected else "")
-          + "; the request's own work of each kind beside it:")
+    who = f"request {target}" if out["requests"] > 1 else "the request"
+    if out["requests"] > 1:
+        print(f"  TTFT            {out['ttft_target_s'] * 1e3:10.3f} ms  (request {target}, the target; the mean of "
+              f"the {out['requests']} requests is {out['ttft_mean_s'] * 1e3:.3f} ms)")
+    else:
+        print(f"  TTFT            {out['ttft_s'] * 1e3:10.3f} ms" + ("  (expected over the arrival phase)"
+                                                                     if expected else ""))
+    print(f"  what {who} waited on, from its arrival to its first token (the parts sum to its TTFT"
+          + (f"; expected over {_PHASES} arrival phases" if expected else "") + "):")
+    for cause, value in out["waits"].items():
+        if value > 0:
+            detail = out["waits_detail"].get(cause, "")
+            print(f"    {_cause_label(cause):<15} {value * 1e3:10.3f} ms  {value / out['ttft_target_s']:6.1%}"
+                  + (f"  ({detail})" if detail else ""))
+    print("  critical path by kind of work (the chain of events that sets the first token's time"
+          + (f", expected over {_PHASES} arrival phases" if expected else "")
+          + "; the request's own work of each kind beside it):")
     for k, v in out["breakdown_s"].items():
         work = out["work_s"].get(k)
         print(f"    {k[:-2]:<13} {v * 1e3:10.3f} ms" + (f"   (all its {k[:-2]} work: {work * 1e3:.3f} ms)"
                                                           if work is not None else ""))
     if "stall_s" in out:
         print(f"  stall on running requests {out['stall_s'] * 1e3:10.3f} ms  (batch step {out['step_s'] * 1e3:.3f} ms)")
-    print(f"  frontier max    {out['frontier_max']:>10} decode operators ({out['frontier_max_data']} as data allows)")
+    print(f"  frontier max    {out['frontier_max']:>10} decode operators ready at once, from "
+          f"{peak['start_s'] * 1e3:.3f} to {peak['end_s'] * 1e3:.3f} ms ({out['frontier_max_data']} as data allows; "
+          "'depgraph frontier' lists them)")
     return 0
+
+
+def _cause_label(cause: str) -> str:
+    """``state_kv_s`` -> ``state kv``: a cause as the text tables write it."""
+    return cause[:-2].replace("_", " ")
+
+
+def _target_request(S):
+    from ..core.waits import target_request
+
+    return target_request(S)
 
 
 #: Arrival phases (midpoints of equal bins) the expected critical-path breakdown averages over.
@@ -158,21 +210,28 @@ _PHASES = 128
 
 
 def _expected_breakdown(args, point, expected_ttft_s: float) -> dict:
-    """The critical-path breakdown averaged over the arrival phase (the midpoints of :data:`_PHASES`
-    equal bins), so that it adds up to the expected TTFT; what the midpoint rule leaves over (it is
-    exact where the TTFT is linear in the phase) goes into ``wait_s`` and is reported."""
+    """The critical-path breakdown and the waits averaged over the arrival phase (the midpoints of
+    :data:`_PHASES` equal bins), so that each adds up to the expected TTFT; what the midpoint rule
+    leaves over (it is exact where the TTFT is linear in the phase) goes into the breakdown's ``wait_s``
+    and the waits' ``step_boundary_s`` (the phase moves only the step boundary), and is reported."""
     from ..core.scheduler import schedule
+    from ..core.waits import wait_seconds
     from ..sweeps.points import build
 
     acc: dict[str, float] = {}
+    waited: dict[str, float] = {}
     cost = _cost(args)
     for k in range(_PHASES):
-        G = build(point, cost=cost, policy=args.policy, admission=point["admission"], phase=(k + 0.5) / _PHASES)
-        for key, v in schedule(G).breakdown().items():
+        S = schedule(build(point, cost=cost, policy=args.policy, admission=point["admission"],
+                           phase=(k + 0.5) / _PHASES))
+        for key, v in S.breakdown().items():
             acc[key] = acc.get(key, 0.0) + v / _PHASES
+        for key, v in wait_seconds(S).items():
+            waited[key] = waited.get(key, 0.0) + v / _PHASES
     remainder = expected_ttft_s - acc.pop("total_s")
     acc["wait_s"] = acc.get("wait_s", 0.0) + remainder
-    return {"breakdown_s": acc, "breakdown_quadrature_remainder_s": remainder}
+    waited["step_boundary_s"] = waited.get("step_boundary_s", 0.0) + expected_ttft_s - sum(waited.values())
+    return {"breakdown_s": acc, "breakdown_quadrature_remainder_s": remainder, "waits": waited}
 
 
 #: A drawing of more events than this is summarised unless --full.
@@ -228,6 +287,60 @@ def _cmd_draw(args) -> int:
         atomic_write_bytes(out, data)
     print(f"wrote {out} ({G.number_of_nodes()} nodes, {G.number_of_edges()} edges{summary})")
     return 0
+
+
+#: Events listed per frontier in the text output (all of them in --json).
+_FRONTIER_LISTED = 30
+
+
+def _cmd_frontier(args) -> int:
+    from .._validate import one_of
+    from ..core.graph import NODE_KINDS
+
+    kinds = None
+    if args.kinds is not None:
+        parts = [k.strip() for k in args.kinds.split(",")]
+        kinds = "all" if parts == ["all"] else tuple(one_of("--kinds", k, NODE_KINDS + ("all",)) for k in parts)
+        if "all" in kinds if isinstance(kinds, tuple) else False:
+            raise DepgraphError("--kinds: 'all' stands alone (every event); give it without other kinds")
+    if args.at is not None and not (0.0 <= args.at < float("inf")):
+        raise DepgraphError(f"--at: expected a time in milliseconds, finite and >= 0; got {args.at!r}")
+    S, point = _scheduled(args)
+    admitted = not args.data
+    peak = S.frontier_peak(admitted=admitted, kinds=kinds)
+    what = "every event" if kinds == "all" else ("decode operators" if kinds is None else "events of kind "
+                                                  + ", ".join(kinds))
+    out = {"model": S.graph_attrs["model"], "prompt_tokens": args.prompt_tokens, "link": S.graph_attrs["link"],
+           "gpu": S.graph_attrs["gpu"], "workload": point["workload"], "policy": S.policy or S.graph_attrs.get("policy"),
+           "kinds": "decode" if kinds is None else (kinds if kinds == "all" else ",".join(kinds)),
+           "admitted": admitted, "makespan_s": S.makespan_s,
+           "peak": {**{k: peak[k] for k in ("width", "start_s", "end_s", "held_s", "intervals")},
+                    "events": [str(e) for e in peak["events"]]}}
+    if args.at is not None:
+        at_s = args.at / 1e3
+        events = S.frontier_events(at_s, admitted=admitted, kinds=kinds)
+        out["at"] = {"time_s": at_s, "width": len(events), "events": [str(e) for e in events]}
+    if args.json:
+        print(_dumps(out))
+        return 0
+    print(f"{out['model']}, {args.prompt_tokens:,} tokens, {out['link']}, {out['gpu']}, {out['policy']} readiness, "
+          f"workload {out['workload']}: the ready frontier of {what}"
+          + ("" if admitted else " (as data dependencies alone allow)") + f"; the schedule ends at "
+          f"{S.makespan_s * 1e3:.3f} ms")
+    print(f"  widest: {peak['width']} at once, from {peak['start_s'] * 1e3:.3f} to {peak['end_s'] * 1e3:.3f} ms"
+          + (f" (held {peak['held_s'] * 1e3:.3f} ms in {peak['intervals']} intervals)" if peak["intervals"] > 1 else ""))
+    _print_events(peak["events"])
+    if "at" in out:
+        print(f"  at {args.at:g} ms: {out['at']['width']} ready and not finished")
+        _print_events(events)
+    return 0
+
+
+def _print_events(events: list) -> None:
+    for e in events[:_FRONTIER_LISTED]:
+        print(f"    {e}")
+    if len(events) > _FRONTIER_LISTED:
+        print(f"    ... and {len(events) - _FRONTIER_LISTED} more (--json lists every one)")
 
 
 def _cmd_trace(args) -> int:

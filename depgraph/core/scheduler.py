@@ -35,7 +35,8 @@ from .._validate import boolean
 from ..errors import CycleError, GraphError
 
 __all__ = ["CompiledGraph", "EventTable", "compile_graph", "resolve_resources", "Schedule", "schedule",
-           "critical_path", "breakdown", "work_by_kind", "frontier", "frontier_width_max", "validate_graph", "check_schedule", "check_kinds"]
+           "critical_path", "breakdown", "work_by_kind", "frontier", "frontier_width_max", "frontier_peak", "frontier_events",
+           "validate_graph", "check_schedule", "check_kinds", "frontier_kinds", "FRONTIER_KINDS"]
 
 
 class CompiledGraph:
@@ -349,6 +350,30 @@ class Schedule:
         """Seconds by kind of work along ``target``'s critical path, summing to its finish time (see
         :func:`breakdown`)."""
         return breakdown(self, target=target)
+
+    def frontier_peak(self, *, admitted: bool = True, kinds: Any = None) -> dict[str, Any]:
+        """Where the ready frontier is widest: its width, the interval it holds and the events on it
+        (see :func:`frontier_peak`)."""
+        return frontier_peak(self, admitted=admitted, kinds=kinds)
+
+    def frontier_events(self, at: float, *, admitted: bool = True, kinds: Any = None) -> list:
+        """The events on the ready frontier at ``at`` seconds (see :func:`frontier_events`)."""
+        return frontier_events(self, at, admitted=admitted, kinds=kinds)
+
+    def waits(self, request: Any = None) -> pd.DataFrame:
+        """What the request (the target by default) waited on, from its arrival to its first token: one
+        row per cause with ``wait_s`` summing to its TTFT (see :func:`depgraph.core.waits.waits`).
+
+        >>> import depgraph as dg
+        >>> G = dg.single_request("qwen3.6-35b-a3b", prompt_tokens=1024, link="25g", mfu=1.0)
+        >>> S = dg.schedule(G, policy="layer")
+        >>> W = S.waits()
+        >>> bool(abs(W["wait_s"].sum() - S.ttft_s) < 1e-12)
+        True
+        """
+        from .waits import waits
+
+        return waits(self, request=request)
 
     def frontier(self, *, admitted: bool = True, kinds: tuple[str, ...] | None = None,
                  per: str | None = None, at: float | None = None):
@@ -681,16 +706,33 @@ def work_by_kind(S: Schedule, *, target: Hashable | None = None) -> dict[str, fl
     return out
 
 
-def check_kinds(kinds: Any) -> tuple[str, ...] | None:
-    """``kinds`` as a tuple of node kinds (one kind may be given as a string), or a GraphError."""
-    if kinds is None:
-        return None
+#: The ready frontier's nodes by default: the decode-side operators (see :func:`frontier`).
+FRONTIER_KINDS: tuple[str, ...] = ("decode",)
+
+
+def check_kinds(kinds: Any) -> tuple[str, ...] | str | None:
+    """``kinds`` as a tuple of node kinds (one kind may be given as a string; ``"all"`` stays ``"all"``,
+    every node; ``None``, the default, stays ``None``), or a GraphError."""
+    if kinds is None or kinds == "all":
+        return kinds
     if isinstance(kinds, str):
         return (kinds,)
     if isinstance(kinds, (list, tuple, set, frozenset)) and all(isinstance(k, str) for k in kinds):
         return tuple(kinds)
-    raise GraphError(f"kinds: expected node kinds (a string or a list of strings such as ['decode']), got "
-                     f"{type(kinds).__name__}")
+    raise GraphError(f"kinds: expected node kinds (a string or a list of strings such as ['decode']; 'all' for "
+                     f"every node), got {type(kinds).__name__}")
+
+
+def frontier_kinds(S: Schedule, kinds: Any) -> tuple[str, ...] | None:
+    """The node kinds :func:`frontier` counts for ``kinds`` (``None``: every node): by default the
+    decode-side operators (:data:`FRONTIER_KINDS`), or every node of a graph that has none (a plain
+    DAG); ``"all"``: every node; else the kinds given."""
+    kinds = check_kinds(kinds)
+    if kinds == "all":
+        return None
+    if kinds is None:
+        return FRONTIER_KINDS if bool(_isin(S.compiled.column("kind"), FRONTIER_KINDS).any()) else None
+    return kinds
 
 
 def _isin(values: np.ndarray, wanted: tuple) -> np.ndarray:
@@ -717,7 +759,13 @@ def frontier(S: Schedule, *, admitted: bool = True, kinds: tuple[str, ...] | Non
     With ``admitted=True`` the dependencies are those of the scheduled graph,
     policy edges included: what the policy admits. With ``admitted=False``
     policy edges are ignored: what data dependencies alone allow, given the
-    same schedule's finish times. ``kinds`` keeps only nodes of those kinds.
+    same schedule's finish times.
+
+    Which nodes count: by default (``kinds=None``) the decode-side operators
+    (``decode`` nodes, :data:`FRONTIER_KINDS`), the one definition the CLI,
+    the explorer and the drawings use; a graph without decode nodes (a plain
+    DAG) counts every node. ``kinds`` names other kinds (a string or a list),
+    ``kinds="all"`` every node.
 
     Returns a DataFrame with ``time_s`` (increasing) and ``width`` (the
     frontier size from that time until the next row). Computed on arrays:
@@ -752,19 +800,79 @@ def frontier_width_max(S: Schedule, *, admitted: bool = True, kinds: tuple[str, 
     return int(_frontier_steps(S, admitted, kinds)[1].max())
 
 
-def _frontier_steps(S: Schedule, admitted: bool, kinds: tuple[str, ...] | None,
-                    only: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`frontier`'s two columns as arrays, starting at time 0 (of the nodes in ``only``, if given)."""
+def _frontier_nodes(S: Schedule, admitted: bool, kinds: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Each node's ready time and whether the frontier counts it (as :func:`frontier` does)."""
     cg = check_schedule(S, "S").compiled
     admitted = boolean("admitted", admitted)
-    kinds = check_kinds(kinds)
-    if admitted:  # every dependency: as soon as possible, a node starts when the last one finishes
+    kinds = frontier_kinds(S, kinds)
+    if admitted:
         ready = S.start
     else:
         ready = _kernel.ready_times(S.finish, cg.pred_indptr, cg.pred_indices, cg.pred_kind != POLICY)
-    keep = (S.finish > ready) & (cg.duration_s > 0)  # zero-duration nodes never count
+    keep = (S.finish > ready) & (cg.duration_s > 0)
     if kinds is not None:
         keep &= _isin(cg.column("kind"), tuple(kinds))
+    return ready, keep
+
+
+def frontier_events(S: Schedule, at: float, *, admitted: bool = True, kinds: Any = None) -> list:
+    """The events on the ready frontier at time ``at`` (seconds): those counted by :func:`frontier`
+    whose dependencies have all finished by ``at`` and which have not finished themselves, in
+    topological order. ``len(frontier_events(S, t)) == S.frontier(at=t)``.
+
+    >>> import networkx as nx, depgraph as dg
+    >>> G = nx.DiGraph()
+    >>> for n, d in (("a", 1.0), ("b", 2.0), ("c", 1.0)): G.add_node(n, duration_s=d)
+    >>> G.add_edge("a", "c")
+    >>> dg.frontier_events(dg.schedule(G), 1.5)
+    ['b', 'c']
+    """
+    import numbers
+
+    if isinstance(at, bool) or not isinstance(at, numbers.Real) or not math.isfinite(at) or at < 0:
+        raise GraphError(f"at: expected a time in seconds, finite and >= 0, got {at!r}")
+    ready, keep = _frontier_nodes(S, admitted, kinds)
+    on = np.flatnonzero(keep & (ready <= float(at)) & (S.finish > float(at)))
+    return [S.compiled.node(i) for i in on.tolist()]
+
+
+def frontier_peak(S: Schedule, *, admitted: bool = True, kinds: Any = None) -> dict[str, Any]:
+    """Where the ready frontier is widest: ``width`` (the largest width), ``start_s`` and ``end_s``
+    (the first interval it holds for), ``held_s`` (how long it holds in all), ``intervals`` (how many
+    separate intervals) and ``events`` (the events on it over the first interval, in topological
+    order; :func:`frontier_events` at ``start_s``). A frontier that is never wider than 0 has width 0
+    and the interval ``[0, 0)``.
+
+    >>> import networkx as nx, depgraph as dg
+    >>> G = nx.DiGraph()
+    >>> for n, d in (("a", 1.0), ("b", 2.0), ("c", 1.0)): G.add_node(n, duration_s=d)
+    >>> G.add_edge("a", "c")
+    >>> p = dg.frontier_peak(dg.schedule(G))
+    >>> p["width"], p["start_s"], p["end_s"], p["events"]
+    (2, 0.0, 2.0, ['a', 'b'])
+    """
+    times, width = _frontier_steps(S, admitted, kinds)
+    top = int(width.max())
+    if top == 0:
+        return {"width": 0, "start_s": 0.0, "end_s": 0.0, "held_s": 0.0, "intervals": 0, "events": []}
+    at = width == top
+    ends = np.append(times[1:], times[-1])  # a last step at the peak would be open: never, width ends at 0
+    first = int(np.flatnonzero(at)[0])
+    k = first
+    while k + 1 < len(width) and width[k + 1] == top:
+        k += 1
+    starts = np.flatnonzero(at & ~np.concatenate(([False], at[:-1])))
+    return {"width": top, "start_s": float(times[first]), "end_s": float(ends[k]),
+            "held_s": float((ends[at] - times[at]).sum()), "intervals": int(starts.size),
+            "events": frontier_events(S, float(times[first]), admitted=admitted, kinds=kinds)}
+
+
+def _frontier_steps(S: Schedule, admitted: bool, kinds: tuple[str, ...] | None,
+                    only: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`frontier`'s two columns as arrays, starting at time 0 (of the nodes in ``only``, if given)."""
+    # every dependency admitted: as soon as possible, a node starts when the last one finishes; zero-duration
+    # nodes never count
+    ready, keep = _frontier_nodes(S, admitted, kinds)
     if only is not None:
         keep &= only
     if not keep.any():

@@ -161,7 +161,7 @@ class EngineServer:
                 if not self._allocate(r, n):
                     break
                 waiting.popleft()
-                if self.prefill_only:
+                if self.prefill_only or r.prefill_start != r.prefill_start:  # colocated: its first step only
                     r.prefill_start = t
                 running.append(r)
                 out.append((r, n))
@@ -334,6 +334,10 @@ def simulate_colocated(model: ModelSpec, cost: CostModel, table: pd.DataFrame, *
         "tpot_s": [(r.last_token - r.first_token) / (r.out - 1) if r.out > 1 else math.nan for r in reqs],
         "e2e_s": [r.last_token - r.arrival for r in reqs], "finish_s": [r.last_token for r in reqs],
         "preemptions": [r.preemptions for r in reqs],
+        # what it waited on (depgraph.core.waits.CAUSES): queued until a step first took its prompt (the GPU
+        # busy with others' work), then its prompt's steps, shared with the running batch, to its first token
+        "wait_prefill_busy_s": [r.prefill_start - r.arrival for r in reqs],
+        "wait_prefill_s": [r.first_token - r.prefill_start for r in reqs],
     }
     steps = [(s.k, j, *row) for s in srv for j, row in enumerate(s.steps)]
     step_df = pd.DataFrame(steps, columns=["server", "step", "start_s", "end_s", "duration_s", "tokens", "running",

@@ -109,6 +109,66 @@ def _columns(sim: Any) -> list[dict[str, np.ndarray]]:
         sim._cols = cols
     return sim._cols
 
+def _component_shares(sim: Any, prompt: int) -> dict[str, float]:
+    """Each handoff component's share of one request's bytes (every decode rank's shards together)."""
+    cache = sim.__dict__.setdefault("_wait_shares", {})
+    hit = cache.get(prompt)
+    if hit is None:
+        from ..specs.models import handoff_bytes
+
+        by = handoff_bytes(sim.model, prompt_tokens=prompt, tp=sim.cfg.decode.tp)
+        total = sum(by.values())
+        hit = {c: b / total for c, b in by.items() if b} if total else {}
+        cache[prompt] = hit
+    return hit
+
+
+def _wait_row(sim: Any, r: Any, parts: dict[str, float], decode_start: float, iteration: dict | None
+              ) -> dict[str, float]:
+    """A request's time to first token split by cause (:data:`depgraph.core.waits.CAUSES`, each column
+    ``wait_<cause>``), from the milestones its run recorded; the columns sum to its TTFT.
+
+    The handoff's own span (``parts["handoff_s"]``) is carved in the order things happen: the router's
+    relay (``hop``), waiting for the decode loop to take the posting (``step_boundary``; for
+    ``pull-thread``, for the thread: ``setup``), the posting work (``setup``), then the transfer: the
+    time other requests' messages held its NICs (``link_busy``, a per-layer handoff's) and its own
+    bytes, split over the components by their bytes (``state_<component>``). The span from when it
+    could join a step to its first token: the wait for the step it joined to start (``step_boundary``),
+    the other requests' posting at that step's start (``decode_busy``), the time that step stood for
+    other requests' state (``batch_stall``, a batch-scope hook), and the step itself (``decode``)."""
+    from ..core.waits import state_cause
+
+    out = {"wait_prefill_busy_s": parts["prefill_queue_s"], "wait_prefill_s": parts["prefill_s"],
+           "wait_decode_slot_s": parts["slot_wait_s"]}
+    left = parts["handoff_s"]
+
+    def take(key: str, seconds: float) -> None:
+        nonlocal left
+        x = min(max(seconds, 0.0), left) if seconds == seconds else 0.0
+        out[key] = out.get(key, 0.0) + x
+        left -= x
+
+    if sim.handoff != "push" and r.posting_start == r.posting_start:
+        relay = sim.cfg.handoff.relay_s
+        take("wait_hop_s", relay)
+        before = r.posting_start - (r.prefill_end + relay) - (parts["slot_wait_s"] if sim.reserved else 0.0)
+        take("wait_setup_s" if sim.handoff == "pull-thread" else "wait_step_boundary_s", before)
+        take("wait_setup_s", r.posting_end - r.posting_start)
+    if r.gated is not None:
+        take("wait_link_busy_s", r.gated.link_wait_s)
+    state = left
+    for c, share in _component_shares(sim, r.prompt).items():
+        out[f"wait_{state_cause(c)}"] = state * share
+    decode = r.first_token - decode_start
+    left = decode
+    if iteration is not None and not r.async_first:
+        take("wait_step_boundary_s", iteration["start_s"] - decode_start)
+        take("wait_decode_busy_s", iteration["posting_s"])
+        take("wait_batch_stall_s", iteration.get("stall_s", 0.0))
+    out["wait_decode_s"] = left
+    return out
+
+
 def _gated_row(r: Any) -> dict[str, float]:
     """A per-layer handoff's columns of a request: when its last byte arrived, how long other requests'
     messages held its NICs up, and how long its steps waited for other requests' state."""
@@ -148,6 +208,7 @@ def _handoff_summary(sim: Any, df: pd.DataFrame, end: float) -> dict[str, Any]:
 def disaggregated_result(sim: Any, **meta) -> LoadResult:
     """The :class:`LoadResult` of a finished :class:`~depgraph.serving.disaggregated.DisaggregatedSimulation`."""
     rows = []
+    iterations = {(it["server"], it["iteration"]): it for it in sim.iterations}
     for r in sim.reqs:
         tpot = (r.last_token - r.first_token) / (r.out - 1) if r.out > 1 else math.nan
         slot_wait = r.slot_start - r.slot_request
@@ -168,6 +229,7 @@ def disaggregated_result(sim: Any, **meta) -> LoadResult:
             if not before_prefill:
                 parts["slot_wait_s"] = s_end - h_end
             decode_s = r.first_token - s_end
+        first = iterations.get((r.server, r.first_iter))
         rows.append({"request": r.i, "arrival_s": r.arrival, "prompt_tokens": r.prompt, "output_tokens": r.out,
                      "ttft_s": r.first_token - r.arrival, **parts,
                      "decode_s": decode_s,
@@ -176,8 +238,11 @@ def disaggregated_result(sim: Any, **meta) -> LoadResult:
                      else r.last_token - r.slot_start, "finish_s": r.last_token,
                      "e2e_s": r.last_token - r.arrival, "decode_server": r.server,
                      "scheduled_s": r.nominal, "preemptions": r.preemptions,
-                     **(_gated_row(r) if sim.gated else {})})
+                     **(_gated_row(r) if sim.gated else {}),
+                     **_wait_row(sim, r, parts, r.first_token - decode_s, first)})
     df = pd.DataFrame(rows)
+    waits = [c for c in df.columns if c.startswith("wait_")]  # every row has the same causes, zeros included
+    df[waits] = df[waits].fillna(0.0)
     timeline = step_series(sim.held_log, "slots_held").merge(
         step_series(sim.waiting_log, "waiting"), on="time_s", how="outer").sort_values("time_s").ffill()
     end = float(df.finish_s.max())

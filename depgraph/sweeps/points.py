@@ -17,8 +17,14 @@
     hooks (expected the same way); ``step_s`` is ``D_c``. ``frontier_max``
     is read off the realised graph at phase 0.5.
 ``interleaved``
-    the mean first-token time over the ``K`` requests; ``ttft_last_s`` is
-    the last request's.
+    the mean first-token time over the ``K`` requests; ``ttft_target_s`` is
+    the target's, the last request's.
+
+Every row also has ``ttft_target_s``, the target request's first token
+(``Schedule.ttft_s``; for ``batch`` the same expectation as ``ttft_s``).
+``ttft_s`` means the same in ``depgraph ttft`` (where ``ttft_mean_s``
+repeats it under the name that says which), the sweeps, the report and the
+plots: the mean over the workload's requests.
 ``loadtest``
     one row (policy ``-``) with the push/pull load test's summary; ``ttft_s``
     is the mean over requests (:func:`depgraph.serving.simulator.loadtest`).
@@ -107,10 +113,10 @@ def _analyses(S: Schedule) -> dict[str, float]:
     by_request = S.ttft_by_request
     values = [v for r, v in by_request.items() if r != "batch"]
     return {
-        "ttft_s": float(np.mean(values)),
-        "ttft_last_s": float(max(values)),
-        "frontier_max": frontier_width_max(S, kinds=("decode",)),
-        "frontier_max_data": frontier_width_max(S, admitted=False, kinds=("decode",)),
+        "ttft_s": float(np.mean(values)),  # one meaning everywhere: the mean over the workload's requests
+        "ttft_target_s": S.ttft_s,  # the target request's (interleaved: the last request's)
+        "frontier_max": frontier_width_max(S),  # the one frontier: decode operators ready at once
+        "frontier_max_data": frontier_width_max(S, admitted=False),
     }
 
 
@@ -204,7 +210,7 @@ def run_point(point: dict[str, Any], *, cost: CostModel | None = None, policies:
             if admission == "step":
                 e = step_admission_expectation(attrs)
                 row.update(ttft_s=e["ttft_request_s"] if scope == "request" else e["ttft_batch_s"],
-                           ttft_last_s=e["ttft_request_s"] if scope == "request" else e["ttft_batch_s"],
+                           ttft_target_s=e["ttft_request_s"] if scope == "request" else e["ttft_batch_s"],
                            stall_s=e["stall_batch_s"], step_s=e["step_s"], join_step=float(attrs["join_step"]),
                            # what a fixed arrival phase needs (depgraph.studies.replay.phase_distribution)
                            admit_request_s=attrs["admit_after_s"]["request"],
