@@ -20,7 +20,11 @@ The causes, named once here (:data:`CAUSES`) and used under the same names by
 ``link_busy_s``
     the link carrying other requests' bytes while this request's were ready.
 ``hop_s``
-    activations moving between pipeline stages.
+    activations moving between pipeline stages (in the load test, the
+    router relaying where a pull's blocks are).
+``setup_s``
+    the handoff's set-up work (a pull's posting on the decode loop or its
+    thread, and the wait for that thread): the load test's; zero in a graph.
 ``step_boundary_s``
     the request was ready but the running batch's step had not ended: it joins
     at a step boundary (step admission).
@@ -83,7 +87,8 @@ CAUSES: dict[str, str] = {
     "prefill_busy_s": "the prefill GPU busy with other requests' prefill (queued for the server)",
     "state_<component>_s": "the request's own state on the link, per component (kv, ssm, conv)",
     "link_busy_s": "the link carrying other requests' bytes while this request's were ready",
-    "hop_s": "activations moving between pipeline stages",
+    "hop_s": "activations moving between pipeline stages (the load test: the router's relay)",
+    "setup_s": "the handoff's set-up work: a pull's posting on the decode loop or its thread (the load test)",
     "step_boundary_s": "ready, but the running batch's step had not ended (admission at a step boundary)",
     "decode_slot_s": "no decode slot free",
     "batch_stall_s": "inside the step it joined, the batch stood waiting for this request's state (batch scope)",
