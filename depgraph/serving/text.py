@@ -101,7 +101,21 @@ def loadtest_text(result, *, intervals: dict[str, Any] | None = None, wrote: Ite
                      "the weights")
     parts = result.requests[["prefill_queue_s", "prefill_s", "handoff_s", "slot_wait_s", "decode_s"]].mean()
     lines.append("  mean TTFT parts: " + ", ".join(f"{k[:-2]} {v * 1e3:.1f} ms" for k, v in parts.items()))
+    lines += wait_lines(result.requests)
     return "\n".join(lines + _wrote(wrote))
+
+
+def wait_lines(requests) -> list[str]:
+    """The mean request's TTFT by cause (the per-request ``wait_<cause>`` columns, docs/waits.md), the
+    causes that took any time, largest first; none without those columns."""
+    cols = [c for c in requests.columns if c.startswith("wait_")]
+    if not cols or not len(requests):
+        return []
+    mean = requests[cols].mean()
+    shown = [(c[len("wait_"):-2].replace("_", " "), v) for c, v in sorted(mean.items(), key=lambda kv: -kv[1])
+             if v > 0]
+    return ["  mean TTFT by what it waited on (docs/waits.md): "
+            + ", ".join(f"{name} {v * 1e3:.1f} ms" for name, v in shown)]
 
 
 def _handoff_lines(s: dict) -> list[str]:
@@ -177,6 +191,7 @@ def _colocated_text(result, *, intervals: dict[str, Any] | None = None, wrote: I
     lines.append(f"  utilisation {100 * s['utilization_mean']:.1f}% of the time stepping; running {s['running_mean']:.1f} "
                  f"on average, waiting peak {s['waiting_peak']}; KV used peak {100 * s['kv_used_peak']:.1f}%, mean "
                  f"{100 * s['kv_used_mean']:.1f}%; preemptions {s['preemptions']} ({s['preempted_requests']} requests)")
+    lines += wait_lines(result.requests)
     return "\n".join(lines + _wrote(wrote))
 
 
