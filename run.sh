@@ -3,6 +3,7 @@
 #   ./run.sh reproduce [OUT]    reproduce the studies into OUT (default: results/)
 #   ./run.sh test [ARGS...]     run the whole test suite (ARGS go to pytest)
 #   ./run.sh notebook           open the notebooks in JupyterLab (installs it once)
+#   ./run.sh depgraph ARGS...   the depgraph command line (e.g. ./run.sh depgraph models), or: source .venv/bin/activate
 # Set-up: a virtual environment in .venv (or $DEPGRAPH_VENV) with the package
 # and its test dependencies, and Graphviz's `dot` (apt-get when run as root or
 # with passwordless sudo; otherwise the exact install step is printed); the
@@ -60,6 +61,35 @@ install_browser() {
     exit 1
 }
 
+pip_progress() {  # pip's output as one line per package it collects, then one for the install step
+    local line name n=0
+    while IFS= read -r line; do
+        name=""
+        case "$line" in
+            Collecting\ *) name="${line#Collecting }"; name="${name%%[ <>=!~;[]*}" ;;
+            Processing\ *.whl*|Processing\ *.tar.gz*)  # a wheel from a local index or a file
+                name="${line#Processing }"; name="${name%% (from*}"; name="${name##*/}"; name="${name%%-[0-9]*}" ;;
+            Installing\ collected\ packages:*)
+                name="${line#*: }"; name="${name//[^,]/}"; n=$(( ${#name} + 1 ))
+                [ "$n" = 1 ] && name="1 package" || name="$n packages"
+                echo "depgraph:   installing $name into $VENV (the last and longest step: no output until it ends)" >&2
+                name="" ;;
+        esac
+        if [ -n "$name" ]; then n=$((n + 1)); echo "depgraph:   collecting $n: $name" >&2; fi
+    done
+}
+
+pip_install() {  # pip_install ARGS...: pip install with its progress shown; its whole output in $VENV/pip-install.log
+    local log="$VENV/pip-install.log" start=$SECONDS
+    if ! "$VENV/bin/python" -m pip install --disable-pip-version-check --progress-bar off "$@" 2>&1 |
+            tee "$log" | pip_progress; then
+        echo "depgraph: pip install failed; the end of its output (all of it is in $log):" >&2
+        tail -n 15 "$log" >&2
+        exit 1
+    fi
+    echo "depgraph: installed in $((SECONDS - start)) s" >&2
+}
+
 setup() {
     install_dot
     local stamp="$VENV/.depgraph-installed"
@@ -69,8 +99,13 @@ setup() {
         "$(need_python)" -m venv "$VENV"
     fi
     if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
-        echo "depgraph: installing the package and its dependencies into $VENV (a minute or so, once)" >&2
-        "$VENV/bin/python" -m pip install -q --disable-pip-version-check -e '.[test]'
+        if [ -f "$stamp" ]; then
+            echo "depgraph: pyproject.toml or the version changed: updating the install in $VENV" >&2
+        else
+            echo "depgraph: installing the package and its dependencies into $VENV, once: about 75 packages," \
+                 "1 to 3 minutes (a minute on a 2-core machine with a fast network)" >&2
+        fi
+        pip_install -e '.[test]'
         echo "$want" > "$stamp"
     fi
 }
@@ -87,7 +122,7 @@ case "$cmd" in
         setup
         if ! "$VENV/bin/python" -c 'import jupyterlab, ipywidgets' 2>/dev/null; then
             echo "depgraph: installing JupyterLab and ipywidgets into $VENV (once)" >&2
-            "$VENV/bin/python" -m pip install -q --disable-pip-version-check -e '.[notebook]'
+            pip_install -e '.[notebook]'
         fi
         exec "$VENV/bin/jupyter" lab notebooks "$@"
         ;;
@@ -97,8 +132,13 @@ case "$cmd" in
         install_browser
         DEPGRAPH_REQUIRE_BROWSER=1 exec "$VENV/bin/python" -m pytest "$@"
         ;;
+    depgraph)
+        shift
+        setup
+        exec "$VENV/bin/depgraph" "$@"
+        ;;
     *)
-        sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'
+        sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'
         exit 2
         ;;
 esac

@@ -40,20 +40,25 @@ def fenced(lang: str) -> list[str]:
     return re.findall(rf"```{lang}\n(.*?)```", README, flags=re.S)
 
 
+#: ``./run.sh depgraph ARGS`` runs ``depgraph ARGS`` (after run.sh's set-up): an example may be written either way
+RUN_SH = r"\./run\.sh\s+(?=depgraph\b)"
+
+
 def shell_commands() -> list[str]:
-    """Each ``depgraph ...`` command of the shell blocks (continuations joined, comments and ``;`` split)
-    and of the text's code spans, in README order, optional ``[...]`` parts given."""
+    """Each ``depgraph ...`` (or ``./run.sh depgraph ...``) command of the shell blocks (continuations joined,
+    comments and ``;`` split) and of the text's code spans, in README order, optional ``[...]`` parts given."""
     found = []
     for block in fenced("bash"):
         for line in re.sub(r"\\\n\s*", " ", block).splitlines():
             code = line.split(" #", 1)[0].strip()
             if code.startswith("#"):
                 continue
-            found += [part.strip() for part in code.split(";") if part.strip().startswith("depgraph")]
+            parts = [re.sub(rf"^{RUN_SH}", "", part.strip()) for part in code.split(";")]
+            found += [part for part in parts if part.startswith("depgraph")]
     prose = re.sub(r"```.*?```", "", README, flags=re.S)
     # a span naming a form (``depgraph sweep FILE --scheduler tcp://HOST:PORT``) is no example; of a pipe,
     # the depgraph command
-    found += [span.split("|")[0].strip() for span in re.findall(r"`(depgraph [^`]+)`", prose)
+    found += [span.split("|")[0].strip() for span in re.findall(rf"`(?:{RUN_SH})?(depgraph [^`]+)`", prose)
               if not re.search(r"\b[A-Z]{2,}\b", span)]
     return [re.sub(r"\s+", " ", re.sub(r"\[([^\]]*)\]", r"\1", c)).strip() for c in found]
 
@@ -111,6 +116,18 @@ def test_the_readme_has_the_examples_this_test_runs():
         "memory", "calibrate", "capacity", "loadtest", "plan", "anomalies"}
     assert not [c for c in commands if "..." in c], "a README command with a placeholder cannot be run"
     assert len(fenced("python")) >= 2 and len(inline_calls()) >= 3
+
+
+def test_the_readme_says_how_to_reach_the_depgraph_command():
+    """``depgraph`` is not on PATH after ./run.sh: the README says to activate .venv or to go through
+    ``./run.sh depgraph`` before its first shell block of depgraph commands, and run.sh has that command."""
+    first = next(block for block in fenced("bash") if re.search(r"^depgraph ", block, re.M))
+    before = first[:re.search(r"^depgraph ", first, re.M).start()]
+    assert "source .venv/bin/activate" in before or re.search(RUN_SH, before), first[:300]
+    assert "`./run.sh depgraph models`" in README
+    run_sh = (ROOT / "run.sh").read_text()
+    assert re.search(r'^    depgraph\)\n        shift\n        setup\n        exec "\$VENV/bin/depgraph" "\$@"$', run_sh, re.M)
+    assert "depgraph models" in shell_commands()  # the run.sh form is run as the bare command
 
 
 def test_the_python_blocks_run_as_written(folder):
