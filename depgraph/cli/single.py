@@ -184,8 +184,12 @@ def _cmd_ttft(args) -> int:
           + "; the request's own work of each kind beside it):")
     for k, v in out["breakdown_s"].items():
         work = out["work_s"].get(k)
-        print(f"    {k[:-2]:<13} {v * 1e3:10.3f} ms" + (f"   (all its {k[:-2]} work: {work * 1e3:.3f} ms)"
-                                                          if work is not None else ""))
+        name = "others" if k == "wait_s" else k[:-2]
+        print(f"    {name:<13} {v * 1e3:10.3f} ms" + (f"   (all its {name} work: {work * 1e3:.3f} ms)"
+                                                         if work is not None else
+                                                         "   (other requests' events on the path: a busy link, "
+                                                         "a running batch's steps; and idle gaps)"
+                                                         if k == "wait_s" else ""))
     if "stall_s" in out:
         print(f"  stall on running requests {out['stall_s'] * 1e3:10.3f} ms  (batch step {out['step_s'] * 1e3:.3f} ms)")
     print(f"  frontier max    {out['frontier_max']:>10} decode operators ready at once, from "
