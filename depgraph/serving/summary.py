@@ -216,7 +216,6 @@ def _handoff_summary(sim: Any, df: pd.DataFrame, end: float) -> dict[str, Any]:
 def disaggregated_result(sim: Any, **meta) -> LoadResult:
     """The :class:`LoadResult` of a finished :class:`~depgraph.serving.disaggregated.DisaggregatedSimulation`."""
     rows = []
-    iterations = {(it["server"], it["iteration"]): it for it in sim.iterations}
     for r in sim.reqs:
         tpot = (r.last_token - r.first_token) / (r.out - 1) if r.out > 1 else math.nan
         slot_wait = r.slot_start - r.slot_request
@@ -237,7 +236,8 @@ def disaggregated_result(sim: Any, **meta) -> LoadResult:
             if not before_prefill:
                 parts["slot_wait_s"] = s_end - h_end
             decode_s = r.first_token - s_end
-        first = iterations.get((r.server, r.first_iter))
+        # the iteration that made its first token (an iteration's number is its index in its server's list)
+        first = sim.dec[r.server].iterations[r.first_iter] if r.first_iter >= 0 else None
         rows.append({"request": r.i, "arrival_s": r.arrival, "prompt_tokens": r.prompt, "output_tokens": r.out,
                      "ttft_s": r.first_token - r.arrival, **parts,
                      "decode_s": decode_s,
