@@ -673,6 +673,15 @@ def test_a_plan_carries_the_calibrations_intervals(fit, tmp_path, capsys):
         if r["assumptions"] is None:  # memory-bound before any run
             continue
         assert r["assumptions"]["calibration"] == str(path)
+        # each value the calibration holds says so; fitted on the plain constants (DEPLOYMENT), the cost model's
+        # other terms are those constants, attention and KV reads at the calibrated MFU and HBM efficiency
+        src, given = r["assumptions"]["sources"], f"calibration {path}"
+        assert src["prefill_mfu"] == src["hbm_efficiency"] == src["step_overhead_s"] == given, src
+        assert src["attention_mfu"] == f"as mfu ({given})" and src["kv_hbm_efficiency"] == f"as hbm_efficiency ({given})"
+        assert src["decode_layer_overhead_s"] == src["collective_efficiency"] == "default"
+        a = r["assumptions"]
+        assert (a["prefill_mfu"], a["hbm_efficiency"], a["step_overhead_s"]) == tuple(
+            fit.values[k] for k in ("prefill_mfu", "hbm_efficiency", "decode_step_overhead_s"))
         lo, hi = r["ttft_p90_s_interval"]
         assert lo <= r["ttft_p90_s"] <= hi and lo < hi
         lo, hi = r["tpot_p90_s_interval"]

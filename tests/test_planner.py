@@ -139,3 +139,49 @@ def test_the_json_contract_and_a_row_reproduced_by_its_flags(capsys):
     text = capsys.readouterr().out
     assert "cheapest deployment that meets the targets: colocated, TP 8, 64 seqs (8 GPUs" in text
     assert "rests on the defaults (no calibration): h200" in text and "step overhead 0 ms" in text
+
+
+def test_each_row_records_the_gpu_link_efficiencies_and_overheads_it_ran_with(capsys):
+    """plan --json: every row's ``assumptions`` names the GPU (peak, HBM bandwidth, usable memory, the KV cache
+    each GPU held), the link, every efficiency and fixed cost the cost model charged with, the step overhead
+    and a pull handoff's posting and relay costs, each with where it comes from: the values are those of the
+    cost model and load model the candidate's load test ran with."""
+    from depgraph.serving.params import LoadModel
+    from depgraph.specs.cost import CostModel
+
+    argv = ["plan", "qwen3-32b", "--gpu", "h200", "--gpus", "16", "--qps", "2", "--prompt-tokens", "2048",
+            "--out-tokens", "64", "--slo-ttft-ms", "1000", "--slo-tpot-ms", "50", "--num-prompts", "40",
+            "--tps", "8", "--max-num-seqs", "64", "--workers", "1", "--verify-prompts", "40", "--handoffs",
+            "push,pull", "--link", "roce-100g", "--json"]
+    assert main(argv) == 0
+    rows = json.loads(capsys.readouterr().out)
+    gpu, link, load = dg.load_gpu("h200"), dg.load_link("roce-100g"), LoadModel()
+    assert {r["handoff"] for r in rows} == {None, "push", "pull"}
+    for r in rows:
+        a = r["assumptions"]
+        cost = CostModel(gpu="h200", link="roce-100g", prefill_tp=r["prefill_tp"], decode_tp=r["decode_tp"])
+        fitted = cost.fit.describe()
+        assert (a["gpu"], a["gpu_peak_bf16_flops"], a["gpu_hbm_bytes_per_s"], a["gpu_hbm_bytes"]) == (
+            gpu.name, gpu.peak_bf16_flops, gpu.hbm_bytes_per_s, gpu.hbm_bytes)
+        assert (a["link"], a["link_bandwidth_gbps"], a["link_latency_s"]) == ("roce-100g", 100.0, link.latency_s)
+        assert 0 < a["kv_pool_bytes"] < gpu.hbm_bytes
+        assert (a["prefill_mfu"], a["attention_mfu"], a["hbm_efficiency"], a["kv_hbm_efficiency"]) == (
+            cost.prefill_mfu, cost.attention_efficiency, cost.decode_hbm_efficiency, cost.kv_efficiency)
+        assert (a["decode_layer_overhead_s"], a["prefill_layer_overhead_s"], a["attention_floor_s"]) == (
+            cost.layer_overhead_s, cost.prefill_overhead_s, cost.attention_fixed_s)
+        assert (a["collective_efficiency"], a["collective_latency_s"], a["collective_hop_latency_s"]) == (
+            cost.allreduce_efficiency, cost.allreduce_latency_s, cost.allreduce_hop_latency_s)
+        assert a["step_overhead_s"] == load.decode_step_overhead_s and a["collectives"] is load.collectives
+        assert a["calibration"] is None and a["cost_model"] == cost.describe()
+        src = a["sources"]
+        assert fitted.startswith("fitted to Vidur's profiles")
+        assert all(src[k] == fitted for k in ("prefill_mfu", "attention_mfu", "hbm_efficiency", "kv_hbm_efficiency",
+                                              "decode_layer_overhead_s", "collective_efficiency")), src
+        assert src["step_overhead_s"] == "default (depgraph.serving.params.LoadModel)"
+        pull = r["handoff"] == "pull"
+        assert (a["posting_base_s"], a["posting_per_block_s"], a["relay_s"]) == (
+            (load.posting_base_s, load.posting_per_block_s, load.relay_s) if pull else (None, None, None))
+        assert (src["posting_base_s"] is None) is not pull
+    # the text says what it rests on from the same rows
+    assert main(argv[:-1]) == 0
+    assert f"rests on the defaults (no calibration): {rows[0]['assumptions']['cost_model']}" in capsys.readouterr().out

@@ -29,6 +29,9 @@ class LoadResult:
     requests: pd.DataFrame
     summary: dict[str, Any]
     timeline: pd.DataFrame
+    #: the run's inputs (``model``, ``qps``, ``seed``, ``arrival``, ``slo``, ``calibration``), with ``cost``, the
+    #: :class:`~depgraph.specs.cost.CostModel` every step was charged with, and ``serving``, the resolved
+    #: :class:`~depgraph.serving.config.ServingConfig` (step overhead, handoff's posting and relay costs)
     config: dict[str, Any] = field(default_factory=dict)
     _trace: dict[str, Any] = field(default_factory=dict, repr=False)
     #: ``"colocated"`` (prefill and decode on the same servers) or ``"disaggregated"`` (the study's load

@@ -324,7 +324,8 @@ def disaggregated_result(sim: Any, **meta) -> LoadResult:
                      step_overhead_s=sim.cfg.cost.step_overhead_s,
                      output_tokens_per_s=tokens / end if end > 0 else math.nan,
                      steps=sum(len(c["end_s"]) for c in cols))
-    return LoadResult(requests=df, summary=summary, timeline=timeline, config={**meta, "model": sim.model.name},
+    return LoadResult(requests=df, summary=summary, timeline=timeline,
+                      config={**meta, "model": sim.model.name, "cost": sim.cost, "serving": sim.cfg},
                       _trace={"reqs": sim.reqs, "iterations": sim.iterations, "config": sim.cfg, "posting_s": sim.predict.posting_s, "prefill": sim.pre,
                               "pool_bytes": [pool.pool_bytes for pool in sim.pools],
                               "handoff": sim.handoff, "prefill_s": sim.predict.prefill_s,
@@ -382,5 +383,5 @@ def colocated_result(model: ModelSpec, cfg: Any, cost: CostModel, table: pd.Data
     complete_summary(summary, prefill_pp=1, decode_pp=1, memory=engine.memory)
     timeline = st.assign(kv_used=used)
     return LoadResult(requests=df, summary=summary, timeline=timeline,
-                      config={**meta, "model": model.name, "deployment": deploy.name},
+                      config={**meta, "model": model.name, "deployment": deploy.name, "cost": cost, "serving": cfg},
                       _trace={"colocated": run}, kind="colocated")

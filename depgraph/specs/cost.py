@@ -402,6 +402,45 @@ class CostModel:
                 "expert_routing": str(self.expert_routing), "attention_flops_per_key": self.attention_flops_per_key,
                 "token_edge": self.token_edge}
 
+    def sources(self, given: str = "given") -> dict[str, str]:
+        """Where each efficiency and fixed cost in force comes from, by the field that sets it (the names
+        :meth:`as_dict` gives them; ``mfu`` is :attr:`prefill_mfu`): ``given`` (the field was set; say what
+        set it, such as ``"calibration calib.toml"``), the GPU's hardware entry (a calibration device's own HBM
+        efficiency), the GPU's fit (``fitted to <dataset>``), the fit's ratio to a given value, the value it
+        follows (``as mfu (...)``), or ``default`` (the plain constant). The same order as the values' own
+        properties.
+
+        >>> CostModel(gpu="h100-sxm").sources()["mfu"].startswith("fitted to Vidur's profiles")
+        True
+        >>> plain = CostModel(gpu="h100-sxm", fitted_defaults=False).sources()
+        >>> plain["mfu"], plain["attention_mfu"]
+        ('default', 'as mfu (default)')
+        >>> CostModel(gpu="h100-sxm", mfu=0.5).sources("calibration c.toml")["attention_mfu"].split(": ")[-1]
+        'its ratio to mfu, times mfu (calibration c.toml)'
+        """
+        fit = self._fit.describe() if self._fit is not None else None
+
+        def one(field: str) -> str:
+            if getattr(self, field) is not None:
+                return given
+            if field == "hbm_efficiency" and self.gpu.hbm_efficiency is not None:
+                return f"the {self.gpu.name} hardware entry"
+            return fit if self._fitted(field) is not None else "default"
+
+        out = {f: one(f) for f in ("mfu", "hbm_efficiency", "decode_layer_overhead_s", "attention_floor_s",
+                                   "prefill_layer_overhead_s", "collective_efficiency", "collective_latency_s",
+                                   "collective_hop_latency_s")}
+        for field, base in (("attention_mfu", "mfu"), ("kv_hbm_efficiency", "hbm_efficiency")):
+            if getattr(self, field) is not None:
+                out[field] = given
+            elif self._fitted(field) is None or self._fitted(base) is None:
+                out[field] = f"as {base} ({out[base]})"
+            elif getattr(self, base) is not None:
+                out[field] = f"{fit}: its ratio to {base}, times {base} ({given})"
+            else:
+                out[field] = fit
+        return out
+
     def _fitted_dict(self) -> dict[str, Any]:
         """The fitted terms in force and the dataset they come from (nothing for a plain cost model)."""
         if self._fit is None:

@@ -219,12 +219,53 @@ def loadtest_flags(model: str, row: dict[str, Any], traffic: dict[str, Any], *, 
     return " ".join(parts)
 
 
-def _assumptions(s: dict[str, Any], calibration: str | None) -> dict[str, Any]:
-    """What a candidate's prediction rests on: the cost model's terms and where they come from, the step
-    overhead, the all-reduces, the link, the calibration (``None``: the defaults)."""
-    return {"gpu": s["gpu"], "cost_model": s.get("cost_model"), "prefill_mfu": s.get("prefill_mfu"),
-            "hbm_efficiency": s.get("hbm_efficiency"), "step_overhead_s": s.get("step_overhead_s"),
-            "collectives": s.get("collectives"), "link": s.get("link"), "calibration": calibration}
+#: The cost model's efficiencies and fixed costs a row's ``assumptions`` carries: its name there, and the
+#: :class:`~depgraph.specs.cost.CostModel` property that holds the value in force, with the field that sets it.
+_COST_TERMS = (("prefill_mfu", "prefill_mfu", "mfu"), ("attention_mfu", "attention_efficiency", "attention_mfu"),
+               ("hbm_efficiency", "decode_hbm_efficiency", "hbm_efficiency"),
+               ("kv_hbm_efficiency", "kv_efficiency", "kv_hbm_efficiency"),
+               ("decode_layer_overhead_s", "layer_overhead_s", "decode_layer_overhead_s"),
+               ("prefill_layer_overhead_s", "prefill_overhead_s", "prefill_layer_overhead_s"),
+               ("attention_floor_s", "attention_fixed_s", "attention_floor_s"),
+               ("collective_efficiency", "allreduce_efficiency", "collective_efficiency"),
+               ("collective_latency_s", "allreduce_latency_s", "collective_latency_s"),
+               ("collective_hop_latency_s", "allreduce_hop_latency_s", "collective_hop_latency_s"))
+
+
+def _assumptions(result: Any, calibration: str | None, calibrated: tuple[str, ...] = ()) -> dict[str, Any]:
+    """What a candidate's prediction rests on, read off the run that made it (``result``: its
+    :class:`~depgraph.specs.cost.CostModel` and resolved configuration): the GPU (its peak, HBM bandwidth and
+    usable memory, and the KV cache each GPU held), the link, the cost model's efficiencies and fixed costs,
+    the step overhead, the all-reduces, a pull handoff's posting and relay costs (``None`` otherwise), the
+    calibration (``None``: the defaults), and in ``sources`` where each value comes from: ``calibration
+    FILE``, the GPU's fit (``fitted to <dataset>``), ``default``, or the value it follows. ``calibrated``:
+    the values the calibration file holds."""
+    s, cost, cfg = result.summary, result.config["cost"], result.config["serving"]
+    given = f"calibration {calibration}" if calibration else "given"
+    cost_sources = cost.sources(given)
+    gpu, link = cost.gpu, cost.link
+    out = {"gpu": gpu.name, "cost_model": s.get("cost_model"), "prefill_mfu": cost.prefill_mfu,
+           "hbm_efficiency": cost.decode_hbm_efficiency, "step_overhead_s": s.get("step_overhead_s"),
+           "collectives": cfg.cost.collectives, "link": link.name, "calibration": calibration,
+           "gpu_peak_bf16_flops": gpu.peak_bf16_flops, "gpu_hbm_bytes_per_s": gpu.hbm_bytes_per_s,
+           "gpu_hbm_bytes": gpu.hbm_bytes, "kv_pool_bytes": s.get("kv_pool_bytes"),
+           "link_bandwidth_gbps": link.bandwidth_gbps, "link_latency_s": link.latency_s}
+    sources = {}
+    for name, term, field in _COST_TERMS:
+        out[name] = getattr(cost, term)
+        sources[name] = cost_sources[field]
+    load_default = "default (depgraph.serving.params.LoadModel)"
+    sources["step_overhead_s"] = given if "decode_step_overhead_s" in calibrated else load_default
+    # pull's costs: decode's posting work on its loop (or thread) and the router's relay; none colocated or push
+    out.update(posting_base_s=None, posting_per_block_s=None, relay_s=None)
+    sources.update(posting_base_s=None, posting_per_block_s=None, relay_s=None)
+    if cfg.handoff.mode not in (None, "push"):
+        h = cfg.handoff
+        out.update(posting_base_s=h.posting_base_s, posting_per_block_s=h.posting_per_block_s, relay_s=h.relay_s)
+        sources.update(posting_base_s=given if "posting_base_s" in calibrated else load_default,
+                       posting_per_block_s=load_default, relay_s=load_default)
+    out["sources"] = sources
+    return out
 
 
 def _verdict(s: dict[str, Any], df: Any, t: _Traffic) -> tuple[bool, str, str]:
@@ -349,7 +390,7 @@ def evaluate(point: dict[str, Any]) -> list[dict[str, Any]]:
            "capacity_binding": s["capacity_binding"], "link_busy_share": s.get("nic_busy_share_max"),
            "link_capacity_rps": s.get("nic_capacity_rps"),
            "busiest_nic": s.get("busiest_nic"), "requests_run": ran,
-           "assumptions": _assumptions(s, point.get("calibration")),
+           "assumptions": _assumptions(first, point.get("calibration"), tuple(point.get("calibrated", ()))),
            "loadtest": loadtest_flags(name, row, point["traffic"], num_prompts=ran[-1], **flags)}
     if point.get("intervals"):  # the calibration's intervals, at the length that decided
         from ..serving.calibrate import predicted_intervals
@@ -442,8 +483,10 @@ def plan(model, *, gpu: str = DEFAULT_GPU, gpus: int, qps: float, prompt_tokens:
     ``None`` otherwise), ``requests_run`` (the run lengths
     the verdict took), ``verified_prompts`` (the re-run's length, the top
     ones, whose attainment, latencies, reason and ``loadtest`` are then the
-    re-run's), ``assumptions`` (the cost model's terms, the overheads and the
-    calibration it rests on), ``loadtest`` (the command that reproduces it),
+    re-run's), ``assumptions`` (what its load test ran with: the GPU and link
+    with their figures, every efficiency and fixed cost of the cost model, the
+    step overhead, a pull handoff's posting and relay costs, the calibration,
+    and in ``sources`` where each comes from), ``loadtest`` (the command that reproduces it),
     and with a calibration's intervals ``ttft_p90_s_interval``,
     ``tpot_p90_s_interval`` and ``indistinct_from``. Each candidate runs
     ``num_prompts`` requests, doubled while its verdict is undecided, up to
@@ -501,11 +544,12 @@ def plan(model, *, gpu: str = DEFAULT_GPU, gpus: int, qps: float, prompt_tokens:
     if longest / traffic.qps > MAX_ARRIVAL_S:
         raise ConfigError(f"qps: {traffic.qps:g} req/s spreads {longest:,} requests over more than "
                           f"{MAX_ARRIVAL_S:.0e} s; expected at least {longest / MAX_ARRIVAL_S:.3g} req/s")
-    intervals = False
+    intervals, calibrated = False, ()
     if calibration is not None:
         from ..specs.calibration import read_calibration
 
-        intervals = bool(read_calibration(calibration)["intervals"])
+        cal = read_calibration(calibration)
+        intervals, calibrated = bool(cal["intervals"]), tuple(sorted(cal["values"]))
         calibration = str(calibration)
     from ..specs.routing import is_routing_file, parse_routing
 
@@ -521,7 +565,7 @@ def plan(model, *, gpu: str = DEFAULT_GPU, gpus: int, qps: float, prompt_tokens:
     # the model travels by name when it has one in the catalog (workers load it), else as the spec
     jobs = [{"model": model if isinstance(model, str) else model_spec, "gpu": gpu, "candidate": c,
              "traffic": _as_dict(traffic), "calibration": calibration, "expert_routing": str(expert_routing),
-             "intervals": intervals, "link": link} for c in found]
+             "intervals": intervals, "calibrated": calibrated, "link": link} for c in found]
     bar = Progress("plan", len(jobs), 0, enabled=progress, unit="candidates")
     try:
         rows = _map(jobs, workers=workers, client=client, progress=bar)
