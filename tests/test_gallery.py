@@ -148,7 +148,7 @@ def test_each_drawing_renders_with_its_component_colours(graphs, dots, name):
 def test_titles_name_the_family(dots, name, words):
     svg = html.unescape(dots[name].pipe(format="svg").decode())  # Graphviz writes "-" as &#45;
     assert words in svg
-    assert "qwen3.6-4-layer, 1024 prompt tokens, link 25g, MFU 1.0, policy layer" in svg
+    assert "qwen3.6-4-layer, 1024 prompt tokens, GPU study-effective, link 25g, MFU 1.0, policy layer" in svg
     assert "workload=" not in svg  # draw's parameter line was replaced
     for other in ("Speculative decoding", "Continuous batching", "Interleaved requests", "Pipeline parallelism"):
         if other != words:
@@ -184,5 +184,5 @@ def test_figure5_is_deterministic(dots):
 def test_figure5_passes_options_through():
     dots = figure5(model=small_model(4, family="nemotron"), policy="global", link="100g", prompt_tokens=512)
     source = dots["batch"].source
-    assert "nemotron-4-layer, 512 prompt tokens, link 100g" in source and "policy global" in source
+    assert "nemotron-4-layer, 512 prompt tokens, GPU study-effective, link 100g" in source and "policy global" in source
     assert "all_arrived" in source  # the global policy's barrier

@@ -346,6 +346,13 @@ def test_the_streaming_study_reads_its_scenario_and_runs(tmp_path):
              "variants": ["whole", "global", "layer", "layer+batch"], "load": {**shipped["load"], "num_prompts": 30}}
     table = streaming_table(small)
     assert list(table.variant) == ["whole", "global", "layer", "layer+batch"]
+    assert not [c for c in table.columns if c.startswith("_")]  # the servers' settings are no column
+    assert table.attrs["setting"]["gpu"] == ["h100-sxm"] and table.attrs["setting"]["tp"] == [2]
+    from depgraph.studies.streaming import plot_streaming
+
+    title = plot_streaming(table)._suptitle.get_text()  # the figure names the models, GPU, links and MFU it shows
+    for words in (HYBRID, "GPU h100-sxm TP 2", "links 25g", "prefill MFU "):
+        assert words in title, (words, title)
     f = streaming_findings(table)
     assert len(f) == 1 and f.layer_vs_global.iloc[0] > 0.1  # the first study's gain, at light load on 25G
     assert f.stall_mean_s.iloc[0] >= 0.0

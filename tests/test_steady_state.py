@@ -237,6 +237,8 @@ def test_inferred_run_length_is_inside_the_grid(table):
     assert row.pull_ttft_mean_s == pytest.approx(1.744, rel=0.25)
     texts = _figure_texts(plot_run_length(table))
     assert f"inferred run length: {n} requests" in texts
+    for words in ("qwen3-32b", "GPU h200 TP 8", "link 50GBps", "prefill MFU 0.4"):  # the case's own settings
+        assert words in texts, words
 
 
 def test_run_length_table_is_deterministic():

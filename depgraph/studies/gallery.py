@@ -214,7 +214,7 @@ def figure5(**kw) -> dict:
         ``batch`` box on the decode GPU); colours show the handoff
         components (KV blue, ssm orange, conv green); dashed red edges are
         the policy's. The title names the family, then the model, prompt,
-        link, MFU and policy. Durations are in the labels; the layout is not
+        GPU, link, MFU and policy. Durations are in the labels; the layout is not
         to scale.
 
     Examples
@@ -228,8 +228,8 @@ def figure5(**kw) -> dict:
     out = {}
     for name, G in graphs.items():
         g = G.graph
-        setting = (f"{g['model']}, {g['prompt_tokens']} prompt tokens, link {g['link']}, MFU {g['mfu']}, "
-                   f"policy {g['policy']}")
+        setting = (f"{g['model']}, {g['prompt_tokens']} prompt tokens, GPU {g.get('gpu')}, link {g['link']}, "
+                   f"MFU {g['mfu']}, policy {g['policy']}")
         dot = draw(G)
         # a second root label statement replaces draw's parameter line; clusters keep their own labels
         dot.attr("graph", label=f"{_title_text(_title(name, g))}\\n{_title_text(setting)}", labelloc="t",

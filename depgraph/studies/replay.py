@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from ..core.policies import POLICY_NAMES
-from .single import study_gains
+from .single import setting_text, study_gains
 
 __all__ = ["replay_gains", "family_summary", "figure9_numbers", "phase_distribution", "plot_fig6", "plot_fig7",
            "plot_fig8", "plot_fig9", "FAMILY_ORDER"]
@@ -140,7 +140,11 @@ def figure9_numbers(table: pd.DataFrame, *, model: str = "qwen3.6-35b-a3b", link
                      "stall_ms": 1e3 * step.loc["layer", "stall_s"], "step_ms": 1e3 * step.loc["layer", "step_s"]})
     out = pd.DataFrame(rows)
     out["_order"] = out.variant.map({"c=8": 0, "c=32": 1})
-    return out.sort_values(["prompt_tokens", "_order"]).drop(columns="_order").reset_index(drop=True)
+    out = out.sort_values(["prompt_tokens", "_order"]).drop(columns="_order").reset_index(drop=True)
+    # what the numbers are of, for the figure's title (attrs: not a column, so not in figure9.csv)
+    out.attrs["setting"] = {"model": model, "gpu": list(dict.fromkeys(b.gpu)) if "gpu" in b.columns else None,
+                            "link": link, "mfu": mfu, "timing": timing}
+    return out
 
 
 # ------------------------------------------------------------------- plots
@@ -164,7 +168,7 @@ def plot_fig6(gains: pd.DataFrame):
     fams = ["speculative", "batch", "interleaved", "pipeline"]
     links = list(dict.fromkeys(g.link))
     top = g.groupby(["family", "link"])[["layer_vs_global", "component_vs_layer"]].max()
-    fig, (ax,) = _figure()
+    fig, (ax,) = _figure(8.0, 3.9)
     labels, x = [], 0
     for fam in fams:
         for link in links:
@@ -180,46 +184,68 @@ def plot_fig6(gains: pd.DataFrame):
             x += 1
     ax.set_xticks(range(len(labels)), labels, fontsize=6)
     ax.set_ylabel("largest TTFT gain in group (%)")
-    ax.set_title("Figure 6: maximum gain by workload and link (648 points)")
+    ax.set_title(f"Figure 6: maximum gain by workload and link ({g.key.nunique() if 'key' in g else len(g)} points)\n"
+                 f"{setting_text(g)}", fontsize=9)
     ax.legend(fontsize=8)
     return fig
 
 
 def plot_fig7(gains: pd.DataFrame):
     """Figure 7, MFU 0.4: distributions of component vs layer (red), layer vs
-    global (grey) and async vs layer on continuous batching (blue)."""
+    global (grey) and async vs layer on continuous batching (blue).
+
+    Component vs layer is at most a fraction of a percent, two orders of
+    magnitude below the others on the same axis: a box of it is a flat line
+    at 0 under the median line, so it is drawn as its points (red, jittered,
+    on top) with its largest value written above them. Medians are black."""
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
     g = gains[(gains.mfu == 0.4) & (gains.admission != "async")].assign(family=lambda d: d.variant.map(_family))
     fams = ["speculative", "batch", "interleaved", "pipeline"]
-    fig, (ax,) = _figure()
+    fig, (ax,) = _figure(8.0, 3.9)
     data, pos, colours = [], [], []
+    rng = np.random.default_rng(0)  # deterministic jitter
     for i, fam in enumerate(fams):
         sub = g[g.family == fam]
         for j, (col, colour) in enumerate([("component_vs_layer", _RED), ("layer_vs_global", _GREY),
                                            ("async_vs_layer", _BLUE)]):
             vals = 100 * sub[col].dropna().to_numpy()
-            if vals.size:
-                data.append(vals)
-                pos.append(i * 4 + j)
-                colours.append(colour)
-    parts = ax.boxplot(data, positions=pos, widths=0.8, patch_artist=True, showfliers=True)
+            if not vals.size:
+                continue
+            if col == "component_vs_layer":  # too small for a box: its points, over everything else
+                x = i * 4 + j + rng.uniform(-0.3, 0.3, vals.size)
+                ax.scatter(x, vals, s=10, color=colour, edgecolors="#7f1010", linewidths=0.4, zorder=4,
+                           clip_on=False)
+                ax.annotate(f"max {vals.max():.2f}%", (i * 4 + j, vals.max()), xytext=(0, 6),
+                            textcoords="offset points", ha="center", va="bottom", fontsize=7, color=colour,
+                            zorder=4)
+                continue
+            data.append(vals)
+            pos.append(i * 4 + j)
+            colours.append(colour)
+    parts = ax.boxplot(data, positions=pos, widths=0.8, patch_artist=True, showfliers=True,
+                       medianprops={"color": "black"}, flierprops={"markersize": 4})
     for patch, colour in zip(parts["boxes"], colours):
         patch.set_facecolor(colour)
         patch.set_alpha(0.7)
-    from matplotlib.patches import Patch
-
-    ax.legend(handles=[Patch(facecolor=c, alpha=0.7, label=label) for c, label in (
-        (_RED, "component vs layer"), (_GREY, "layer vs global"),
-        (_BLUE, "async vs layer (continuous batching only)"))], fontsize=8, loc="upper right")
+    ax.legend(handles=[
+        Line2D([], [], color=_RED, marker="o", markeredgecolor="#7f1010", linestyle="none",
+               label="component vs layer (each point; too small for a box)"),
+        Patch(facecolor=_GREY, alpha=0.7, label="layer vs global"),
+        Patch(facecolor=_BLUE, alpha=0.7, label="async vs layer (continuous batching only)"),
+        Line2D([], [], color="black", label="median")], fontsize=8, loc="upper right")
     ax.set_xticks([i * 4 + 1 for i in range(len(fams))], fams)
     ax.set_ylabel("TTFT gain (%)")
-    ax.set_title("Figure 7: distributions of the gains over the replay's points at MFU 0.4")
+    ax.set_title("Figure 7: distributions of the gains over the replay's points at MFU 0.4\n" + setting_text(g),
+                 fontsize=9)
     return fig
 
 
 def plot_fig8(gains: pd.DataFrame):
     """Figure 8: the component increment alone, per workload variant."""
     g = gains[gains.admission != "async"]
-    fig, (ax,) = _figure()
+    fig, (ax,) = _figure(8.0, 3.9)
     groups = [v for v in FAMILY_ORDER if v in set(g.variant)]
     data = [100 * g[g.variant == v].component_vs_layer.to_numpy() for v in groups]
     ax.boxplot(data, widths=0.6)
@@ -229,6 +255,7 @@ def plot_fig8(gains: pd.DataFrame):
     ax.set_xticks(range(1, len(groups) + 1), groups, fontsize=8)
     ax.set_ylabel("component vs layer (%)")
     ax.set_title("Figure 8: component-level gain over per-layer readiness, per group\n"
+                 f"{setting_text(g)}\n"
                  "k: draft tokens (speculative) · c: running batch · K: requests on one link (interleaved) · "
                  "pp: pipeline stages", fontsize=9)
     return fig
@@ -240,8 +267,16 @@ def plot_fig9(numbers: pd.DataFrame, phase_curve: pd.DataFrame | None = None):
     mid-step still waits); centre, first-token latency by policy at 1k;
     right, the stall imposed on running requests under batch-scope hooks
     (log scale)."""
-    fig, axes = _figure(12.0, 3.6, 3)
+    fig, axes = _figure(12.0, 4.0, 3)
     left, centre, right = axes
+    setting = dict(numbers.attrs.get("setting") or {})  # figure9_numbers says what its rows are of
+    if phase_curve is not None:
+        setting = {**dict(phase_curve.attrs.get("setting") or {}), **setting}
+    timing = setting.pop("timing", None)
+    batch = setting.pop("batch", None)
+    named = setting_text(None, **setting)
+    fig.suptitle("Figure 9: the step boundary" + (f": {named}" if named else "")
+                 + (f", {timing} timing" if timing else ""), fontsize=10)
     if phase_curve is not None:
         for policy, colour in (("global", _GREY), ("layer", _BLUE)):
             sub = phase_curve[phase_curve.policy == policy]
@@ -253,7 +288,7 @@ def plot_fig9(numbers: pd.DataFrame, phase_curve: pd.DataFrame | None = None):
             left.plot(phase, ttft, color=colour, label=policy, marker=".", markersize=3)
         left.set_xlabel("fraction of the running step elapsed at arrival")
         left.set_ylabel("new request TTFT (ms)")
-        left.set_title("state arriving mid-step still waits (c = 8)")
+        left.set_title(f"state arriving mid-step still waits (c = {batch if batch is not None else 8})")
         left.legend(fontsize=8)
     one_k = numbers[numbers.prompt_tokens == numbers.prompt_tokens.min()]
     cols = [("global_ms", _GREY, "global"), ("layer_ms", _BLUE, "layer"), ("component_ms", _GREEN, "component"),
@@ -295,4 +330,9 @@ def phase_curve(*, model: str = "qwen3.6-35b-a3b", batch: int = 8, phases: int =
         tables = continuous_batching_tables(model, batch=batch, policies=tuple(rows), phase=phase, **kw)
         for policy, table in tables.items():
             rows[policy].append({"policy": policy, "phase": phase, "ttft_s": schedule(table).ttft_s})
-    return pd.DataFrame(rows["global"] + rows["layer"])
+    out = pd.DataFrame(rows["global"] + rows["layer"])
+    gpu = getattr(kw["cost"], "gpu", None)
+    out.attrs["setting"] = {"model": getattr(model, "name", model), "gpu": getattr(gpu, "name", gpu),
+                            "link": getattr(kw["link"], "name", kw["link"]), "mfu": kw["mfu"],
+                            "timing": kw["timing"], "batch": batch}
+    return out

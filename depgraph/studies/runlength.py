@@ -91,6 +91,7 @@ def run_length_table(num_prompts: Sequence[int] = RUN_LENGTHS, seeds: Sequence[i
         rows.append(row)
     table = pd.DataFrame(rows)
     table["inferred"] = np.arange(len(table)) == int(table.match_error.to_numpy().argmin())
+    table.attrs["case"] = {"model": model, **case}  # what every run shares, for the figure (not a column)
     return table
 
 
@@ -132,7 +133,22 @@ def plot_run_length(table: pd.DataFrame):
     ax.set_ylim(bottom=0)
     ax.set_xlim(0, float(x.max()) * 1.03)
     ax.legend(fontsize=8, loc="upper left")
-    fig.suptitle("Qwen3-32B, H200 TP 8, 50 GB/s, 8 req/s, 16k prompts, max_num_seqs 8: mean TTFT against run "
-                 "length\npull's queue grows through the run (over capacity), so its mean TTFT grows with the "
-                 "run; push's holds", fontsize=9.5)
+    fig.suptitle(f"Mean TTFT against run length: {_case_text(table.attrs.get('case') or STUDY_CASE)}\n"
+                 "pull's queue grows through the run (over capacity), so its mean TTFT grows with the run; push's "
+                 "holds", fontsize=9)
     return fig
+
+
+def _case_text(case: dict) -> str:
+    """The load test's case for a title: model, GPU and TP, link (both units), prefill MFU, rate, prompts."""
+    link = str(case.get("link"))
+    try:
+        from ..specs.hardware import load_link
+
+        rate = load_link(link).bandwidth_gbps
+        link = f"link {link} ({rate:g} Gbit/s) per GPU"
+    except Exception:  # a name the catalog no longer has: as written
+        pass
+    return (f"{case.get('model')}, GPU {case.get('gpu')} TP {case.get('tp')}, {link}, prefill MFU "
+            f"{float(case.get('prefill_mfu')):g},\n{float(case.get('qps')):g} req/s, "
+            f"{int(case.get('prompt_tokens')):,}-token prompts, max_num_seqs {case.get('max_num_seqs')}")

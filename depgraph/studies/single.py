@@ -33,7 +33,7 @@ from ..workloads.single import TIMINGS, single_request
 __all__ = [
     "STUDY_MODELS", "STUDY_PROMPTS", "STUDY_LINKS", "STUDY_MFUS",
     "single_request_sweep", "study_gains", "conv_head_start", "bytes_table",
-    "plot_bytes", "plot_gains", "study_cost", "STUDY_ASSUMPTIONS",
+    "plot_bytes", "plot_gains", "study_cost", "STUDY_ASSUMPTIONS", "setting_text",
 ]
 
 #: The handoff study's named assumptions off the cost model's defaults, as its scenario files'
@@ -165,6 +165,43 @@ def bytes_table(models: Iterable[str] = STUDY_MODELS + ("qwen3-32b",), prompts: 
 _BLUE, _ORANGE, _GREEN = "#1f77b4", "#ff7f0e", "#2ca02c"
 
 
+def _values(values) -> list[str]:
+    """Distinct ``values`` as text, in order of first appearance (an MFU as ``0.4``, not ``0.40``)."""
+    out = []
+    for v in values:
+        if v is None or (isinstance(v, float) and v != v):
+            continue
+        text = f"{float(v):g}" if isinstance(v, (float, np.floating)) else str(v)
+        if text not in out:
+            out.append(text)
+    return out
+
+
+def setting_text(table: pd.DataFrame | None = None, **given) -> str:
+    """What a figure shows, for its title: the model(s), GPU(s), link(s) and MFU(s) of ``table`` (its
+    ``model``, ``gpu``, ``link`` and ``mfu`` columns), each as ``"GPU study-effective"`` or, with several
+    values, ``"links pcie4 / 100g / 25g"``. A keyword (``gpu="h200"``, ``mfu=[0.4, 1.0]``) gives a value
+    the table does not hold; a field with neither is left out.
+
+    >>> import pandas as pd
+    >>> setting_text(pd.DataFrame({"model": ["m", "m"], "link": ["25g", "100g"], "mfu": [0.4, 0.4]}), gpu="h100")
+    'model m, GPU h100, links 25g / 100g, MFU 0.4'
+    """
+    parts = []
+    for col, one, many in (("model", "model", "models"), ("gpu", "GPU", "GPUs"), ("link", "link", "links"),
+                           ("mfu", "MFU", "MFU")):
+        if given.get(col) is not None:
+            raw = given[col]
+            values = _values(raw if isinstance(raw, (list, tuple, np.ndarray, pd.Series)) else [raw])
+        elif table is not None and col in table.columns:
+            values = _values(table[col])
+        else:
+            continue
+        if values:
+            parts.append(f"{one if len(values) == 1 else many} {' / '.join(values)}")
+    return ", ".join(parts)
+
+
 def plot_bytes(table: pd.DataFrame):
     """The study's Figure 3: bytes per request per model and prompt, in two panels: the total (log
     axis, so 55 MB and 736 MB both read), and what share of it is KV (blue) and recurrent state plus
@@ -212,15 +249,19 @@ def plot_bytes(table: pd.DataFrame):
         for centre, model in groups:
             ax.annotate(model, (centre, 0), xycoords=("data", "axes fraction"), xytext=(0, -22),
                         textcoords="offset points", ha="center", va="top", fontsize=7)
-    fig.suptitle("Handoff bytes per request (the study's Figure 3)", fontsize=10)
+    fig.suptitle(f"Handoff bytes per request (the study's Figure 3): {setting_text(table)}\n"
+                 "bytes follow from the model's config and the prompt alone: no GPU, link or MFU enters them",
+                 fontsize=10)
     return fig
 
 
 def plot_gains(gains: pd.DataFrame, *, model: str = "qwen3.6-35b-a3b", prompt_tokens: int = 1024,
-               timing: str = "handoff"):
+               timing: str = "handoff", gpu: str | list[str] | None = None):
     """The study's Figure 4: TTFT gains for one model and prompt, per link
     and MFU: layer vs compute-then-move (blue), layer vs global (orange),
-    component vs layer (green)."""
+    component vs layer (green). The title names the model, the GPU
+    (``gpu``, or the table's ``gpu`` column; :func:`study_gains` has none,
+    so the sweep's GPU is passed), and the links and MFUs of the bars."""
     from matplotlib.figure import Figure
 
     sub = gains[(gains.model == model) & (gains.prompt_tokens == prompt_tokens) & (gains.timing == timing)]
@@ -242,6 +283,7 @@ def plot_gains(gains: pd.DataFrame, *, model: str = "qwen3.6-35b-a3b", prompt_to
     ax.axhline(15, color="grey", lw=0.8, ls="--", label="15%: the study's line for a gain worth caring about")
     ax.set_xticks(x, [f"{r.link}\nMFU {r.mfu:g}" for r in sub.itertuples()], fontsize=8)
     ax.set_ylabel("TTFT gain (%)")
-    ax.set_title(f"{model}, {prompt_tokens // 1024}k prompt, one request, {timing} timing (the study's Figure 4)")
+    ax.set_title(f"{model}, {prompt_tokens // 1024}k prompt, one request, {timing} timing (the study's Figure 4)\n"
+                 f"{setting_text(sub.drop(columns='model'), gpu=gpu)} (a bar group per link and MFU)", fontsize=10)
     ax.legend(fontsize=8)
     return fig

@@ -116,8 +116,15 @@ def streaming_point(model: str, prompt_tokens: int, link: str, shares: list[floa
                 "link_wait_mean_s": s["link_wait_mean_s"] if gated else math.nan,
                 "stall_mean_s": s["stall_mean_s"] if gated else math.nan,
                 "stalled_step_share": s["stalled_step_share"] if gated else math.nan,
-                "bytes_moved": s["bytes_moved"], "requests": s["requests"]})
+                "bytes_moved": s["bytes_moved"], "requests": s["requests"],
+                # the servers as the load test ran them, for the figure's title (streaming_table moves these
+                # out of the columns, into the table's attrs)
+                **{f"_{k}": s[k] for k in _SETTING}})
     return rows
+
+
+#: What every run of the study shares, as the load test's summary names it (the figure's title gives it).
+_SETTING = ("deployment", "gpu", "tp", "prefill_mfu")
 
 
 def streaming_jobs(scenario: dict[str, Any], submit: Callable) -> list:
@@ -139,7 +146,10 @@ def streaming_table(scenario: dict[str, Any] | None = None, *, jobs: list | None
             return fut
 
         jobs = streaming_jobs(scenario, here)
-    return pd.DataFrame([row for job in jobs for row in job.result()])
+    table = pd.DataFrame([row for job in jobs for row in job.result()])
+    private = [f"_{k}" for k in _SETTING if f"_{k}" in table.columns]
+    table.attrs["setting"] = {c[1:]: list(dict.fromkeys(table[c])) for c in private}
+    return table.drop(columns=private)
 
 
 def _gain(a: float, b: float) -> float:
@@ -213,8 +223,18 @@ def plot_streaming(table: pd.DataFrame):
             if j == 0:
                 ax.set_ylabel("mean TTFT (ms)")
     share_text = " / ".join(f"{100 * s:g}%" for s in shares)
-    fig.suptitle(f"TTFT by readiness policy under load (solid / dashed: {share_text} of the capacity bound)",
-                 fontsize=10)
+    setting = table.attrs.get("setting") or {}  # streaming_table: the servers the load tests ran
+    servers = []
+    if setting.get("deployment"):
+        servers.append(" / ".join(map(str, setting["deployment"])))
+    if setting.get("gpu"):
+        servers.append("GPU " + " / ".join(map(str, setting["gpu"]))
+                       + (f" TP {' / '.join(map(str, setting['tp']))}" if setting.get("tp") else ""))
+    servers.append(f"links {' / '.join(links)} (x axis)")
+    if setting.get("prefill_mfu"):
+        servers.append("prefill MFU " + " / ".join(f"{float(v):.3g}" for v in setting["prefill_mfu"]))
+    fig.suptitle(f"TTFT by readiness policy under load (solid / dashed: {share_text} of the capacity bound)\n"
+                 f"models {' / '.join(models)} (a row each), {', '.join(servers)}", fontsize=10)
     handles, labels = axes[0][0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside lower center", ncols=len(labels), fontsize=8, frameon=False)
     return fig
