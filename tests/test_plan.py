@@ -185,3 +185,36 @@ def test_a_plan_counts_the_candidates_its_cap_left_out():
                    slo_tpot_s=0.1, num_prompts=10, max_candidates=2, workers=1)
     every = candidates("qwen3-32b", gpu="h200", gpus=16, max_candidates=None)
     assert len(rows) == 2 and rows.candidates_total == len(every) > 2 and isinstance(rows, list)
+
+
+def test_the_plan_figure_draws_what_meets_the_targets_on_top():
+    """plan.png: candidates that meet the targets are filled, outlined and drawn over those that miss; where
+    a colocated and a disaggregated candidate share a point each kind moves to its side so neither hides the
+    other; a point of several candidates says how many; the title names the GPU, link and prefill MFU."""
+    from matplotlib.colors import to_hex
+
+    from depgraph.serving.plots import plot_plan
+
+    a = {"gpu": "h200", "link": "25g", "prefill_mfu": 0.4}
+    rows = [{"deployment": "colocated", "gpus": 4, "goodput_rps": 8.0, "meets_slos": True, "bound": "meets SLOs",
+             "assumptions": a},
+            {"deployment": "colocated:2", "gpus": 4, "goodput_rps": 8.0, "meets_slos": True, "bound": "meets SLOs",
+             "assumptions": a},
+            {"deployment": "1P1D", "gpus": 4, "goodput_rps": 8.0, "meets_slos": True, "bound": "meets SLOs",
+             "assumptions": a},
+            {"deployment": "2P1D", "gpus": 6, "goodput_rps": 7.0, "meets_slos": False, "bound": "TTFT-bound",
+             "assumptions": a},
+            {"deployment": "colocated", "gpus": 2, "goodput_rps": 5.0, "meets_slos": False, "bound": "TTFT-bound",
+             "assumptions": a}]
+    fig = plot_plan(rows, title="a plan")
+    ax = fig.axes[0]
+    met = [c for c in ax.collections if c.get_label().endswith("(filled, on top)")]
+    missed = [c for c in ax.collections if "misses" in c.get_label()]
+    assert len(met) == 2 and len(missed) == 2
+    assert min(c.get_zorder() for c in met) > max(c.get_zorder() for c in missed)
+    assert min(c.get_zorder() for c in met) > max(line.get_zorder() for line in ax.lines)  # over the front too
+    assert all(to_hex(c.get_edgecolor()[0]) == "#000000" for c in met if len(c.get_offsets()))
+    xs = {c.get_label().split(",")[0]: sorted({float(x) for x, _ in c.get_offsets()}) for c in met}
+    assert xs["colocated"][0] < 4 < xs["disaggregated"][0]  # the shared point: one each side
+    assert any(t.get_text() == "×2" for t in ax.texts)  # two colocated candidates there
+    assert fig._suptitle.get_text() == "a plan\nGPU h200, link 25g, prefill MFU 0.4"

@@ -167,6 +167,9 @@ def test_sweep_figure_panels_and_lines(sweep_table):
     assert any(line.get_label().endswith("tokens, mean") for line in push.get_lines())
     # TPOT: push and pull, two study points; slots: the same plus max_num_seqs and the 80% line
     assert len(tpot.get_lines()) == 4 and len(slots.get_lines()) == 6
+    title = fig._suptitle.get_text()  # what the figure shows, read from the table: model, link, MFU, one seed
+    for words in ("qwen3-32b", "TP 8", "per GPU", "prefill MFU 0.4", "one run per point (seed 0)"):
+        assert words in title, (words, title)
 
 
 @pytest.mark.parametrize("handoff", ["push", "pull"])

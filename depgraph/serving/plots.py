@@ -345,9 +345,19 @@ def plot_colocated(result: Any, *, unit: str = "ms"):
 
 def plot_plan(rows: list[dict], *, title: str = ""):
     """A plan's candidates (:func:`depgraph.plan`): goodput against the GPUs
-    each uses, colored by kind (colocated or disaggregated), hollow where the
-    targets are missed at the offered rate (``meets_slos`` false), and the Pareto front (the most
-    goodput for at most so many GPUs) as a line.
+    each uses, colored and shaped by kind (colocated blue circles,
+    disaggregated orange diamonds), and the Pareto front (the most goodput
+    for at most so many GPUs) as a line.
+
+    Candidates that meet the targets at the offered rate (``meets_slos``)
+    are filled, larger, outlined in black and drawn on top; those that miss
+    are small, hollow and drawn underneath. Where both kinds sit on the same
+    point (many candidates reach the offered rate with as many GPUs), each
+    kind is moved a little to its side (colocated left, disaggregated right)
+    so that neither hides the other, and a point that stands for several
+    candidates that meet the targets is labelled with their count
+    (``×4``). Under ``title``, a line names the GPU, link and prefill MFU
+    the candidates were costed with (their ``assumptions``).
 
     >>> fig = plot_plan([{"deployment": "colocated", "gpus": 8, "goodput_rps": 2.0, "bound": "meets SLOs"},
     ...                  {"deployment": "1P1D", "gpus": 16, "goodput_rps": 1.0, "bound": "TTFT-bound"}])
@@ -356,33 +366,79 @@ def plot_plan(rows: list[dict], *, title: str = ""):
     """
     if not isinstance(rows, list) or not rows or not all(isinstance(r, dict) for r in rows):
         raise ConfigError("rows: expected the list of candidates depgraph.plan returns")
+    from collections import Counter
+
+    def meets(r: dict) -> bool:
+        return bool(r.get("meets_slos", r["bound"] == "meets SLOs"))
+
+    def colocated(r: dict) -> bool:
+        return r["deployment"].startswith("colocated")
+
     fig = _figure((8.0, 5.0))
     ax = fig.subplots()
-    for kind, color in (("colocated", "#1f77b4"), ("disaggregated", "#ff7f0e")):
-        mine = [r for r in rows if r["deployment"].startswith("colocated") == (kind == "colocated")]
-        for meets in (True, False):
-            pts = [r for r in mine if r.get("meets_slos", r["bound"] == "meets SLOs") == meets]
-            ax.scatter([r["gpus"] for r in pts], [r["goodput_rps"] for r in pts], s=30,
-                       facecolors=color if meets else "none", edgecolors=color,
-                       label=f"{kind}, {'meets the SLOs' if meets else 'misses them'}")
+    kinds = (("colocated", "#1f77b4", "o", -1), ("disaggregated", "#ff7f0e", "D", 1))
+    spots = {kind: {(r["gpus"], r["goodput_rps"]) for r in rows if colocated(r) == (kind == "colocated")}
+             for kind, *_ in kinds}
+    shared = spots["colocated"] & spots["disaggregated"]  # where one kind's marker would hide the other's
+    dodge = 0.017 * (max(r["gpus"] for r in rows) - min(r["gpus"] for r in rows) or 1)
+
+    def x_of(r: dict, side: int) -> float:
+        return r["gpus"] + (side * dodge if (r["gpus"], r["goodput_rps"]) in shared else 0.0)
+
+    for met in (False, True):  # misses first, underneath; what meets the targets on top
+        for kind, color, marker, side in kinds:
+            pts = [r for r in rows if colocated(r) == (kind == "colocated") and meets(r) == met]
+            if met:
+                ax.scatter([x_of(r, side) for r in pts], [r["goodput_rps"] for r in pts], s=55, marker=marker,
+                           facecolors=color, edgecolors="black", linewidths=0.8, zorder=4,
+                           label=f"{kind}, meets the targets (filled, on top)")
+                for (x, y), n in Counter((x_of(r, side), r["goodput_rps"]) for r in pts).items():
+                    if n > 1:
+                        ax.annotate(f"×{n}", (x, y), xytext=(0, -8), textcoords="offset points", fontsize=6,
+                                    ha="center", va="top", color=color, zorder=5,
+                                    bbox={"boxstyle": "square,pad=0.1", "facecolor": "white", "edgecolor": "none",
+                                          "alpha": 0.8})
+            else:
+                ax.scatter([x_of(r, side) for r in pts], [r["goodput_rps"] for r in pts], s=22, marker=marker,
+                           facecolors="none", edgecolors=color, linewidths=1.0, alpha=0.8, zorder=2,
+                           label=f"{kind}, misses them (hollow)")
     front, best = [], -1.0
     for r in sorted(rows, key=lambda r: (r["gpus"], -r["goodput_rps"])):
         if r["goodput_rps"] > best:
             best = r["goodput_rps"]
             front.append(r)
     ax.step([r["gpus"] for r in front], [r["goodput_rps"] for r in front], where="post", color="#2ca02c", lw=1.5,
-            label="Pareto front")
+            label="Pareto front", zorder=3)
     for r in front:
         tp = r.get("tp") if r.get("tp") is not None else (f"{r['prefill_tp']}/{r['decode_tp']}" if "decode_tp" in r
                                                             else None)
         ax.annotate(r["deployment"] + (f" TP{tp}" if tp is not None else ""), (r["gpus"], r["goodput_rps"]),
-                    fontsize=7, xytext=(4, 4), textcoords="offset points")
+                    fontsize=7, xytext=(4, 4), textcoords="offset points", zorder=5)
     ax.set_xlabel("GPUs")
     ax.set_ylabel("goodput (req/s)")
-    ax.legend(fontsize=8, loc="lower right")
-    if title:
-        fig.suptitle(title, fontsize=10)
+    handles, labels = ax.get_legend_handles_labels()
+    order = sorted(range(len(labels)), key=lambda i: ("meets" not in labels[i], "misses" in labels[i], i))
+    ax.legend([handles[i] for i in order], [labels[i] for i in order], fontsize=8, loc="lower right")
+    setting = _plan_setting(rows)
+    if title or setting:
+        fig.suptitle("\n".join(t for t in (title, setting) if t), fontsize=10)
     return fig
+
+
+def _plan_setting(rows: list[dict]) -> str:
+    """The GPU, link and prefill MFU a plan's candidates were costed with (each row's ``assumptions``, or its
+    ``gpu`` and ``link``), for the figure's title; ``""`` when the rows do not say."""
+    found: dict[str, list] = {"GPU": [], "link": [], "prefill MFU": []}
+    for r in rows:
+        a = r.get("assumptions") if isinstance(r.get("assumptions"), dict) else {}
+        for name, value in (("GPU", a.get("gpu", r.get("gpu"))), ("link", a.get("link", r.get("link"))),
+                            ("prefill MFU", a.get("prefill_mfu"))):
+            if value is not None:
+                text = f"{float(value):.3g}" if isinstance(value, (int, float)) and not isinstance(value, bool) \
+                    else str(value)
+                if text not in found[name]:
+                    found[name].append(text)
+    return ", ".join(f"{name} {' / '.join(v)}" for name, v in found.items() if v)
 
 
 def _loadtest_title(result: Any, scale: float, ul: str) -> str:
@@ -590,8 +646,9 @@ def _tpot_and_slots_panels(ax_tpot: Any, ax_slots: Any, table: pd.DataFrame, han
 
 def _sweep_title(table: pd.DataFrame) -> str:
     parts = []
-    for col, fmt in (("model", "{}"), ("gpu", "{}"), ("tp", "TP {}"), ("link", "{} per GPU"), ("out_tokens", "{} output tokens"),
-                     ("num_prompts", "{} prompts"), ("max_num_seqs", "max_num_seqs {}")):
+    for col, fmt in (("model", "{}"), ("gpu", "{}"), ("tp", "TP {}"), ("link", "{} per GPU"), ("mfu", "prefill MFU {:g}"),
+                     ("out_tokens", "{} output tokens"), ("num_prompts", "{} prompts"),
+                     ("max_num_seqs", "max_num_seqs {}"), ("seed", "one run per point (seed {})")):
         if col in table.columns and table[col].notna().any():
             value = table[col].dropna().iloc[0]
             if isinstance(value, (float, np.floating)) and float(value).is_integer():
@@ -605,7 +662,14 @@ def _sweep_title(table: pd.DataFrame) -> str:
                 except Exception:  # a name the catalog no longer has: as written
                     pass
             parts.append(fmt.format(value))
-    return "push vs pull under load" + (": " + ", ".join(parts) if parts else "")
+    lines = ["push vs pull under load" + (":" if parts else "")]
+    for k, part in enumerate(parts):  # lines of at most about 100 characters: the figure is 11 inches wide
+        if len(lines[-1]) + len(part) > 100:
+            lines[-1] += ","
+            lines.append(part)
+        else:
+            lines[-1] += (", " if k else " ") + part
+    return "\n".join(lines)
 
 
 def plot_calibration(cal: Any):
