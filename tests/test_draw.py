@@ -301,3 +301,82 @@ def test_a_large_drawing_is_summarised_and_stays_readable(tmp_path, capsys):
     assert "summarised: 252 events in" in capsys.readouterr().out
     assert main(["draw", "qwen3.6-35b-a3b", "--prompt-tokens", "1024", "-o", str(out), "--full"]) == 0
     assert "summarised" not in capsys.readouterr().out
+
+
+def test_timeline_and_frontier_titles_name_the_model_gpu_link_and_mfu():
+    """Every figure says what it shows: the Gantt chart's and the frontier's titles carry the graph's
+    model, prompt, GPU, link and MFU, read from the graph."""
+    G = dg.single_request("qwen3.6-35b-a3b", prompt_tokens=1024, link="25g", mfu=0.4, gpu="h200")
+    S = dg.schedule(G, policy="layer")
+    for fig in (gantt(S), plot_frontier(S, kinds=("decode",))):
+        title = fig.axes[0].get_title()
+        for words in ("policy layer", "qwen3.6-35b-a3b", "1,024 prompt tokens", f"GPU {G.graph['gpu']}", "link 25g",
+                      "MFU 0.4"):
+            assert words in title, (words, title)
+
+
+def _summary_dot(G, **kw):
+    from depgraph.io.draw import summarise_graph
+
+    S = dg.schedule(G, policy="layer")
+    H = summarise_graph(S.graph, schedule=S, **kw)
+    return H, draw(H)
+
+
+def test_a_summary_keeps_the_component_colours():
+    """A summarised group of one component's sends stays that component's colour; a group of several is
+    striped in their colours and its label counts each; decode groups are tinted by what they read."""
+    from depgraph.io.draw import _tint
+
+    dense = dg.single_request("qwen3-32b", prompt_tokens=1024, link="25g")  # KV only
+    H, dot = _summary_dot(dense)
+    sends = [(n, d) for n, d in H.nodes(data=True) if d["kind"] in ("send", "arrive")]
+    assert sends and all(d["component"] == "kv" for _, d in sends)
+    for n, _ in sends:
+        line = next(x for x in dot.body if x.strip().startswith(f'"{n}" ['))
+        assert f'fillcolor="{COMPONENT_COLORS["kv"]}"' in line and "#8c564b" not in line
+    hybrid = dg.single_request("qwen3.6-35b-a3b", prompt_tokens=1024, link="25g")
+    H, dot = _summary_dot(hybrid)
+    mixed = [(n, d) for n, d in H.nodes(data=True) if d["kind"] == "send"]
+    assert mixed and all(d["components"] == ("kv", "ssm", "conv") for _, d in mixed)
+    for n, d in mixed:
+        line = next(x for x in dot.body if x.strip().startswith(f'"{n}" ['))
+        assert 'style="striped"' in line
+        assert 'fillcolor="' + ":".join(COMPONENT_COLORS[c] for c in ("kv", "ssm", "conv")) + '"' in line
+        assert re.search(r"kv \d+ · ssm \d+ · conv \d+", d["summary_label"])  # how many of each
+    decode = [d for _, d in H.nodes(data=True) if d["kind"] == "decode" and d.get("reads")]
+    assert decode and all(set(d["reads"]) <= {"kv", "ssm", "conv"} for d in decode)
+    assert _tint(COMPONENT_COLORS["ssm"]) in dot.source  # decode groups tinted as their operators are
+    assert "#8c564b" not in dot.source  # no group falls back to the "other component" brown
+
+
+def test_a_summary_of_four_interleaved_requests_is_a_readable_size(tmp_path, capsys):
+    """4 interleaved requests summarise to 2 layer groups each (8 for one request), edges between requests
+    do not move their rows apart, and the title wraps: `depgraph draw` of them is about 1,250 x 1,950 px
+    (it was 6,994 x 2,157), with every box's text at dot's 9-point size."""
+    import struct
+    import shutil
+
+    from depgraph.cli import main
+    from depgraph.io.draw import SUMMARY_GROUPS, summarise_graph
+
+    S = dg.schedule(dg.interleaved("qwen3.6-35b-a3b", prompt_tokens=1024, requests=4), policy="layer")
+    G = S.graph  # with the link's order between the requests
+    H = summarise_graph(G, schedule=S)
+    layers = {d["summary_label"].split("\n")[1] for _, d in H.nodes(data=True) if d["kind"] == "prefill"}
+    assert layers == {"layers 0–19", "layers 20–39"}  # 8 // 4 groups per request
+    assert len({d["summary_label"].split("\n")[1] for _, d in summarise_graph(G, groups=SUMMARY_GROUPS).nodes(
+        data=True) if d["kind"] == "prefill"}) == SUMMARY_GROUPS  # groups= still chooses
+    across = [(u, v) for u, v, d in H.edges(data=True) if H.nodes[u]["request"] != H.nodes[v]["request"]]
+    assert across and all(H.edges[e].get("constraint") is False for e in across)
+    assert 'constraint="false"' in draw(H).source
+    title = re.search(r'graph \[[^\]]*label="([^"]*)"', draw(H).source).group(1)
+    assert all(len(line) <= 130 for line in title.split("\\n")) and title.count("\\n") >= 2
+    if shutil.which("dot") is None:
+        pytest.skip("Graphviz's dot is not installed")
+    out = tmp_path / "inter4.png"
+    assert main(["draw", "qwen3.6-35b-a3b", "--prompt-tokens", "1024", "--workload", "interleaved",
+                 "--interleave", "4", "-o", str(out)]) == 0
+    assert "summarised" in capsys.readouterr().out
+    width, height = struct.unpack(">II", out.read_bytes()[16:24])
+    assert width <= 2000 and height <= 2500, (width, height)

@@ -111,6 +111,9 @@ def _components(d: dict) -> tuple[str, ...]:
     c = d.get("component")
     if c is not None:
         return (str(c),)
+    several = d.get("components")  # a summary group of several (summarise_graph)
+    if isinstance(several, (tuple, list)) and several:
+        return tuple(str(x) for x in several)
     reads = d.get("reads")
     if d.get("kind") == "decode" and isinstance(reads, (tuple, list)):
         return tuple(str(x) for x in reads)
@@ -129,6 +132,23 @@ def _bar_color(d: dict) -> str:
         return _component_color(comps[0])
     return {"prefill": _PREFILL, "decode": "#333333", "hop": _HOP, "wait": _WAIT,
             "barrier": "#555555", "token": _TOKEN, "collective": _COLLECTIVE}.get(kind, "#7f7f7f")
+
+
+def setting_line(graph: dict) -> str:
+    """What an event graph models, from its graph attributes: model, prompt tokens, GPU, link and MFU
+    (those it has), as a figure names them: ``"qwen3.6-35b-a3b, 1,024 prompt tokens, GPU h200, link 25g,
+    MFU 0.4"``; ``""`` for a graph without them (a plain DAG)."""
+    parts = []
+    if graph.get("model") is not None:
+        parts.append(str(graph["model"]))
+    tokens = graph.get("prompt_tokens")
+    if isinstance(tokens, int) and not isinstance(tokens, bool):
+        parts.append(f"{tokens:,} prompt tokens")
+    for key, name in (("gpu", "GPU"), ("link", "link"), ("mfu", "MFU")):
+        v = graph.get(key)
+        if v is not None and not isinstance(v, bool):
+            parts.append(f"{name} {v:g}" if isinstance(v, float) else f"{name} {v}")
+    return ", ".join(parts)
 
 
 def _first_seen(values: Iterable[Hashable]) -> list:
@@ -196,6 +216,9 @@ def _node_style(d: dict) -> dict[str, str]:
     comps = _components(d)
     if kind == "prefill":
         return {"shape": "box", "style": "filled", "fillcolor": _PREFILL, "color": _PREFILL_EDGE}
+    if kind in ("send", "arrive") and len(comps) > 1:  # a summary group of several: a stripe of each
+        return {"shape": "box", "style": "striped", "fillcolor": ":".join(_component_color(c) for c in comps),
+                "color": "#555555", "fontcolor": "#ffffff", "penwidth": "1.5"}
     if kind == "send":
         c = _component_color(comps[0]) if comps else _OTHER_COMPONENT
         return {"shape": "box", "style": "filled", "fillcolor": c, "color": c, "fontcolor": "#ffffff"}
@@ -283,6 +306,20 @@ def draw(
     ranks: str = "collapsed",
 ):
     r"""Draw a typed event graph as a Graphviz digraph.
+
+    Every node of ``G`` is drawn (up to ``max_nodes``), so a full model's
+    graph gives a wide drawing: draw :func:`summarise_graph` of it instead,
+    as ``depgraph draw`` does above 120 events (``--full`` draws every
+    event). The summary of several requests keeps about the width of one
+    request's: each request gets ``8 // requests`` layer groups (at least 1),
+    one row of boxes per request and device, and an edge between two
+    requests (their turns on a shared link) is drawn without ranking the
+    layout (``constraint=false``), so the requests' rows stay side by side
+    instead of shifting right one after another; the title wraps at about
+    :data:`TITLE_WIDTH` characters. ``depgraph draw`` of 4 interleaved
+    Qwen3.6 requests at 1,024 tokens is thus about 1,250 x 1,950 px (it was
+    about 7,000 x 2,150 px, most of the width the staircase of requests and
+    a one-line title), its text at dot's 9-point size.
 
     Parameters
     ----------
@@ -373,7 +410,7 @@ def draw(
     names = _graphviz_names(G)
     dot = Digraph(name="depgraph")
     dot.attr("graph", rankdir=rankdir, newrank="true", nodesep="0.15", ranksep="0.3", fontname="Helvetica",
-             fontsize="11", label=label_text(_title(G, schedule) + note), labelloc="t")
+             fontsize="11", label=_wrapped_label(_title(G, schedule) + note), labelloc="t")
     dot.attr("node", fontname="Helvetica", fontsize="9", height="0.3", margin="0.06,0.03")
     dot.attr("edge", arrowsize="0.6")
 
@@ -387,7 +424,19 @@ def draw(
     return dot
 
 
-def summarise_graph(G: nx.DiGraph, *, schedule: Any = None, groups: int = 8) -> nx.DiGraph:
+#: Layer groups per request in a summary of one request; a summary of ``k`` requests gives each
+#: ``SUMMARY_GROUPS // k`` (at least 1), so that it is about as wide as one request's.
+SUMMARY_GROUPS = 8
+_COMPONENT_ORDER = {"kv": 0, "ssm": 1, "conv": 2}
+#: Which kind a summary edge takes when its member edges are of several kinds (the first present).
+_EDGE_PRECEDENCE = ("data", "program", "policy", "resource")
+
+
+def _component_sort(components: Iterable[Any]) -> list:
+    return sorted(components, key=lambda c: (_COMPONENT_ORDER.get(c, 3), str(c)))
+
+
+def summarise_graph(G: nx.DiGraph, *, schedule: Any = None, groups: int | None = None) -> nx.DiGraph:
     """A large event graph summarised for drawing: the nodes of each (request, device, kind) in each of
     ``groups`` consecutive ranges of layers become one node, labelled with its layers, how many events
     it stands for and their total work; an edge joins two summary nodes when some edge joins their
@@ -397,14 +446,35 @@ def summarise_graph(G: nx.DiGraph, *, schedule: Any = None, groups: int = 8) -> 
     interleave (requests taking turns on a shared link) can point at each other both ways: a summary
     shows which groups depend on which, not an order to run them in.
 
+    ``groups`` defaults to :data:`SUMMARY_GROUPS` (8) for one request and ``8 // k`` (at least 1) for
+    ``k`` requests, so that a summary of several requests is about as wide as one request's: a drawing
+    of 4 interleaved requests of a 40-layer model draws 2 layer groups per request, one row of boxes
+    per request and device. Give ``groups`` to choose.
+
+    The handoff components stay visible: a group of sends or arrivals of one component carries it
+    (``component``: drawn in its colour, KV blue, ssm orange, conv green); a group of several carries
+    them all (``components``, in the order kv, ssm, conv: drawn striped in their colours, and its label
+    counts each); a group of decode operators carries the components its members read (``reads``:
+    tinted as the operators are). Each summary edge carries the kind of its member edges (``data``
+    first, then ``program``, ``policy``, ``resource``), and an edge between two requests is marked
+    ``constraint=False``: :func:`draw` does not let it move the requests' rows apart.
+
     >>> import depgraph as dg
     >>> G = dg.single_request("qwen3.6-35b-a3b", prompt_tokens=1024)
     >>> H = summarise_graph(G)
     >>> G.number_of_nodes() > 200 > H.number_of_nodes()
     True
+    >>> sorted({d.get("component") or "+".join(d.get("components", ())) for _, d in H.nodes(data=True)
+    ...         if d["kind"] == "send"})
+    ['kv+ssm+conv']
     """
     layers = sorted({d for _, d in G.nodes(data="layer") if isinstance(d, int)})
-    size = max(1, -(-len(layers) // max(1, groups)))
+    if groups is None:
+        requests = {attr_key(r) for _, r in G.nodes(data="request") if r is not None}
+        groups = max(1, SUMMARY_GROUPS // max(1, len(requests)))
+    else:
+        groups = positive_int("groups", groups)
+    size = max(1, -(-len(layers) // groups))
     position = {layer: i for i, layer in enumerate(layers)}
     critical = set(schedule.critical_path()) if schedule is not None and schedule.compiled.num_nodes else set()
     start = schedule.start_s if schedule is not None else {}
@@ -416,9 +486,12 @@ def summarise_graph(G: nx.DiGraph, *, schedule: Any = None, groups: int = 8) -> 
         key = (d.get("request"), d.get("device"), d.get("kind"), bucket)
         key_of[n] = key
         entry = info.setdefault(key, {"members": 0, "work_s": 0.0, "layers": [], "start": [], "finish": [],
-                                      "critical": False, "components": []})
-        if d.get("component") and d["component"] not in entry["components"]:
-            entry["components"].append(d["component"])
+                                      "critical": False, "components": {}, "reads": set()})
+        if d.get("component"):
+            entry["components"][d["component"]] = entry["components"].get(d["component"], 0) + 1
+        reads = d.get("reads")
+        if d.get("kind") == "decode" and isinstance(reads, (tuple, list)):
+            entry["reads"].update(reads)
         entry["members"] += 1
         entry["work_s"] += float(d.get("duration_s") or 0.0)
         if isinstance(layer, int):
@@ -431,28 +504,48 @@ def summarise_graph(G: nx.DiGraph, *, schedule: Any = None, groups: int = 8) -> 
     names = {}
     for key, e in info.items():
         request, device, kind, _ = key
-        # a box of several components' sends is drawn in the neutral colour; its label names them
-        order = {"kv": 0, "ssm": 1, "conv": 2}
-        component = ("+".join(sorted(e["components"], key=lambda c: (order.get(c, 3), str(c))))
-                     if kind in ("send", "arrive") and e["components"] else None)
+        comps = _component_sort(e["components"]) if kind in ("send", "arrive") else []
+        component = "+".join(str(c) for c in comps) or None
         low, high = (min(e["layers"]), max(e["layers"])) if e["layers"] else (None, None)
         span = ("—" if low is None else f"layer {low}" if low == high else f"layers {low}–{high}")
         name = (f"{kind}{f' {component}' if component else ''} {span}" + (f" r{request}" if request is not None else "")
                 + (f" @{device}" if device is not None else ""))
         names[key] = name
         label = f"{kind}{f' {component}' if component else ''} ×{e['members']}\n{span}"
+        if len(comps) > 1:  # a mixed group: how many of each
+            label += "\n" + " · ".join(f"{c} {e['components'][c]}" for c in comps)
         if e["work_s"] > 0:
             label += f"\n{format_duration(e['work_s'])} of work"
         if e["start"]:
             label += f"\n{min(e['start']) * 1e3:.2f}–{max(e['finish']) * 1e3:.2f} ms"
+        extra: dict[str, Any] = {}
+        if len(comps) == 1:
+            extra["component"] = comps[0]
+        elif comps:
+            extra["components"] = tuple(comps)
+        if kind == "decode" and e["reads"]:
+            extra["reads"] = tuple(_component_sort(e["reads"]))
         H.add_node(name, kind=kind, device=device, request=request, duration_s=0.0, summary_label=label,
-                   critical=e["critical"], **({"component": e["components"][0]} if len(e["components"]) == 1
-                                              and kind in ("send", "arrive") else {}))
-    for u, v in G.edges:
+                   critical=e["critical"], **extra)
+    kinds: dict[tuple, set] = {}
+    for u, v, kind in G.edges(data="kind"):
         a, b = key_of[u], key_of[v]
         if a != b:
-            H.add_edge(names[a], names[b])
+            kinds.setdefault((a, b), set()).add(kind)
+    for (a, b), ks in kinds.items():
+        attrs: dict[str, Any] = {}
+        kind = next((k for k in _EDGE_PRECEDENCE if k in ks), None)
+        if kind is not None:
+            attrs["kind"] = kind
+        if a[0] is not None and b[0] is not None and attr_key(a[0]) != attr_key(b[0]):
+            attrs["constraint"] = False  # requests taking turns: an order between rows, not a rank
+        H.add_edge(names[a], names[b], **attrs)
     return H
+
+
+#: A drawing's title wraps at about this many characters (one long line made drawings thousands of
+#: pixels wide).
+TITLE_WIDTH = 110
 
 
 def _title(G: nx.DiGraph, schedule: Any) -> str:
@@ -464,6 +557,24 @@ def _title(G: nx.DiGraph, schedule: Any) -> str:
     return ", ".join(title)
 
 
+def _wrapped_label(text: str, width: int = TITLE_WIDTH):
+    """``text`` as a DOT label of lines of at most about ``width`` characters, broken after ``", "`` (a
+    longer part, or a part with no break, is cut at spaces); each line escaped as :func:`label_text` does."""
+    import textwrap
+
+    import graphviz
+
+    lines: list[str] = []
+    for part in str(text).replace("\r", "").replace("\n", " ").split(", "):
+        if lines and len(lines[-1]) + 2 + len(part) <= width:
+            lines[-1] += ", " + part
+        else:
+            if lines:
+                lines[-1] += ","
+            lines.extend(textwrap.wrap(part, width) or [""])
+    return graphviz.nohtml("\\n".join(str(label_text(line)) for line in lines))
+
+
 def _node_line(n: Hashable, d: dict, name: str, *, show_durations: bool, start_s: dict | None,
                finish_s: dict | None) -> str:
     """The DOT line of node ``n`` (named ``name``): its style, and a label of
@@ -473,8 +584,8 @@ def _node_line(n: Hashable, d: dict, name: str, *, show_durations: bool, start_s
         attrs = {**attrs, "label": "\\n".join(_esc(x) for x in d["summary_label"].split("\n"))}
         attrs.pop("fixedsize", None)
         attrs.pop("width", None)
-        if attrs.get("shape") == "circle":
-            attrs["shape"] = "box"
+        if attrs.get("shape") == "circle":  # an arrival group: a box in its colour, as a send's
+            attrs.update(shape="box", fontcolor="#ffffff")
         if d.get("critical"):
             attrs.update(color="#d62728", penwidth="3")
     elif "label" not in attrs:
@@ -529,10 +640,12 @@ def _emit_clusters(graph: Any, children: dict[tuple, list], members: dict[tuple,
 def _edge_lines(G: nx.DiGraph, names: dict, critical: set) -> list[str]:
     """The DOT line of every edge, styled by kind; the critical path thick and red."""
     lines = []
-    for u, v, kind in G.edges(data="kind"):
-        attrs = dict(_EDGE_STYLE.get(kind, {}))
+    for u, v, d in G.edges(data=True):
+        attrs = dict(_EDGE_STYLE.get(d.get("kind"), {}))
         if (u, v) in critical:
             attrs.update(color=_CRITICAL, penwidth="3")
+        if d.get("constraint") is False:  # drawn, but not ranked by (summarise_graph: between requests)
+            attrs["constraint"] = "false"
         line = f"\t{_q(names[u])} -> {_q(names[v])}"
         lines.append(f"{line} [{_attrs(attrs)}]\n" if attrs else f"{line}\n")
     return lines
@@ -580,7 +693,9 @@ def gantt(S: Any, *, ax: Any = None, by: str = "device", unit: str = "ms"):
     matplotlib.figure.Figure
         Bars are coloured as in :func:`draw`; events of zero duration are
         left out; a red vertical line marks the TTFT when the graph has
-        ``token`` nodes.
+        ``token`` nodes. The title names the policy and, on a second line,
+        the model, prompt, GPU, link and MFU the graph records
+        (:func:`setting_line`).
 
     Examples
     --------
@@ -644,7 +759,9 @@ def gantt(S: Any, *, ax: Any = None, by: str = "device", unit: str = "ms"):
     _mark_ttft(ax, S, unit, linewidth=1.5)
     _legend(ax, [G.nodes[n] for n in nodes])
     policy = S.policy or G.graph.get("policy")
-    ax.set_title(f"schedule{'' if policy is None else ', policy ' + policy}", fontsize=10)
+    setting = setting_line(G.graph)
+    ax.set_title(f"schedule{'' if policy is None else ', policy ' + policy}" + (f"\n{setting}" if setting else ""),
+                 fontsize=10)
     return fig
 
 
@@ -697,6 +814,8 @@ def plot_frontier(S: Any, *, ax: Any = None, kinds: tuple[str, ...] | None = Non
     Returns
     -------
     matplotlib.figure.Figure
+        Titled with the policy and, on a second line, the model, prompt,
+        GPU, link and MFU the graph records (:func:`setting_line`).
 
     Examples
     --------
@@ -728,6 +847,8 @@ def plot_frontier(S: Any, *, ax: Any = None, kinds: tuple[str, ...] | None = Non
     ax.set_ylim(bottom=0)
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     what = "all nodes" if kinds is None else ", ".join(kinds) + " nodes"
-    ax.set_title(f"ready frontier ({what}){'' if S.policy is None else ', policy ' + S.policy}", fontsize=10)
+    setting = setting_line(S.graph.graph)
+    ax.set_title(f"ready frontier ({what}){'' if S.policy is None else ', policy ' + S.policy}"
+                 + (f"\n{setting}" if setting else ""), fontsize=10)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     return fig
