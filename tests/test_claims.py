@@ -157,3 +157,20 @@ def test_the_reproduction_runs_the_study_of_the_mechanism_under_load(run):
     assert (out / "figures" / "streaming_under_load.png").stat().st_size > 10_000
     report = (out / "report.md").read_text()
     assert "## The mechanism under load" in report and "Which single-request conclusions survive" in report
+
+
+def test_the_report_says_which_pull_ttft_is_one_run_and_which_a_mean_over_seeds(run):
+    """Pull at 16k and 8 req/s is one run (seed 0) in the claims and the push vs pull tables and a mean over
+    ten seeds in the run-length table: the report says which is which, with the numbers from the tables."""
+    out, table = run
+    report = (out / "report.md").read_text().replace("\n", " ")
+    pp = pd.read_csv(out / "pushpull.csv")
+    case = pp[(pp.handoff == "pull") & (pp.qps == 8) & (pp.prompt_tokens == 16384)].iloc[0]
+    rl = pd.read_csv(out / "tables" / "pushpull_run_length.csv").iloc[-1]
+    assert table.loc["pp.ttft.pull", "depgraph"] == pytest.approx(case.ttft_s * 1e3)
+    single = f"{case.ttft_s * 1e3:,.2f} ms"
+    assert f"give {single} for the same case: one run (seed {int(case.seed)}) of {int(case.num_prompts):,} requests" in report
+    assert f"is {rl.pull_ttft_mean_s:.1f} s as the mean over {int(rl.seeds)} seeds" in report
+    assert f"Each row of the table is one run (seed {int(case.seed)}, {int(case.num_prompts)} requests)" in report
+    assert "The `pp.*` claims (study 2) take our value from the push vs pull sweep, one run (seed 0, 400 requests) " \
+           f"per point" in report and f"gives means over {int(rl.seeds)} seeds" in report

@@ -133,6 +133,37 @@ def test_report_html_opens_in_a_real_browser(run, tmp_path):
     subprocess.run(args + [f"--screenshot={shot}", "--window-size=1280,2400", page.as_uri()], capture_output=True,
                    timeout=120)
     assert shot.stat().st_size > 10_000
+    # in a 1,400 px window the claims table fits (its long cells wrap) and nothing widens the page
+    wide = subprocess.run(args + ["--window-size=1400,2000", "--dump-dom", page.as_uri() + "#selftest"],
+                          capture_output=True, text=True, timeout=120).stdout
+    right, window, page_width = map(int, re.search(r'data-widths="(\d+)/(\d+)/(\d+)"', wide).groups())
+    assert right <= window and page_width <= window, (right, window, page_width)
+
+
+def test_the_matched_column_styles_fit_apart_from_a_miss(tmp_path):
+    """A fit is matched (the "matched" filter shows it, "missed" does not) and has its own style, not the red
+    bold of a miss; a legend above the claims table says what yes, fit and no mean."""
+    import re
+
+    from depgraph.studies.report import _claims_section
+    from depgraph.studies.report_html import STATUSES, _STYLE, report_html
+
+    row = dict(text="t", unit="ms", study=1.0, depgraph=1.0, difference=0.0, tolerance=0.1, reason="")
+    claims = pd.DataFrame([dict(row, claim="fig4.a", matched=True, fit=False),
+                           dict(row, claim="fig4.b", matched=True, fit=True, reason="the calibration point"),
+                           dict(row, claim="fig4.c", matched=False, fit=False, depgraph=2.0, reason="too slow")])
+    md = _claims_section({"single": pd.DataFrame({"a": [1]}), "replay": pd.DataFrame({"a": [1]})}, claims)
+    html = report_html(md, tmp_path, claims)
+    for claim, matched, status in (("a", "yes", "yes"), ("b", "yes", "fit"), ("c", "no", "no")):
+        assert f'<tr id="claim-fig4.{claim}" data-matched="{matched}" data-status="{status}">' in html
+        assert f'<td class="status status-{status}">{status}</td>' in html
+    rules = {k: re.search(rf"\.status-{k} {{([^}}]*)}}", _STYLE).group(1) for k in STATUSES}
+    assert "#b00" in rules["no"] and "bold" in rules["no"]
+    assert "bold" not in rules["fit"] and "#b00" not in rules["fit"] and rules["fit"] != rules["yes"]
+    legend = re.search(r'<p id="claims-legend"[^>]*>(.*?)</p>', html).group(1)
+    assert all(f'class="status status-{k}">{k}</span>' in legend for k in STATUSES)
+    assert html.index('id="claims-legend"') < html.index('<table id="claims"')
+    assert '<option value="fit">' in html
 
 
 def test_a_claim_text_with_a_bar_or_a_line_break_stays_in_its_cells(tmp_path):
@@ -143,6 +174,46 @@ def test_a_claim_text_with_a_bar_or_a_line_break_stays_in_its_cells(tmp_path):
                                 difference=0.02, tolerance=0.05, matched=True, reason="see docs/calibration.md")])
     md = _claims_section({"single": pd.DataFrame({"a": [1]}), "replay": pd.DataFrame({"a": [1]})}, claims)
     html = report_html(md, tmp_path, claims)
-    assert '<tr id="claim-fig4.a" data-matched="yes">' in html and "TTFT | gain at &lt; 5%" in html
+    assert '<tr id="claim-fig4.a" data-matched="yes" data-status="yes">' in html and "TTFT | gain at &lt; 5%" in html
     assert "1 match within the stated tolerance, 0 more" in md  # a reason naming the doc is not a fit
     assert [_num(v) for v in (4e-5, -0.0, 262144.0)] == ["0.00004", "0", "262144"] and _num(-0.0, signed=True) == "+0"
+
+
+def test_every_study_figure_title_names_the_model_gpu_link_and_mfu(run):
+    """Figures 4, 6, 7, 8 and 9 read the model, GPU, link and MFU they show from the tables they draw."""
+    from depgraph.studies.replay import figure9_numbers, plot_fig6, plot_fig7, plot_fig8, plot_fig9, replay_gains
+    from depgraph.studies.single import plot_gains, study_gains
+
+    _, out, _ = run
+    single, replay = pd.read_parquet(out / "single.parquet"), pd.read_parquet(out / "replay.parquet")
+    want = ("qwen3.6-35b-a3b", "GPU study-effective", "link 25g", "MFU 0.4")
+    fig4 = plot_gains(study_gains(single), gpu=list(single.gpu.unique()))
+    gains = replay_gains(replay)
+    titles = {"4": fig4.axes[0].get_title(), "9": plot_fig9(figure9_numbers(replay))._suptitle.get_text(),
+              **{k: f(gains).axes[0].get_title() for k, f in (("6", plot_fig6), ("7", plot_fig7), ("8", plot_fig8))}}
+    for figure, title in titles.items():
+        assert f"Figure {figure}" in title
+        for words in want:
+            assert words in title, (figure, words, title)
+
+
+def test_figure7_draws_the_component_gain_where_it_can_be_seen(run):
+    """Component vs layer is a fraction of a percent: a box of it is a flat line at 0, hidden under the
+    median line (Figure 7's red series was in the legend and nowhere else). It is drawn as red points on
+    top of everything, its largest value written above them, and the medians are black."""
+    from matplotlib.colors import to_hex
+
+    from depgraph.studies.replay import plot_fig7, replay_gains
+
+    _, out, _ = run
+    gains = replay_gains(pd.read_parquet(out / "replay.parquet"))
+    ax = plot_fig7(gains).axes[0]
+    red = [c for c in ax.collections if len(c.get_offsets()) and to_hex(c.get_facecolor()[0]) == "#d62728"]
+    assert len(red) == gains[(gains.mfu == 0.4) & (gains.admission != "async")].variant.map(lambda v: v[0]).nunique()
+    assert sum(len(c.get_offsets()) for c in red) == int(
+        gains[(gains.mfu == 0.4) & (gains.admission != "async")].component_vs_layer.notna().sum())
+    others = [p.get_zorder() for p in ax.patches] + [line.get_zorder() for line in ax.lines]
+    assert all(c.get_zorder() > max(others) for c in red)
+    assert any(t.get_text().startswith("max ") and t.get_color() == "#d62728" for t in ax.texts)
+    assert "#ff7f0e" not in {to_hex(line.get_color()) for line in ax.lines}  # orange medians: no series is orange
+    assert "component vs layer" in " ".join(t.get_text() for t in ax.get_legend().get_texts())

@@ -272,6 +272,31 @@ def _devices(ctx: dict) -> str:
             "`depgraph gpus`).\n")
 
 
+def _runs_text(t: pd.DataFrame) -> str:
+    """What run stands behind each row of the push vs pull sweep ``t``: ``"one run (seed 0, 400 requests)"``,
+    read from its ``seed`` and ``num_prompts`` columns."""
+    seeds = sorted({int(v) for v in t["seed"].dropna()}) if "seed" in t.columns else []
+    lengths = sorted({int(v) for v in t["num_prompts"].dropna()}) if "num_prompts" in t.columns else []
+    what = []
+    if seeds:
+        what.append(f"seed {', '.join(map(str, seeds))}")
+    if lengths:
+        what.append(f"{', '.join(f'{n:,}' for n in lengths)} requests")
+    return "one run" + (f" ({', '.join(what)})" if what else "")
+
+
+def _pp_claims_note(ctx: dict) -> str:
+    """Under the claims table: the load-test claims are single runs; the run-length table averages seeds."""
+    t = ctx.get("pushpull")
+    if t is None or not len(t):
+        return ""
+    rl = ctx.get("run_length")
+    mean = (f"; the run-length table under the push vs pull section gives means over "
+            f"{int(rl.seeds.iloc[0])} seeds" if rl is not None and len(rl) else "")
+    return (f"The `pp.*` claims (study 2) take our value from the push vs pull sweep, {_runs_text(t)} per point: "
+            f"the same runs as the push vs pull table, not means over seeds{mean}.\n\n")
+
+
 def _claims_section(ctx: dict, claims: pd.DataFrame) -> str:
     sources = [claim_source(c) for c in claims.claim]
     fmt = claims.assign(
@@ -311,7 +336,7 @@ model output; the same inputs give the same bytes in every file. Sweeps:
 
 {_table_md(fmt)}
 
-"""
+{_pp_claims_note(ctx)}"""
 
 
 def _single_request_section(ctx: dict) -> str:
@@ -435,10 +460,14 @@ def _pushpull_section(ctx: dict) -> str:
         view["load_share"] = view.load_share.map(lambda v: f"{100 * v:.0f}%")
     for c in ("ttft_s", "ttft_p50_s", "ttft_p99_s", "tpot_p50_s"):
         view[c.replace("_s", "_ms")] = view.pop(c) * 1e3
+    rl = ctx.get("run_length")
+    seeds_note = (f" The run-length table below runs the 16k, 8 req/s case with {int(rl.seeds.iloc[0])} seeds "
+                  "and gives their mean." if rl is not None and len(rl) else "")
     return f"""## Push vs pull under load (the second study's Role 3)
 
 Qwen3-32B on TP 8 at 50 GB/s per GPU, `--max-num-seqs 8`, 400 prompts, 128 output tokens
-(`workloads/pushpull.toml`, `pushpull.csv`). TTFT is the mean over requests; `waiting` is
+(`workloads/pushpull.toml`, `pushpull.csv`). Each row of the table is {_runs_text(t)}: `ttft_ms` is
+that run's mean TTFT over its requests, not a mean over seeds.{seeds_note} `waiting` is
 `num_requests_waiting` (requests waiting for a slot), averaged over time and at its peak;
 `steady_state` is "no" where the run does not keep up with its load (its mean TTFT then depends on the run
 length): `load_share` is the offered rate over the capacity bound from the cost model (the decode server's 8
@@ -489,9 +518,26 @@ deviation (`tables/pushpull_run_length.csv`, `depgraph.studies.runlength`):
 **Inferred run length** (the study does not state it): a run of about {n} requests matches both of the
 study's numbers best (push {1e3 * row.push_ttft_mean_s:,.0f} ms against 540, pull {1e3 * row.pull_ttft_mean_s:,.0f} ms
 against 1,744; the smallest sum of squared log errors), although its benchmark command gives `--num-prompts
-400`, where pull's mean TTFT is {last.pull_ttft_mean_s:.1f} s here.
+{last.num_prompts}`, where pull's mean TTFT here is {last.pull_ttft_mean_s:.1f} s as the mean over {int(last.seeds)} seeds
+(the seeds' run means range from {1e3 * last.pull_ttft_min_s:,.2f} to {1e3 * last.pull_ttft_max_s:,.2f} ms).{_one_run(ctx, last)}
 
 """
+
+
+def _one_run(ctx: dict, last) -> str:
+    """The push vs pull sweep's single run of the run-length table's longest case, when the sweep has it: the
+    number the claims and the push vs pull table give, and which seed it is."""
+    pp = ctx.get("pushpull")
+    if pp is None or "num_prompts" not in pp.columns:
+        return ""
+    case = pp[(pp.handoff == "pull") & (pp.qps == 8) & (pp.prompt_tokens == 16384)
+              & (pp.num_prompts == last.num_prompts)]
+    if len(case) != 1:
+        return ""
+    c = case.iloc[0]
+    seed = f"seed {int(c.seed)}" if "seed" in case.columns and pd.notna(c.seed) else "one seed"
+    return (f" The push vs pull table and the claims table give {1e3 * c.ttft_s:,.2f} ms for the same case: one run "
+            f"({seed}) of {int(c.num_prompts):,} requests, not a mean over seeds.")
 
 
 def _policies_ordered(g: pd.DataFrame) -> bool:

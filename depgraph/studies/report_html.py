@@ -57,26 +57,73 @@ def _figure(path: Path, alt: str, carried: list[str]) -> str:
            f"{links}</figure>"
 
 
+#: The claims table's ``matched`` values (report.md writes a miss as ``**no**``): what each means, for the
+#: legend above the table, and its style (``.status-<value>`` in the page's CSS).
+STATUSES = {
+    "yes": "matched: our value is within the stated tolerance of the study's",
+    "fit": "matched because a value was fitted to this claim: it reproduces its own figure by construction, "
+           "so the summary counts it apart",
+    "no": "missed: outside the tolerance; the reason column says why",
+}
+#: The claims table's column widths (its layout is fixed, so that it fits the page: long cells wrap).
+_CLAIM_WIDTHS = {"claim": 13, "source": 10, "text": 15, "unit": 4.5, "study": 6, "depgraph": 7,
+                 "difference": 7.5, "tolerance": 6.5, "matched": 6.5, "reason": 24}
+
+
+def _cell(text: str) -> str:
+    """A table cell's text: inline Markdown, with a break allowed after each ``_`` and ``|`` of a long
+    identifier (``replay_summary``'s column names, a point's key) and each ``+`` between words
+    (``capacity+queue``), so that a wide table can wrap."""
+    out = _inline(text)
+    return re.sub(r"(?<=[_|])(?=[^<>\s])|(?<=[a-z]\+)(?=[a-z])", "<wbr>", out) if len(text) > 12 else out
+
+
+def _status(cell: str) -> str:
+    value = cell.strip().strip("*").strip()
+    return value if value in STATUSES else "no"
+
+
 def _table(rows: list[list[str]], *, claims: bool) -> str:
     head, body = rows[0], rows[1:]
     attrs = ' id="claims" class="claims"' if claims else ""
-    out = [f"<table{attrs}><thead><tr>" + "".join(f"<th>{_inline(c)}</th>" for c in head) + "</tr></thead><tbody>"]
+    cols = ""
+    if claims:
+        total = sum(_CLAIM_WIDTHS.get(c, 8) for c in head)
+        cols = "<colgroup>" + "".join(f'<col class="col-{html.escape(c)}" style="width:{100 * _CLAIM_WIDTHS.get(c, 8) / total:.1f}%">'
+                                      for c in head) + "</colgroup>"
+    out = [f"<table{attrs}>{cols}<thead><tr>" + "".join(f"<th>{_cell(c)}</th>" for c in head) + "</tr></thead><tbody>"]
     for row in body:
         if claims:
             claim = row[0]
             _, _, figure = claim_source(claim)
-            matched = "yes" if row[head.index("matched")].strip() == "yes" else "no"
+            status = _status(row[head.index("matched")])
+            matched = "no" if status == "no" else "yes"  # a fit is matched (counted apart)
             cells = []
             for name, cell in zip(head, row):
                 if name == "source" and figure:
-                    cells.append(f'<td><a href="#{_anchor(figure)}">{_inline(cell)}</a></td>')
+                    cells.append(f'<td><a href="#{_anchor(figure)}">{_cell(cell)}</a></td>')
+                elif name == "matched":
+                    cells.append(f'<td class="status status-{status}">{html.escape(status)}</td>')
+                elif name == "claim":  # an id: it may break after each dot as well
+                    cells.append("<td>" + _cell(cell).replace(".", ".<wbr>") + "</td>")
                 else:
-                    cells.append(f"<td>{_inline(cell)}</td>")
-            out.append(f'<tr id="claim-{html.escape(claim)}" data-matched="{matched}">' + "".join(cells) + "</tr>")
+                    cells.append(f"<td>{_cell(cell)}</td>")
+            out.append(f'<tr id="claim-{html.escape(claim)}" data-matched="{matched}" data-status="{status}">'
+                       + "".join(cells) + "</tr>")
         else:
-            out.append("<tr>" + "".join(f"<td>{_inline(c)}</td>" for c in row) + "</tr>")
+            out.append("<tr>" + "".join(f"<td>{_cell(c)}</td>" for c in row) + "</tr>")
     out.append("</tbody></table>")
-    return "\n".join(out)
+    table = "\n".join(out)
+    # the claims table fits the page (fixed layout, wrapping cells); another table too wide for it scrolls
+    # inside its own box rather than widening the page
+    return table if claims else f'<div class="wide">{table}</div>'
+
+
+def _legend() -> str:
+    """The line above the claims table that says what each ``matched`` value means, in its own style."""
+    return ('<p id="claims-legend" class="legend">matched: '
+            + "; ".join(f'<span class="status status-{k}">{k}</span> {html.escape(v)}' for k, v in STATUSES.items())
+            + ".</p>")
 
 
 def _markdown(text: str, out_dir: Path, carried: dict[str, list[str]]) -> str:
@@ -149,8 +196,15 @@ body { font: 15px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 1200p
 table { border-collapse: collapse; margin: 1em 0; font-size: 13px; }
 th, td { border: 1px solid #ccc; padding: 3px 6px; vertical-align: top; }
 th { background: #f3f3f3; }
+div.wide { max-width: 100%; overflow-x: auto; } div.wide table { margin: 0; }
+table.claims { table-layout: fixed; width: 100%; }
+table.claims td { overflow-wrap: anywhere; }
 table.claims th { cursor: pointer; user-select: none; }
-table.claims tr[data-matched="no"] td:nth-child(9) { color: #b00; font-weight: bold; }
+.status-yes { color: #1a7f37; }
+.status-fit { color: #1f5fa8; font-style: italic; }
+.status-no { color: #b00; font-weight: bold; }
+p.legend { font-size: 13px; color: #444; margin: .3em 0; }
+p.legend .status { padding: 0 2px; }
 figure { margin: 1.5em 0; } figure img { max-width: 100%; border: 1px solid #eee; }
 figcaption { color: #555; font-size: 13px; } .carried { font-size: 13px; }
 code { background: #f5f5f5; padding: 0 3px; } #filters { margin: .5em 0; }
@@ -167,7 +221,8 @@ _SCRIPT = """
   function filter() {
     var q = text.value.toLowerCase(), m = which.value, n = 0;
     Array.prototype.forEach.call(body.rows, function (row) {
-      var ok = (!q || row.textContent.toLowerCase().indexOf(q) >= 0) && (m === "all" || row.dataset.matched === m);
+      var ok = (!q || row.textContent.toLowerCase().indexOf(q) >= 0)
+        && (m === "all" || row.dataset.matched === m || row.dataset.status === m);
       row.style.display = ok ? "" : "none";
       if (ok) { n += 1; }
     });
@@ -196,6 +251,9 @@ _SCRIPT = """
   which.addEventListener("change", filter);
   filter();
   if (location.hash === "#selftest") {  // exercised by the test suite in a headless browser
+    var root = document.documentElement;  // the claims table's right edge, the window's width, the page's
+    document.body.dataset.widths = Math.ceil(table.getBoundingClientRect().right) + "/" + root.clientWidth + "/"
+      + root.scrollWidth;
     table.tHead.rows[0].cells[0].click();
     table.tHead.rows[0].cells[0].click();
     var first = body.rows[0].id;
@@ -227,9 +285,10 @@ def report_html(markdown_text: str, out_dir: str | Path, claims: pd.DataFrame) -
         body += '\n<h2 id="more-figures">More figures and drawings</h2>\n' + "\n".join(extra)
     filters = ('<div id="filters"><label>filter claims <input id="claim-filter" type="search" '
                'placeholder="text in any column"></label> <label>show <select id="claim-matched">'
-               '<option value="all">all</option><option value="yes">matched</option>'
-               '<option value="no">missed</option></select></label> <span id="claim-count"></span></div>')
-    body = body.replace('<table id="claims"', filters + '<table id="claims"', 1)
+               '<option value="all">all</option><option value="yes">matched (fits too)</option>'
+               '<option value="fit">fits only</option><option value="no">missed</option></select></label> '
+               '<span id="claim-count"></span></div>')
+    body = body.replace('<table id="claims"', filters + _legend() + '<table id="claims"', 1)
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
             "<title>depgraph reproduction of two studies</title>"
