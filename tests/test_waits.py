@@ -219,3 +219,21 @@ def test_load_test_requests_carry_the_same_causes(label, kw):
     assert not df[cols].isna().any().any()
     if label == "pull":
         assert df.wait_setup_s.min() > 0  # posting on the loop, every request
+
+
+def test_drawing_outlines_the_frontier_at_a_time():
+    from depgraph.io.draw import FRONTIER_COLOR, draw, summarise_graph
+
+    G = dg.interleaved("qwen3.6-35b-a3b", prompt_tokens=1024, link="ib-ndr", requests=2)
+    S = dg.schedule(G, policy="component")
+    peak = S.frontier_peak()
+    t = (peak["start_s"] + peak["end_s"]) / 2
+    dot = draw(S.graph, schedule=S, frontier_at=t)
+    marked = [line for line in dot.body if f'color="{FRONTIER_COLOR}"' in line and "->" not in line]
+    assert sorted(line.split(" [")[0].strip().strip('"') for line in marked) == sorted(map(str, peak["events"]))
+    assert f"frontier at {t * 1e3:.3f} ms: {peak['width']} decode operators ready" in dot.source.replace("\\n", " ")
+    H = summarise_graph(S.graph, schedule=S, frontier_at=t)
+    assert sum(d.get("frontier", 0) for _, d in H.nodes(data=True)) == peak["width"]
+    assert f'color="{FRONTIER_COLOR}"' in draw(H, frontier_at=t).source
+    with pytest.raises(dg.ConfigError, match="frontier_at"):
+        draw(S.graph, frontier_at=t)

@@ -31,6 +31,9 @@ def add_request_commands(sub) -> None:
                    help="seconds dot may lay the drawing out before it is stopped (default 60)")
     p.add_argument("--ranks", default="collapsed", help="collapsed (decode rank 0 stands for all, the default) or "
                                                         "expanded (every rank in its own box)")
+    p.add_argument("--frontier-at", type=_number(float, "--frontier-at"), metavar="MS",
+                   help="outline in purple the decode operators on the ready frontier at this time, in ms (a "
+                        "summary marks the boxes that hold them; 'depgraph frontier' lists them)")
 
     p = sub.add_parser("frontier", help="the ready frontier of one schedule: where it is widest, when, and the "
                                         "events on it (or at a time, --at)")
@@ -256,6 +259,12 @@ def _cmd_draw(args) -> int:
 
     ranks = one_of("--ranks", args.ranks, ("collapsed", "expanded"))
     positive_number("--render-timeout", args.render_timeout, upper=3600.0)
+    at_s = None
+    if args.frontier_at is not None:
+        if not 0.0 <= args.frontier_at < float("inf"):
+            raise DepgraphError(f"--frontier-at: expected a time in milliseconds, finite and >= 0; got "
+                                f"{args.frontier_at!r}")
+        at_s = args.frontier_at / 1e3
     summary = ""
     drawn = G.number_of_nodes()
     try:
@@ -266,15 +275,15 @@ def _cmd_draw(args) -> int:
             decode_ranks = sorted({r for _, r in G.nodes(data="rank") if r is not None})
             if ranks == "collapsed" and len(decode_ranks) > 1:  # rank 0 stands for every rank, as draw does
                 shown = G.subgraph([n for n, r in G.nodes(data="rank") if r is None or r == decode_ranks[0]])
-            H = summarise_graph(shown, schedule=S)
+            H = summarise_graph(shown, schedule=S, frontier_at=at_s)
             H.graph["TTFT"] = f"{S.ttft_s * 1e3:.3f} ms" if S.token_nodes() else None
             drawn = H.number_of_nodes()
             summary = (f"; summarised: {shown.number_of_nodes()} events in {drawn} boxes, red on the critical "
                        "path" + (f", decode rank {decode_ranks[0]} of {len(decode_ranks)} shown" if shown is not G
                                  else "") + " (--full draws every event)")
-            dot = draw(H, max_nodes=args.max_nodes)
+            dot = draw(H, max_nodes=args.max_nodes, frontier_at=at_s)
         else:
-            dot = draw(G, schedule=S, max_nodes=args.max_nodes, ranks=args.ranks)
+            dot = draw(G, schedule=S, max_nodes=args.max_nodes, ranks=args.ranks, frontier_at=at_s)
     except GraphError as exc:  # the flag's name, not the Python argument's
         raise DepgraphError(str(exc).replace(f"pass max_nodes={G.number_of_nodes()}",
                                              f"give --max-nodes {G.number_of_nodes()}").replace(

@@ -63,7 +63,7 @@ A request's arrival is the finish of its ``wait`` node with operator
 >>> G = dg.single_request("qwen3.6-35b-a3b", prompt_tokens=1024, link="25g", mfu=1.0, gpu="study-effective")
 >>> S = dg.schedule(G, policy="compute-then-move")
 >>> W = S.waits()
->>> abs(W["wait_s"].sum() - S.ttft_s) < 1e-12
+>>> bool(abs(W["wait_s"].sum() - S.ttft_s) < 1e-12)
 True
 >>> W.set_index("cause").loc["state_kv_s", "detail"]
 'last layer L39'

@@ -304,6 +304,7 @@ def draw(
     max_nodes: int = 2000,
     cluster_by: Sequence[str] = ("device", "request"),
     ranks: str = "collapsed",
+    frontier_at: float | None = None,
 ):
     r"""Draw a typed event graph as a Graphviz digraph.
 
@@ -346,6 +347,12 @@ def draw(
         For a graph with tensor-parallel ranks: ``"collapsed"`` (the default)
         draws decode rank 0 and what feeds it, the title saying how many ranks
         run alike; ``"expanded"`` draws every rank in its own box.
+    frontier_at
+        A time in seconds: the events on the ready frontier then
+        (:meth:`~depgraph.Schedule.frontier_events`, decode operators) get a
+        purple double outline, and the title says how many (needs
+        ``schedule``). A summary (:func:`summarise_graph` with the same
+        ``frontier_at``) marks its boxes that hold such events.
 
     Returns
     -------
@@ -407,6 +414,17 @@ def draw(
             path = schedule.critical_path()
             critical = set(zip(path[:-1], path[1:]))
 
+    on_frontier = {n for n, k in G.nodes(data="frontier") if k}  # a summary's boxes (summarise_graph)
+    if frontier_at is not None:
+        summary = any("summary_label" in d for _, d in G.nodes(data=True))
+        if schedule is None and not summary:
+            raise ConfigError("frontier_at: the frontier is a schedule's; pass schedule= (or draw a summary made "
+                              "with summarise_graph(..., frontier_at=))")
+        if schedule is not None:
+            on_frontier |= set(schedule.frontier_events(frontier_at)) & set(G.nodes)
+        held = sum(int(G.nodes[n].get("frontier") or 1) for n in on_frontier)
+        note += (f"; frontier at {frontier_at * 1e3:.3f} ms: {held} decode operators ready"
+                 + (f" in {len(on_frontier)} boxes" if summary else "") + " (purple double outline)")
     names = _graphviz_names(G)
     dot = Digraph(name="depgraph")
     dot.attr("graph", rankdir=rankdir, newrank="true", nodesep="0.15", ranksep="0.3", fontname="Helvetica",
@@ -420,8 +438,28 @@ def draw(
 
     children, members = _cluster_tree(G, _cluster_plan(G, tuple(cluster_by)))
     _emit_clusters(dot, children, members, node_line)
+    if on_frontier:
+        _mark_frontier(dot, {names[n] for n in on_frontier})
     dot.body.extend(_edge_lines(G, names, critical))
     return dot
+
+
+#: The outline of an event on the ready frontier (draw's ``frontier_at``): its own colour, not the
+#: components' (KV blue, ssm orange, conv green) nor the critical path's red.
+FRONTIER_COLOR = "#7b3294"
+
+
+def _mark_frontier(dot, names: set) -> None:
+    """Give the node lines of ``names`` (their Graphviz names) the frontier's outline; a later attribute
+    in a DOT list wins, so appending overrides the node's own outline."""
+    for i, line in enumerate(dot.body):
+        head = line.lstrip("\t")
+        if "->" in head or not head.endswith("]\n"):
+            continue
+        for name in names:
+            if head.startswith(f"{name} [") or head.startswith(f'"{name}" ['):
+                dot.body[i] = line[:-2] + f' color="{FRONTIER_COLOR}" penwidth="3" peripheries="2"]\n'
+                break
 
 
 #: Layer groups per request in a summary of one request; a summary of ``k`` requests gives each
@@ -436,7 +474,8 @@ def _component_sort(components: Iterable[Any]) -> list:
     return sorted(components, key=lambda c: (_COMPONENT_ORDER.get(c, 3), str(c)))
 
 
-def summarise_graph(G: nx.DiGraph, *, schedule: Any = None, groups: int | None = None) -> nx.DiGraph:
+def summarise_graph(G: nx.DiGraph, *, schedule: Any = None, groups: int | None = None,
+                    frontier_at: float | None = None) -> nx.DiGraph:
     """A large event graph summarised for drawing: the nodes of each (request, device, kind) in each of
     ``groups`` consecutive ranges of layers become one node, labelled with its layers, how many events
     it stands for and their total work; an edge joins two summary nodes when some edge joins their
@@ -477,6 +516,9 @@ def summarise_graph(G: nx.DiGraph, *, schedule: Any = None, groups: int | None =
     size = max(1, -(-len(layers) // groups))
     position = {layer: i for i, layer in enumerate(layers)}
     critical = set(schedule.critical_path()) if schedule is not None and schedule.compiled.num_nodes else set()
+    if frontier_at is not None and schedule is None:
+        raise ConfigError("frontier_at: the frontier is a schedule's; pass schedule=")
+    ready = set(schedule.frontier_events(frontier_at)) if frontier_at is not None else set()
     start = schedule.start_s if schedule is not None else {}
     finish = schedule.finish_s if schedule is not None else {}
     key_of, info = {}, {}
@@ -486,7 +528,7 @@ def summarise_graph(G: nx.DiGraph, *, schedule: Any = None, groups: int | None =
         key = (d.get("request"), d.get("device"), d.get("kind"), bucket)
         key_of[n] = key
         entry = info.setdefault(key, {"members": 0, "work_s": 0.0, "layers": [], "start": [], "finish": [],
-                                      "critical": False, "components": {}, "reads": set()})
+                                      "critical": False, "components": {}, "reads": set(), "frontier": 0})
         if d.get("component"):
             entry["components"][d["component"]] = entry["components"].get(d["component"], 0) + 1
         reads = d.get("reads")
@@ -500,6 +542,7 @@ def summarise_graph(G: nx.DiGraph, *, schedule: Any = None, groups: int | None =
             entry["start"].append(start[n])
             entry["finish"].append(finish[n])
         entry["critical"] |= n in critical
+        entry["frontier"] += n in ready
     H = nx.DiGraph(**G.graph)
     names = {}
     for key, e in info.items():
@@ -525,6 +568,9 @@ def summarise_graph(G: nx.DiGraph, *, schedule: Any = None, groups: int | None =
             extra["components"] = tuple(comps)
         if kind == "decode" and e["reads"]:
             extra["reads"] = tuple(_component_sort(e["reads"]))
+        if e["frontier"]:  # how many of its events are on the ready frontier at frontier_at
+            extra["frontier"] = e["frontier"]
+            label += f"\n{e['frontier']} on the frontier"
         H.add_node(name, kind=kind, device=device, request=request, duration_s=0.0, summary_label=label,
                    critical=e["critical"], **extra)
     kinds: dict[tuple, set] = {}
