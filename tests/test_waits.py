@@ -237,3 +237,9 @@ def test_drawing_outlines_the_frontier_at_a_time():
     assert f'color="{FRONTIER_COLOR}"' in draw(H, frontier_at=t).source
     with pytest.raises(dg.ConfigError, match="frontier_at"):
         draw(S.graph, frontier_at=t)
+
+
+def test_the_functions_refuse_what_is_not_a_schedule():
+    for call in (lambda: dg.waits(None), lambda: dg.frontier_peak("S"), lambda: dg.frontier_events(3, 0.0)):
+        with pytest.raises(dg.GraphError, match="expected a depgraph Schedule"):
+            call()

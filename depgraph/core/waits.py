@@ -143,6 +143,13 @@ def _other_cause(kind: Any, operator: Any, device: Any) -> str:
     return "other_s"
 
 
+def _check_schedule(S: Any) -> None:
+    """Refuse what is not a schedule, as :func:`depgraph.core.scheduler.check_schedule` does (the scheduler
+    imports this module for :meth:`~depgraph.Schedule.waits`; this module does not import it back)."""
+    if type(S).__name__ != "Schedule" or not hasattr(S, "compiled"):
+        raise GraphError(f"S: expected a depgraph Schedule (from depgraph.schedule), got {type(S).__name__}")
+
+
 def target_request(S) -> Any:
     """The request ``S.ttft_s`` measures: ``graph["target_request"]`` where it has a token, else the
     lowest-numbered request with one; ``None`` for a graph without tokens."""
@@ -290,9 +297,7 @@ def _all_causes(S) -> list[str]:
 def wait_seconds(S, *, request: Any = None) -> dict[str, float]:
     """Seconds by cause (every cause of :data:`CAUSES` the graph can have, zeros included), summing to
     the request's TTFT from its arrival; see :func:`waits`."""
-    from .scheduler import check_schedule
-
-    check_schedule(S, "S")
+    _check_schedule(S)
     pieces, _, _ = _segments(S, request)
     out = dict.fromkeys(_all_causes(S), 0.0)
     for cause, t0, t1, _ in sorted(pieces, key=lambda p: (p[1], p[2])):
@@ -310,9 +315,7 @@ def waits(S, *, request: Any = None) -> pd.DataFrame:
     that held it up) and ``detail`` (for a state row, the last layer that arrived on the way). See the
     module docstring for how the split is made.
     """
-    from .scheduler import check_schedule
-
-    check_schedule(S, "S")
+    _check_schedule(S)
     pieces, arrival, end = _segments(S, request)
     cg = S.compiled
     layers = cg.column("layer")
