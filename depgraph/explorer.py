@@ -32,6 +32,15 @@ DRAW_MAX_NODES = 400
 _PROMPT_RANGE = (128, 32768)
 
 
+def _catalog_name(field: str, value: Any, aliases: dict[str, list[str]], choices: str) -> str:
+    """``value``, a catalog name or one of its aliases (as the CLI takes them), as the catalog name; else a
+    ConfigError listing the names with their aliases."""
+    for name, more in aliases.items():
+        if value == name or value in more:
+            return name
+    raise ConfigError(f"{field}: expected one of {choices}; got {value!r}")
+
+
 def explore_state(*, model: str, prompt_tokens: int, link: str, mfu: float, policy: str, workload: str,
                   at_s: float, gpu: str | None = None, draw: bool = False) -> dict[str, Any]:
     """What the explorer shows for one setting of its widgets: ``ttft_s``, ``breakdown`` (seconds by kind
@@ -87,7 +96,7 @@ def explore(model: str = "qwen3.6-35b-a3b", prompt_tokens: int = 1024, link: str
     the drawing out (faster updates on a large graph). Each argument is checked as the CLI checks its flag,
     and must be one of the widget's choices or within its slider's range."""
     from .core.policies import POLICY_NAMES
-    from .specs.hardware import gpu_names, link_names
+    from .specs.hardware import gpu_aliases, gpu_choices, link_aliases, link_choices, link_names
     from .specs.models import catalog
 
     model = one_of("model", model, list(catalog()))
@@ -95,13 +104,13 @@ def explore(model: str = "qwen3.6-35b-a3b", prompt_tokens: int = 1024, link: str
     if prompt_tokens < _PROMPT_RANGE[0]:
         raise ConfigError(f"prompt_tokens: expected an integer from {_PROMPT_RANGE[0]:,} to {_PROMPT_RANGE[1]:,} "
                           f"(the slider's range), got {prompt_tokens}")
-    link = one_of("link", link, list(link_names()))
+    link = _catalog_name("link", link, link_aliases(), link_choices())
     mfu = positive_number("mfu", mfu, upper=1.0)
     if mfu < 0.05:
         raise ConfigError(f"mfu: expected a number from 0.05 to 1 (the slider's range), got {mfu}")
     policy = one_of("policy", policy, list(POLICY_NAMES))
     workload = one_of("workload", workload, EXPLORE_WORKLOADS)
-    gpu = None if gpu is None else one_of("gpu", gpu, list(gpu_names()))
+    gpu = None if gpu is None else _catalog_name("gpu", gpu, gpu_aliases(), gpu_choices())
     draw = boolean("draw", draw)
     try:
         import ipywidgets as W

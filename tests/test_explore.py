@@ -47,3 +47,12 @@ def test_the_widgets_build():
     assert [c.description for c in controls] == ["model", "workload", "policy", "prompt", "link", "MFU", "time (s)"]
     controls[2].value = "global"  # moving a widget recomputes the view without an error
     assert "depgraph:" not in str(box.children[3].outputs)
+
+
+def test_aliases_are_taken_as_the_cli_takes_them():
+    pytest.importorskip("ipywidgets")
+    box = dg.explore(gpu="h100", link="ndr", draw=False)  # h100-sxm and ib-ndr by their aliases
+    link = [c for row in box.children[:2] for c in row.children if c.description == "link"][0]
+    assert link.value == "ib-ndr"
+    with pytest.raises(dg.ConfigError, match=r"h100-sxm \(alias h100\)"):
+        dg.explore(gpu="h101")
