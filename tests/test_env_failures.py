@@ -99,6 +99,7 @@ COMMANDS = {
     "bytes": ["bytes", "qwen3-32b", "--prompt-tokens", "8"],
     "memory": ["memory", "qwen3-32b", "--tp", "2"],
     "ttft": ["ttft", *REQUEST],
+    "frontier": ["frontier", *REQUEST, "--at", "1"],
     "draw": ["draw", *REQUEST, "-o", "g.dot"],
     "trace": ["trace", *REQUEST, "-o", "t.json"],
     "schedule": ["schedule", "g.json"],
