@@ -141,8 +141,9 @@ def test_frontier_peak_events_are_exactly_those_ready(label, S):
                    and (kinds == "all" or d.get("kind") == "decode")]
         ready = [n for n in counted if start[n] <= t < finish[n]]
         assert sorted(map(str, ready)) == sorted(map(str, peak["events"]))
-        mid = (peak["start_s"] + peak["end_s"]) / 2
-        assert len(S.frontier_events(mid, kinds=kinds)) == peak["width"]
+        mid = (peak["start_s"] + peak["end_s"]) / 2  # the same events over the whole interval
+        assert S.frontier_events(mid, kinds=kinds) == peak["events"]
+        assert S.frontier_events(peak["end_s"], kinds=kinds) != peak["events"]
 
 
 def _cli_json(capsys, *argv) -> dict:
@@ -243,3 +244,84 @@ def test_the_functions_refuse_what_is_not_a_schedule():
     for call in (lambda: dg.waits(None), lambda: dg.frontier_peak("S"), lambda: dg.frontier_events(3, 0.0)):
         with pytest.raises(dg.GraphError, match="expected a depgraph Schedule"):
             call()
+
+
+def _two_requests_on_one_link():
+    """Two requests: a 1 s prefill each (own GPUs), two 1 s sends each on one link taken layer by layer
+    (r0 first), a 0.5 s decode after the last send, then the token."""
+    import networkx as nx
+
+    G = nx.DiGraph()
+    for r in (0, 1):
+        G.add_node(f"p{r}", kind="prefill", request=r, layer=0, duration_s=1.0, device=f"prefill-{r}")
+        for layer in (0, 1):
+            G.add_node(f"s{r}L{layer}", kind="send", request=r, layer=layer, component="kv", duration_s=1.0,
+                       resource="link", priority=(layer, r), device="link")
+            G.add_edge(f"p{r}", f"s{r}L{layer}", kind="data")
+        G.add_node(f"d{r}", kind="decode", request=r, layer=1, duration_s=0.5, device="decode")
+        G.add_node(f"t{r}", kind="token", request=r, duration_s=0.0, device="decode")
+        G.add_edge(f"s{r}L1", f"d{r}", kind="data")
+        G.add_edge(f"d{r}", f"t{r}", kind="program")
+    G.graph["resource_rules"] = {"link": "priority"}
+    return G
+
+
+def test_a_hand_made_shared_link_is_split_as_by_hand():
+    S = dg.schedule(_two_requests_on_one_link())
+    assert S.ttft_by_request[1] == 5.5  # s0L0 1-2, s1L0 2-3, s0L1 3-4, s1L1 4-5, d1 5-5.5
+    W = S.waits(request=1).set_index("cause")
+    assert W.loc["prefill_s", "wait_s"] == 1.0
+    assert W.loc["state_kv_s", "wait_s"] == 2.0 and W.loc["state_kv_s", "detail"] == "last layer L01"
+    assert W.loc["link_busy_s", "wait_s"] == 2.0 and W.loc["link_busy_s", "events"] == ["s0L0", "s0L1"]
+    assert W.loc["decode_s", "wait_s"] == 0.5
+    assert W.loc["prefill_busy_s", "wait_s"] == 0.0  # r0's prefill ran on its own GPU, beside r1's
+
+
+def test_a_shared_event_before_the_arrival_is_not_counted():
+    import networkx as nx
+
+    G = nx.DiGraph()
+    G.add_node("arr", kind="wait", operator="arrival", request=1, duration_s=5.0)
+    G.add_node("shared", kind="wait", request=None, duration_s=10.0)
+    G.add_node("d", kind="decode", request=1, duration_s=1.0)
+    G.add_node("t", kind="token", request=1, duration_s=0.0)
+    G.add_edges_from([("arr", "d"), ("shared", "d"), ("d", "t")])
+    waited = wait_seconds(dg.schedule(G), request=1)
+    assert sum(waited.values()) == 6.0 and waited["decode_s"] == 1.0 and waited["other_s"] == 5.0
+
+
+@pytest.mark.parametrize("rule", ["fifo", "layer-round-robin"])
+@pytest.mark.parametrize("prefill", ["parallel", "serial"])
+def test_others_are_never_blamed_for_more_than_they_did(rule, prefill):
+    G = dg.interleaved(MODEL, prompt_tokens=4096, link="25g", requests=3, rule=rule, prefill=prefill)
+    for policy in dg.POLICY_NAMES:
+        S = dg.schedule(G, policy=policy)
+        T = S.table()
+        work = T.groupby(["request", "kind"]).duration_s.sum()
+        for r in range(3):
+            w = wait_seconds(S, request=r)
+            others = {k: sum(v for (q, kk), v in work.items() if kk == k and q != r) for k in ("send", "prefill")}
+            assert w["link_busy_s"] <= others["send"] + TOL_S, (policy, r)
+            assert w["prefill_busy_s"] <= others["prefill"] + TOL_S, (policy, r)
+            assert sum(v for k, v in w.items() if k.startswith("state_")) <= work[(r, "send")] + TOL_S
+            assert w["prefill_s"] <= work[(r, "prefill")] + TOL_S
+
+
+def test_serial_prefill_waits_for_the_others_prefill_by_hand():
+    G = dg.interleaved("qwen3-32b", prompt_tokens=4096, link="25g", requests=3, prefill="serial")
+    S = dg.schedule(G, policy="layer")
+    one_s = sum(d["duration_s"] for _, d in G.nodes(data=True) if d["kind"] == "prefill" and d["request"] == 0)
+    w = wait_seconds(S, request=2)
+    assert w["prefill_busy_s"] == pytest.approx(2 * one_s, abs=TOL_S)
+    assert w["prefill_s"] == pytest.approx(one_s, abs=TOL_S)
+
+
+def test_a_per_layer_handoff_under_load_waits_for_its_own_bytes():
+    R = dg.loadtest("qwen3.6-35b-a3b", num_prompts=30, seed=5, qps=20, prompt_tokens=4096, out_tokens=16,
+                    link="25g", handoff="push", policy="layer")
+    df = R.requests
+    state = df[[c for c in df.columns if c.startswith("wait_state_")]].sum(axis=1)
+    tail = df.handoff_end_s - (df.arrival_s + df.prefill_queue_s + df.prefill_s)  # last byte after the prefill
+    alone = df.link_wait_s == 0
+    assert alone.any() and np.allclose(state[alone], tail[alone], atol=TOL_S)
+    assert np.allclose(df.wait_link_busy_s, df.link_wait_s, atol=TOL_S)  # NIC queueing is link_busy

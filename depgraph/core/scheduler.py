@@ -718,6 +718,8 @@ def check_kinds(kinds: Any) -> tuple[str, ...] | str | None:
     if isinstance(kinds, str):
         return (kinds,)
     if isinstance(kinds, (list, tuple, set, frozenset)) and all(isinstance(k, str) for k in kinds):
+        if "all" in kinds:
+            raise GraphError(f"kinds: 'all' stands alone (kinds='all', every node), not in a list; got {kinds!r}")
         return tuple(kinds)
     raise GraphError(f"kinds: expected node kinds (a string or a list of strings such as ['decode']; 'all' for "
                      f"every node), got {type(kinds).__name__}")
@@ -837,19 +839,19 @@ def frontier_events(S: Schedule, at: float, *, admitted: bool = True, kinds: Any
 
 
 def frontier_peak(S: Schedule, *, admitted: bool = True, kinds: Any = None) -> dict[str, Any]:
-    """Where the ready frontier is widest: ``width`` (the largest width), ``start_s`` and ``end_s``
-    (the first interval it holds for), ``held_s`` (how long it holds in all), ``intervals`` (how many
-    separate intervals) and ``events`` (the events on it over the first interval, in topological
-    order; :func:`frontier_events` at ``start_s``). A frontier that is never wider than 0 has width 0
-    and the interval ``[0, 0)``.
+    """Where the ready frontier is widest: ``width`` (the largest width), ``events`` (the events on it
+    when it first reaches that width, in topological order; :func:`frontier_events` at ``start_s``),
+    ``start_s`` and ``end_s`` (the interval those same events are on it), ``held_s`` (how long the
+    frontier is that wide in all, whichever events) and ``intervals`` (in how many separate stretches).
+    A frontier that is never wider than 0 has width 0 and the interval ``[0, 0)``.
 
     >>> import networkx as nx, depgraph as dg
     >>> G = nx.DiGraph()
     >>> for n, d in (("a", 1.0), ("b", 2.0), ("c", 1.0)): G.add_node(n, duration_s=d)
     >>> G.add_edge("a", "c")
     >>> p = dg.frontier_peak(dg.schedule(G))
-    >>> p["width"], p["start_s"], p["end_s"], p["events"]
-    (2, 0.0, 2.0, ['a', 'b'])
+    >>> p["width"], p["start_s"], p["end_s"], p["events"], p["held_s"]  # at 1 s, "c" takes over from "a"
+    (2, 0.0, 1.0, ['a', 'b'], 2.0)
     """
     times, width = _frontier_steps(S, admitted, kinds)
     top = int(width.max())
@@ -857,14 +859,15 @@ def frontier_peak(S: Schedule, *, admitted: bool = True, kinds: Any = None) -> d
         return {"width": 0, "start_s": 0.0, "end_s": 0.0, "held_s": 0.0, "intervals": 0, "events": []}
     at = width == top
     ends = np.append(times[1:], times[-1])  # a last step at the peak would be open: never, width ends at 0
-    first = int(np.flatnonzero(at)[0])
-    k = first
-    while k + 1 < len(width) and width[k + 1] == top:
-        k += 1
+    first = float(times[int(np.flatnonzero(at)[0])])
+    ready, keep = _frontier_nodes(S, admitted, kinds)
+    # the events stay the same until one of those counted becomes ready or finishes (the width may stay
+    # the same while one event takes over from another: that ends the interval too)
+    changes = np.concatenate((ready[keep & (ready > first)], S.finish[keep & (S.finish > first)]))
     starts = np.flatnonzero(at & ~np.concatenate(([False], at[:-1])))
-    return {"width": top, "start_s": float(times[first]), "end_s": float(ends[k]),
+    return {"width": top, "start_s": first, "end_s": float(changes.min()),
             "held_s": float((ends[at] - times[at]).sum()), "intervals": int(starts.size),
-            "events": frontier_events(S, float(times[first]), admitted=admitted, kinds=kinds)}
+            "events": frontier_events(S, first, admitted=admitted, kinds=kinds)}
 
 
 def _frontier_steps(S: Schedule, admitted: bool, kinds: tuple[str, ...] | None,

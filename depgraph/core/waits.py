@@ -31,8 +31,8 @@ The causes, named once here (:data:`CAUSES`) and used under the same names by
 ``decode_slot_s``
     no decode slot free (the load test; a graph has no slots).
 ``batch_stall_s``
-    inside the step it joined, the batch stood waiting for this request's
-    state (a batch-scope hook).
+    inside the step it joined, the batch stood waiting for other requests'
+    state (a batch-scope hook); a wait for its own state is ``state_*``.
 ``decode_busy_s``
     the decode GPU busy with other requests' decode work.
 ``decode_s``
@@ -41,20 +41,25 @@ The causes, named once here (:data:`CAUSES`) and used under the same names by
 ``other_s``
     explicit waits and idle gaps (zero in the built-in workloads).
 
-How the split is made. The walk starts at the request's ``token`` node and
-goes back along the critical path (each node's predecessor that finished
-last), charging each node's run time to its cause. Where the predecessor
-that held a node back is *another* request's event (a batch step, another
-request's send on the link, another request's prefill), that event is blamed
-only for the delay it caused: over the chain of the request's own nodes just
-walked (each started when its predecessor finished), the smallest slack
-between a node's start and the latest of its own inputs is how much earlier
-the chain could have run had the other event not been there. That slack is
-charged to the other event's cause, and the walk goes on from the own input
-that bound that node. Own nodes of that chain before it ran while the request
-waited, so they are not charged. Inside a step the request joined
-(``batched`` nodes), the time the step stood between two of its operators
-waiting for this request's state is charged to ``batch_stall_s``.
+How the split is made. First the request alone: its own events and the
+edges between them, its turns on each shared resource (a link) kept in the
+order they ran, scheduled as soon as possible. Walking back from its token
+along that schedule's critical path charges each own event's run time to its
+cause: this is the time the request needs by itself (prefill, state per
+component, hops, decode). What the other requests added is the rest of the
+TTFT, the token's finish less its finish alone. It is found walking back
+from the token over the request's own events in the real schedule: where an
+event started later than both its own inputs' finish and its start alone,
+the difference arose there, and it is charged to the cause of the other
+request's event that held it up (a send: ``link_busy_s``, or
+``batch_stall_s`` for an operator of a step it joined; a prefill:
+``prefill_busy_s``; a running batch's step: ``step_boundary_s``; other
+decode work: ``decode_busy_s``), at most what is left to explain; the walk
+goes on through the own input that finished last. So delay is charged where
+it arose, nearest the first token first, and the causes are never more than
+the others' events could account for: ``link_busy_s`` is at most the other
+requests' time on the link (``tests/test_waits.py`` checks this bound on
+every interleaved and trace schedule).
 
 A request's arrival is the finish of its ``wait`` node with operator
 ``arrival`` (0 without one); the causes sum to the token's finish less it.
@@ -91,7 +96,7 @@ CAUSES: dict[str, str] = {
     "setup_s": "the handoff's set-up work: a pull's posting on the decode loop or its thread (the load test)",
     "step_boundary_s": "ready, but the running batch's step had not ended (admission at a step boundary)",
     "decode_slot_s": "no decode slot free",
-    "batch_stall_s": "inside the step it joined, the batch stood waiting for this request's state (batch scope)",
+    "batch_stall_s": "inside the step it joined, the batch stood waiting for other requests' state (batch scope)",
     "decode_busy_s": "the decode GPU busy with other requests' decode work",
     "decode_s": "decode compute itself (its operators and all-reduces) up to the first token",
     "other_s": "explicit waits and idle gaps",
@@ -187,98 +192,118 @@ def _request_positions(S, request: Any) -> tuple[Any, int, float]:
     return request, tokens[request], arrival
 
 
-def _segments(S, request: Any) -> tuple[list[tuple[str, float, float, int]], float, float]:
-    """The walk (see the module docstring): ``(cause, t0, t1, node position)`` pieces that tile
-    ``[arrival, token finish]``, the arrival and the token's finish."""
+def _attribution(S, request: Any) -> tuple[list[tuple[str, float, list[int], Any, float]], float, float]:
+    """The split (see the module docstring): ``(cause, seconds, node positions, layer, when)`` pieces
+    whose seconds sum to the token's finish less the arrival, the arrival and the token's finish.
+
+    First the request alone: its own events and the edges between them, with its uses of each shared
+    resource kept in their order, scheduled as soon as possible; the path back from its token charges
+    each own event's run time to its cause. Then the delay the others added, ``I`` (the token's finish
+    less its finish alone), walked back from the token over its own events: at each, the delay that
+    another request's event added there (its start less the later of its own inputs' finish and its
+    start alone) is charged to that event's cause, at most what is left of ``I``; the walk goes on
+    through the own input that finished last."""
     request, tok, arrival = _request_positions(S, request)
     cg = S.compiled
     kind, req, comp = cg.column("kind"), cg.column("request"), cg.column("component")
-    oper, dev = cg.column("operator"), cg.column("device")
-    batched = cg.column("batched")
+    oper, dev, layer = cg.column("operator"), cg.column("device"), cg.column("layer")
+    resource, batched = cg.column("resource"), cg.column("batched")
     start, finish, dur, via = S.start, S.finish, cg.duration_s, S.via
     indptr, indices = cg.pred_indptr, cg.pred_indices
+    own = np.fromiter(((r is None) if request is None else (r is not None and r == request)
+                       for r in req.tolist()), dtype=bool, count=cg.num_nodes)
 
-    def own(i: int) -> bool:
-        r = req[i]
-        return r is None or r == request
+    # the request alone: its own edges, and its turns on each shared resource in the order they ran
+    chain: dict[int, int] = {}
+    turns: dict[Any, list[int]] = {}
+    for i in np.flatnonzero(own[:tok + 1]).tolist():
+        r = resource[i]
+        if r is not None:
+            try:
+                turns.setdefault(r, []).append(i)
+            except TypeError:  # an unhashable resource name: its turns are left unchained
+                pass
+    for users in turns.values():
+        users.sort(key=lambda i: (float(start[i]), float(finish[i]), i))
+        for u, w in zip(users, users[1:]):
+            chain[w] = u
+
+    def alone_preds(i: int) -> list[int]:
+        out = [q for q in indices[indptr[i]:indptr[i + 1]].tolist() if own[q]]
+        if i in chain and chain[i] not in out:
+            out.append(chain[i])
+        return out
+
+    start_a = np.zeros(tok + 1)
+    finish_a = np.zeros(tok + 1)
+    via_a = np.full(tok + 1, -1, dtype=np.int64)
+    for i in np.flatnonzero(own[:tok + 1]).tolist():  # positions are a topological order
+        best, which = 0.0, -1
+        for q in alone_preds(i):
+            f = float(finish_a[q])
+            if f > best or (f == best and which >= 0 and q < which):
+                best, which = f, q
+        start_a[i], via_a[i] = best, which
+        finish_a[i] = best + float(dur[i])
 
     def is_arrival(i: int) -> bool:
-        return kind[i] == "wait" and oper[i] == "arrival" and own(i)
+        return kind[i] == "wait" and oper[i] == "arrival" and own[i]
 
-    def own_ready(i: int, skip: int) -> tuple[float, int]:
-        """The latest finish among ``i``'s own inputs other than ``skip`` (the arrival if none), and which."""
-        best, which = arrival, -1
-        for q in indices[indptr[i]:indptr[i + 1]].tolist():
-            if q != skip and own(q) and float(finish[q]) > best:
-                best, which = float(finish[q]), q
-        return best, which
-
-    pieces: list[tuple[str, float, float, int]] = []
-    stalls: list[tuple[float, float, int]] = []
-    run: list[int] = []  # own nodes walked since the last jump, latest first, each started as the next finished
+    pieces: list[tuple[str, float, list[int], Any, float]] = []
     v = tok
-    while True:
-        s_v = float(start[v])
-        if dur[v] > 0:
-            pieces.append((_own_cause(kind[v], comp[v], dev[v]), s_v, float(finish[v]), v))
-        run.append(v)
-        p = int(via[v])
-        if p < 0 or is_arrival(p):
-            if s_v > arrival:  # a source that started late (an explicit release), or a gap after the arrival
-                pieces.append(("other_s", arrival, s_v, v))
+    while v >= 0 and not is_arrival(v):  # the request alone, back from its token
+        run = float(finish_a[v]) - max(float(start_a[v]), arrival)
+        if run > 0:
+            pieces.append((_own_cause(kind[v], comp[v], dev[v]), run, [v], layer[v], float(finish_a[v])))
+        if float(start_a[v]) <= arrival:
             break
-        gap = s_v - float(finish[p])
-        if gap > 0:  # not in an as-soon-as-possible schedule; kept so the pieces still tile
-            pieces.append(("other_s", float(finish[p]), s_v, v))
-        if own(p):
-            if batched[v] and not batched[p]:  # an operator of the joined step held up by our own input
-                prev = [q for q in indices[indptr[v]:indptr[v + 1]].tolist() if batched[q]]
-                if prev:
-                    f_prev = max(float(finish[q]) for q in prev)
-                    if f_prev < s_v:
-                        stalls.append((f_prev, s_v, v))
-            v = p
-            continue
-        # another request's event held v up: blame it for the run's smallest slack against its own inputs
-        best_k, best_slack, best_q, best_t = len(run) - 1, None, -1, arrival
-        for k in range(len(run) - 1, -1, -1):  # from v (nearest the blocker) to the token; ties keep the nearest
-            u = run[k]
-            t, q = own_ready(u, run[k + 1] if k + 1 < len(run) else p)
-            slack = float(start[u]) - t
-            if best_slack is None or slack < best_slack:
-                best_k, best_slack, best_q, best_t = k, slack, q, t
-        u = run[best_k]
-        dropped = set(run[best_k + 1:])
-        pieces = [piece for piece in pieces if piece[3] not in dropped]
-        if best_slack > 0:
-            pieces.append((_other_cause(kind[p], oper[p], dev[p]), best_t, float(start[u]), p))
-        run = []
-        if best_q < 0 or is_arrival(best_q):
+        v = int(via_a[v])
+
+    left = float(finish[tok]) - float(finish_a[tok])  # the delay the others added
+    tol = 1e-12 * max(1.0, float(finish[tok]))
+    v = tok
+    while left > tol:
+        preds = alone_preds(v)
+        ready = max((float(finish[q]) for q in preds), default=arrival)
+        added = float(start[v]) - max(ready, float(start_a[v]))
+        if added > 0:
+            others = [q for q in indices[indptr[v]:indptr[v + 1]].tolist() if not own[q]]
+            x = max(others, key=lambda q: (float(finish[q]), -q)) if others else -1
+            take = min(added, left)
+            left -= take
+            pieces.append((_blame(x, v, kind, oper, dev, batched, dur, via, own),
+                           take, _blocking(x, ready, finish, via, own), None, float(start[v])))
+        if left <= tol or not preds:
             break
-        v = best_q
-    token_finish = float(finish[tok])
-    if stalls:
-        pieces = _relabel(pieces, stalls)
-    return pieces, arrival, token_finish
+        v = max(preds, key=lambda q: (float(finish[q]), -q))
+        if is_arrival(v):
+            break
+    if left > tol:  # not reached in an as-soon-as-possible schedule; kept so the causes still sum
+        pieces.append(("other_s", left, [], None, float(finish[tok])))
+    return pieces, arrival, float(finish[tok])
 
 
-def _relabel(pieces: list, stalls: list) -> list:
-    """``pieces`` with the parts that fall in a stall interval charged to ``batch_stall_s``."""
+def _blame(x: int, v: int, kind, oper, dev, batched, dur, via, own) -> str:
+    """The cause of another request's event ``x`` holding up own event ``v`` (-1: none, an idle gap);
+    a zero-duration event (an arrival, a barrier) stands for the event it waited on."""
+    while x >= 0 and dur[x] == 0 and via[x] >= 0 and not own[via[x]]:
+        x = int(via[x])
+    if x < 0:
+        return "other_s"
+    k = kind[x]
+    if k in ("send", "arrive"):
+        return "batch_stall_s" if batched[v] else "link_busy_s"
+    return _other_cause(k, oper[x], dev[x])
+
+
+def _blocking(x: int, since: float, finish, via, own) -> list[int]:
+    """The other requests' events that held the chain up: ``x`` and, back along the critical path, the
+    other events before it that finished after ``since`` (their turns ahead of ours)."""
     out = []
-    for cause, t0, t1, i in pieces:
-        cuts = [(max(t0, a), min(t1, b), j) for a, b, j in stalls if min(t1, b) > max(t0, a)]
-        if not cuts:
-            out.append((cause, t0, t1, i))
-            continue
-        t = t0
-        for a, b, j in sorted(cuts):
-            if a > t:
-                out.append((cause, t, a, i))
-            out.append(("batch_stall_s", a, b, j))
-            t = b
-        if t1 > t:
-            out.append((cause, t, t1, i))
-    return out
+    while x >= 0 and not own[x] and float(finish[x]) > since:
+        out.append(x)
+        x = int(via[x])
+    return out[::-1]
 
 
 def _state_causes(S) -> list[str]:
@@ -298,10 +323,10 @@ def wait_seconds(S, *, request: Any = None) -> dict[str, float]:
     """Seconds by cause (every cause of :data:`CAUSES` the graph can have, zeros included), summing to
     the request's TTFT from its arrival; see :func:`waits`."""
     _check_schedule(S)
-    pieces, _, _ = _segments(S, request)
+    pieces, _, _ = _attribution(S, request)
     out = dict.fromkeys(_all_causes(S), 0.0)
-    for cause, t0, t1, _ in sorted(pieces, key=lambda p: (p[1], p[2])):
-        out[cause] = out.get(cause, 0.0) + (t1 - t0)
+    for cause, seconds, *_ in pieces:
+        out[cause] = out.get(cause, 0.0) + seconds
     return out
 
 
@@ -316,21 +341,21 @@ def waits(S, *, request: Any = None) -> pd.DataFrame:
     module docstring for how the split is made.
     """
     _check_schedule(S)
-    pieces, arrival, end = _segments(S, request)
+    pieces, arrival, end = _attribution(S, request)
     cg = S.compiled
-    layers = cg.column("layer")
     causes = _all_causes(S)
     seconds = dict.fromkeys(causes, 0.0)
     events: dict[str, list[Hashable]] = {c: [] for c in causes}
     last: dict[str, tuple[float, Any]] = {}
-    for cause, t0, t1, i in sorted(pieces, key=lambda p: (p[1], p[2])):
-        seconds[cause] = seconds.get(cause, 0.0) + (t1 - t0)
-        node = cg.node(i)
+    for cause, value, nodes, layer, when in pieces:
+        seconds[cause] = seconds.get(cause, 0.0) + value
         lst = events.setdefault(cause, [])
-        if node not in lst:
-            lst.append(node)
-        if cause.startswith("state_") and (cause not in last or t1 >= last[cause][0]):
-            last[cause] = (t1, layers[i])
+        for i in nodes:
+            node = cg.node(i)
+            if node not in lst:
+                lst.append(node)
+        if cause.startswith("state_") and (cause not in last or when >= last[cause][0]):
+            last[cause] = (when, layer)
     total = end - arrival
     from .graph import layer_tag
 
@@ -338,5 +363,5 @@ def waits(S, *, request: Any = None) -> pd.DataFrame:
     for cause, value in seconds.items():
         detail = f"last layer {layer_tag(last[cause][1])}" if cause in last and last[cause][1] is not None else ""
         rows.append({"cause": cause, "wait_s": value, "share": value / total if total > 0 else 0.0,
-                     "events": events.get(cause, []), "detail": detail})
+                     "events": sorted(events.get(cause, []), key=cg.index.get), "detail": detail})
     return pd.DataFrame(rows, columns=["cause", "wait_s", "share", "events", "detail"])

@@ -420,11 +420,16 @@ def draw(
         if schedule is None and not summary:
             raise ConfigError("frontier_at: the frontier is a schedule's; pass schedule= (or draw a summary made "
                               "with summarise_graph(..., frontier_at=))")
+        everywhere = None
         if schedule is not None:
-            on_frontier |= set(schedule.frontier_events(frontier_at)) & set(G.nodes)
+            ready = schedule.frontier_events(frontier_at)
+            on_frontier |= set(ready) & set(G.nodes)
+            everywhere = len(ready)
         held = sum(int(G.nodes[n].get("frontier") or 1) for n in on_frontier)
-        note += (f"; frontier at {frontier_at * 1e3:.3f} ms: {held} decode operators ready"
-                 + (f" in {len(on_frontier)} boxes" if summary else "") + " (purple double outline)")
+        note += (f"; frontier at {frontier_at * 1e3:.3f} ms: {everywhere if everywhere is not None else held} "
+                 "decode operators ready" + (f" in {len(on_frontier)} boxes" if summary else "")
+                 + (f", {held} of them drawn" if everywhere is not None and everywhere != held else "")
+                 + " (purple double outline)")
     names = _graphviz_names(G)
     dot = Digraph(name="depgraph")
     dot.attr("graph", rankdir=rankdir, newrank="true", nodesep="0.15", ranksep="0.3", fontname="Helvetica",
@@ -852,8 +857,9 @@ def plot_frontier(S: Any, *, ax: Any = None, kinds: tuple[str, ...] | None = Non
     ax
         A matplotlib ``Axes``; by default a new headless figure.
     kinds
-        Count only nodes of these kinds (e.g. ``("decode",)``); see
-        :func:`~depgraph.core.scheduler.frontier`.
+        Which nodes count, as :func:`~depgraph.core.scheduler.frontier` takes
+        it: by default the decode operators, ``"all"`` for every event, or a
+        list of kinds. The title says which.
     unit
         Time axis unit: ``"s"``, ``"ms"`` or ``"us"``.
 
@@ -874,11 +880,11 @@ def plot_frontier(S: Any, *, ax: Any = None, kinds: tuple[str, ...] | None = Non
     """
     from matplotlib.ticker import MaxNLocator
 
-    from ..core.scheduler import check_kinds, check_schedule
+    from ..core.scheduler import check_schedule, frontier_kinds
 
     check_schedule(S, "plot_frontier")
     unit = one_of("unit", unit, AXIS_UNITS)
-    kinds = check_kinds(kinds)  # the frontier's own rule
+    kinds = frontier_kinds(S, kinds)  # the frontier's own rule: decode operators by default, None for every node
     scale = TIME_SCALES[unit]
     fig, ax = _axes(ax, (10.0, 3.2))
     styles = ((True, "as the policy admits", "#1f77b4", "-"),
@@ -892,7 +898,8 @@ def plot_frontier(S: Any, *, ax: Any = None, kinds: tuple[str, ...] | None = Non
     ax.set_ylabel("ready nodes")
     ax.set_ylim(bottom=0)
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-    what = "all nodes" if kinds is None else ", ".join(kinds) + " nodes"
+    what = ("every event" if kinds is None else "decode operators" if tuple(kinds) == ("decode",)
+            else ", ".join(kinds) + " events")
     setting = setting_line(S.graph.graph)
     ax.set_title(f"ready frontier ({what}){'' if S.policy is None else ', policy ' + S.policy}"
                  + (f"\n{setting}" if setting else ""), fontsize=10)

@@ -297,6 +297,18 @@ class _Colocated:
             self.kernel.push(end, "step", k)
 
 
+def _colocated_waits(reqs: list) -> dict[str, list[float]]:
+    """What each request of a colocated run waited on (docs/waits.md): queued until a step first took
+    its prompt (``wait_prefill_busy_s``: the GPU busy with others' work), then its prompt's steps,
+    shared with the running batch, to its first token (``wait_prefill_s``); every other cause zero."""
+    from ..core.waits import CAUSES
+
+    out = {f"wait_{c}": [0.0] * len(reqs) for c in CAUSES if c != "state_<component>_s"}
+    out["wait_prefill_busy_s"] = [r.prefill_start - r.arrival for r in reqs]
+    out["wait_prefill_s"] = [r.first_token - r.prefill_start for r in reqs]
+    return out
+
+
 def simulate_colocated(model: ModelSpec, cost: CostModel, table: pd.DataFrame, *, tp: int, servers: int,
                        config: EngineConfig, overhead_s: float, collectives: bool) -> ColocatedRun:
     """Run ``table`` (``arrival_s``, ``prompt_tokens``, ``output_tokens``) on ``servers`` colocated
@@ -336,8 +348,7 @@ def simulate_colocated(model: ModelSpec, cost: CostModel, table: pd.DataFrame, *
         "preemptions": [r.preemptions for r in reqs],
         # what it waited on (depgraph.core.waits.CAUSES): queued until a step first took its prompt (the GPU
         # busy with others' work), then its prompt's steps, shared with the running batch, to its first token
-        "wait_prefill_busy_s": [r.prefill_start - r.arrival for r in reqs],
-        "wait_prefill_s": [r.first_token - r.prefill_start for r in reqs],
+        **_colocated_waits(reqs),
     }
     steps = [(s.k, j, *row) for s in srv for j, row in enumerate(s.steps)]
     step_df = pd.DataFrame(steps, columns=["server", "step", "start_s", "end_s", "duration_s", "tokens", "running",

@@ -141,9 +141,11 @@ def _wait_row(sim: Any, r: Any, parts: dict[str, float], decode_start: float, it
     ``pull-thread``, for the thread: ``setup``), the posting work (``setup``), then the transfer: the
     time other requests' messages held its NICs (``link_busy``, a per-layer handoff's) and its own
     bytes, split over the components by their bytes (``state_<component>``). The span from when it
-    could join a step to its first token: the wait for the step it joined to start (``step_boundary``),
-    the other requests' posting at that step's start (``decode_busy``), the time that step stood for
-    other requests' state (``batch_stall``, a batch-scope hook), and the step itself (``decode``)."""
+    could join a step to its first token: first, for a per-layer handoff whose last byte came later,
+    the wait for its own bytes (the NIC queueing left over, then ``state_<component>``); then the wait
+    for the step it joined to start (``step_boundary``), the other requests' posting at that step's
+    start (``decode_busy``), the time that step stood for other requests' state (``batch_stall``, a
+    batch-scope hook), and the step itself (``decode``)."""
     from ..core.waits import state_cause
 
     out = {"wait_prefill_busy_s": parts["prefill_queue_s"], "wait_prefill_s": parts["prefill_s"],
@@ -162,18 +164,44 @@ def _wait_row(sim: Any, r: Any, parts: dict[str, float], decode_start: float, it
         before = r.posting_start - (r.prefill_end + relay) - (parts["slot_wait_s"] if sim.reserved else 0.0)
         take("wait_setup_s" if sim.handoff == "pull-thread" else "wait_step_boundary_s", before)
         take("wait_setup_s", r.posting_end - r.posting_start)
-    if r.gated is not None:
-        take("wait_link_busy_s", r.gated.link_wait_s)
+    g = r.gated
+    queued = g.link_wait_s if g is not None else 0.0  # a per-layer handoff's NIC queueing, still to place
+    before = left
+    take("wait_link_busy_s", queued)
+    queued -= before - left
     state = left
+    # a per-layer handoff may let it join a step (or start on its own) before its last byte is in: from
+    # there, the wait for its own bytes comes first (the NIC queueing left, then its bytes), then the rest
+    left = r.first_token - decode_start
+    if g is not None and g.end_s > decode_start:
+        before = left
+        take("wait_link_busy_s", min(queued, g.end_s - decode_start))
+        state += min(g.end_s - decode_start, before) - (before - left)
+        left = max(0.0, before - min(g.end_s - decode_start, before))
+        since = g.end_s
+    else:
+        since = decode_start
     for c, share in _component_shares(sim, r.prompt).items():
         out[f"wait_{state_cause(c)}"] = state * share
-    decode = r.first_token - decode_start
-    left = decode
     if iteration is not None and not r.async_first:
-        take("wait_step_boundary_s", iteration["start_s"] - decode_start)
-        take("wait_decode_busy_s", iteration["posting_s"])
+        take("wait_step_boundary_s", iteration["start_s"] - since)
+        take("wait_decode_busy_s", iteration["posting_s"] - max(0.0, since - iteration["start_s"]))
         take("wait_batch_stall_s", iteration.get("stall_s", 0.0))
     out["wait_decode_s"] = left
+    return _in_cause_order(out)
+
+
+def _in_cause_order(waits: dict[str, float]) -> dict[str, float]:
+    """``waits`` with every cause of :data:`depgraph.core.waits.CAUSES` (zeros included, the state
+    components where the state row stands), in that order: every run's table has the same columns."""
+    from ..core.waits import CAUSES
+
+    out: dict[str, float] = {}
+    for cause in CAUSES:
+        if cause == "state_<component>_s":
+            out.update((k, v) for k, v in waits.items() if k.startswith("wait_state_"))
+        else:
+            out[f"wait_{cause}"] = waits.get(f"wait_{cause}", 0.0)
     return out
 
 
