@@ -237,7 +237,8 @@ def _expected_breakdown(args, point, expected_ttft_s: float) -> dict:
             waited[key] = waited.get(key, 0.0) + v / _PHASES
     remainder = expected_ttft_s - acc.pop("total_s")
     acc["wait_s"] = acc.get("wait_s", 0.0) + remainder
-    waited["step_boundary_s"] = waited.get("step_boundary_s", 0.0) + expected_ttft_s - sum(waited.values())
+    boundary = waited.get("step_boundary_s", 0.0) + expected_ttft_s - sum(waited.values())
+    waited["step_boundary_s"] = 0.0 if -1e-12 < boundary < 0.0 else boundary  # no -3e-17 from rounding
     return {"breakdown_s": acc, "breakdown_quadrature_remainder_s": remainder, "waits": waited}
 
 

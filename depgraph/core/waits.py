@@ -151,7 +151,7 @@ def _other_cause(kind: Any, operator: Any, device: Any) -> str:
 def _check_schedule(S: Any) -> None:
     """Refuse what is not a schedule, as :func:`depgraph.core.scheduler.check_schedule` does (the scheduler
     imports this module for :meth:`~depgraph.Schedule.waits`; this module does not import it back)."""
-    if type(S).__name__ != "Schedule" or not hasattr(S, "compiled"):
+    if not any(c.__name__ == "Schedule" for c in type(S).__mro__) or not hasattr(S, "compiled"):
         raise GraphError(f"S: expected a depgraph Schedule (from depgraph.schedule), got {type(S).__name__}")
 
 
