@@ -290,7 +290,7 @@ def test_a_shared_event_before_the_arrival_is_not_counted():
     assert sum(waited.values()) == 6.0 and waited["decode_s"] == 1.0 and waited["other_s"] == 5.0
 
 
-@pytest.mark.parametrize("rule", ["fifo", "layer-round-robin"])
+@pytest.mark.parametrize("rule", ["fifo", "request-order", "layer-round-robin"])
 @pytest.mark.parametrize("prefill", ["parallel", "serial"])
 def test_others_are_never_blamed_for_more_than_they_did(rule, prefill):
     G = dg.interleaved(MODEL, prompt_tokens=4096, link="25g", requests=3, rule=rule, prefill=prefill)
@@ -325,3 +325,61 @@ def test_a_per_layer_handoff_under_load_waits_for_its_own_bytes():
     alone = df.link_wait_s == 0
     assert alone.any() and np.allclose(state[alone], tail[alone], atol=TOL_S)
     assert np.allclose(df.wait_link_busy_s, df.link_wait_s, atol=TOL_S)  # NIC queueing is link_busy
+
+
+def test_others_are_never_blamed_for_more_than_they_did_on_a_trace():
+    from depgraph.workloads.trace import batching_trace
+
+    S = dg.schedule(batching_trace("qwen3-32b", requests=4, prompt_tokens=2048, link="25g", interarrival_s=0.0,
+                                   prefill_workers=1))
+    T = S.table()
+    work = T.groupby(["request", "kind"]).duration_s.sum()
+    for r in range(4):
+        w = wait_seconds(S, request=r)
+        others = {k: sum(v for (q, kk), v in work.items() if kk == k and q != r) for k in ("send", "prefill")}
+        assert w["link_busy_s"] <= others["send"] + TOL_S and w["prefill_busy_s"] <= others["prefill"] + TOL_S
+        assert w["prefill_s"] <= work[(r, "prefill")] + TOL_S and w["other_s"] == 0.0
+    assert wait_seconds(S, request=1)["prefill_busy_s"] == pytest.approx(work[(0, "prefill")], abs=TOL_S)
+
+
+def test_hand_made_chains_of_other_requests_are_split_by_kind():
+    import networkx as nx
+
+    # r1's prefill follows r0's send on one GPU's program: r0's prefill (1 s) and send (2 s) held it up
+    G = nx.DiGraph()
+    G.add_node("p0", kind="prefill", request=0, duration_s=1.0)
+    G.add_node("s0", kind="send", request=0, component="kv", duration_s=2.0)
+    G.add_node("p1", kind="prefill", request=1, duration_s=0.5)
+    G.add_node("d1", kind="decode", request=1, duration_s=0.5)
+    G.add_node("t1", kind="token", request=1, duration_s=0.0)
+    G.add_edges_from([("p0", "s0"), ("s0", "p1"), ("p1", "d1"), ("d1", "t1")])
+    w = wait_seconds(dg.schedule(G), request=1)
+    assert (w["prefill_busy_s"], w["link_busy_s"], w["prefill_s"], w["decode_s"]) == (1.0, 2.0, 0.5, 0.5)
+    # own work through a shared barrier that takes no time stays the request's own
+    H = nx.DiGraph()
+    H.add_node("p", kind="prefill", request=1, duration_s=2.0)
+    H.add_node("B", kind="barrier", request=None, duration_s=0.0)
+    H.add_node("d", kind="decode", request=1, duration_s=1.0)
+    H.add_node("t", kind="token", request=1, duration_s=0.0)
+    H.add_edges_from([("p", "B"), ("B", "d"), ("d", "t")])
+    w = wait_seconds(dg.schedule(H), request=1)
+    assert (w["prefill_s"], w["decode_s"], w["other_s"]) == (2.0, 1.0, 0.0)
+
+
+@pytest.mark.parametrize("scope", ["request", "batch"])
+def test_load_test_own_bytes_are_state_not_stall(scope):
+    R = dg.loadtest("qwen3.6-35b-a3b", num_prompts=1, qps=1, prompt_tokens=4096, out_tokens=4, link="25g",
+                    handoff="push", policy="layer", hook_scope=scope)
+    row = R.requests.iloc[0]
+    assert row.wait_batch_stall_s == 0.0 and row.wait_step_boundary_s == 0.0 and row.wait_decode_s > 0
+    state = sum(row[c] for c in R.requests.columns if c.startswith("wait_state_"))
+    assert state == pytest.approx(row.handoff_end_s - row.arrival_s - row.prefill_s, abs=TOL_S)
+
+
+def test_load_test_others_recomputes_are_decode_busy():
+    R = dg.loadtest("qwen3.6-35b-a3b", num_prompts=40, seed=5, qps=20, prompt_tokens=4096, link="25g",
+                    deployment="1P1D", handoff="push", policy="layer", kv_pool_bytes=int(6e8), out_tokens=256)
+    df = R.requests
+    assert df.preemptions.sum() > 0
+    assert df.wait_decode_busy_s.max() > 0.02  # a rejoining request's recompute in someone's first step
+    assert df.wait_decode_s.max() < 0.02  # one step's own compute, a few ms

@@ -2,15 +2,16 @@
 
 :func:`waits` answers the headline question for one request of a schedule:
 from the request's arrival to its first token, how many seconds went to each
-cause. The causes tile that interval, so they sum to the TTFT (to rounding).
+cause. The causes sum to the TTFT (to rounding).
 
 The causes, named once here (:data:`CAUSES`) and used under the same names by
 ``depgraph ttft`` and the load test's per-request table:
 
 ``prefill_s``
     the request's own prefill compute not overlapped by anything later on its
-    way to the first token (for compute-then-move all of it; for per-layer
-    streaming all of it but the last layer's hand-off).
+    way to the first token (for compute-then-move all of it; with per-layer
+    streaming the part the transfer does not hide: all of it on a fast link,
+    only the first layers' on a link slower than the prefill).
 ``prefill_busy_s``
     the prefill GPU busy with other requests' prefill (a queue for the server).
 ``state_<component>_s``
@@ -58,8 +59,9 @@ decode work: ``decode_busy_s``), at most what is left to explain; the walk
 goes on through the own input that finished last. So delay is charged where
 it arose, nearest the first token first, and the causes are never more than
 the others' events could account for: ``link_busy_s`` is at most the other
-requests' time on the link (``tests/test_waits.py`` checks this bound on
-every interleaved and trace schedule).
+requests' time on the link (``tests/test_waits.py`` checks this bound for
+every policy, link rule and prefill mode of interleaved requests, and on a
+trace).
 
 A request's arrival is the finish of its ``wait`` node with operator
 ``arrival`` (0 without one); the causes sum to the token's finish less it.
@@ -76,7 +78,7 @@ True
 
 from __future__ import annotations
 
-from typing import Any, Hashable
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -229,10 +231,26 @@ def _attribution(S, request: Any) -> tuple[list[tuple[str, float, list[int], Any
             chain[w] = u
 
     def alone_preds(i: int) -> list[int]:
-        out = [q for q in indices[indptr[i]:indptr[i + 1]].tolist() if own[q]]
+        """``i``'s own inputs: its own predecessors, seen through other requests' (or shared) events that
+        take no time (a barrier joining several requests), and its turn before it on a shared resource."""
+        out: list[int] = []
+        stack = indices[indptr[i]:indptr[i + 1]].tolist()
+        seen: set[int] = set()
+        while stack:
+            q = stack.pop()
+            if q in seen:
+                continue
+            seen.add(q)
+            if own[q]:
+                out.append(q)
+            elif dur[q] == 0:
+                stack.extend(indices[indptr[q]:indptr[q + 1]].tolist())
         if i in chain and chain[i] not in out:
             out.append(chain[i])
-        return out
+        return sorted(out)
+
+    def is_arrival(i: int) -> bool:
+        return kind[i] == "wait" and oper[i] == "arrival" and own[i]
 
     start_a = np.zeros(tok + 1)
     finish_a = np.zeros(tok + 1)
@@ -243,11 +261,10 @@ def _attribution(S, request: Any) -> tuple[list[tuple[str, float, list[int], Any
             f = float(finish_a[q])
             if f > best or (f == best and which >= 0 and q < which):
                 best, which = f, q
+        if is_arrival(i):  # a request arrives when it does (a closed loop's arrival follows another's end)
+            best, which = float(start[i]), -1
         start_a[i], via_a[i] = best, which
         finish_a[i] = best + float(dur[i])
-
-    def is_arrival(i: int) -> bool:
-        return kind[i] == "wait" and oper[i] == "arrival" and own[i]
 
     pieces: list[tuple[str, float, list[int], Any, float]] = []
     v = tok
@@ -271,8 +288,9 @@ def _attribution(S, request: Any) -> tuple[list[tuple[str, float, list[int], Any
             x = max(others, key=lambda q: (float(finish[q]), -q)) if others else -1
             take = min(added, left)
             left -= take
-            pieces.append((_blame(x, v, kind, oper, dev, batched, dur, via, own),
-                           take, _blocking(x, ready, finish, via, own), None, float(start[v])))
+            for cause, seconds, blamed in _blocking(x, v, float(start[v]), float(start[v]) - take, kind, oper, dev,
+                                                     batched, start, finish, via, own):
+                pieces.append((cause, seconds, blamed, None, float(start[v])))
         if left <= tol or not preds:
             break
         v = max(preds, key=lambda q: (float(finish[q]), -q))
@@ -283,27 +301,40 @@ def _attribution(S, request: Any) -> tuple[list[tuple[str, float, list[int], Any
     return pieces, arrival, float(finish[tok])
 
 
-def _blame(x: int, v: int, kind, oper, dev, batched, dur, via, own) -> str:
-    """The cause of another request's event ``x`` holding up own event ``v`` (-1: none, an idle gap);
-    a zero-duration event (an arrival, a barrier) stands for the event it waited on."""
-    while x >= 0 and dur[x] == 0 and via[x] >= 0 and not own[via[x]]:
-        x = int(via[x])
-    if x < 0:
-        return "other_s"
+def _blame(x: int, v: int, kind, oper, dev, batched) -> str:
+    """The cause of another request's event ``x`` (one that takes time) holding up own event ``v``."""
     k = kind[x]
     if k in ("send", "arrive"):
         return "batch_stall_s" if batched[v] else "link_busy_s"
     return _other_cause(k, oper[x], dev[x])
 
 
-def _blocking(x: int, since: float, finish, via, own) -> list[int]:
-    """The other requests' events that held the chain up: ``x`` and, back along the critical path, the
-    other events before it that finished after ``since`` (their turns ahead of ours)."""
-    out = []
-    while x >= 0 and not own[x] and float(finish[x]) > since:
-        out.append(x)
+def _blocking(x: int, v: int, until: float, since: float, kind, oper, dev, batched, start, finish, via, own
+              ) -> list[tuple[str, float, list[int]]]:
+    """The window ``[since, until)`` in which other requests' events held own event ``v`` up, split over
+    the chain of them that ended at ``until`` (``x``, then back along the critical path): each event's
+    part of the window goes to its own cause (another request's prefill that its send waited for is
+    ``prefill_busy_s``, its send ``link_busy_s``), a gap or an event that takes no time to ``other_s``
+    if nothing else covers it. ``(cause, seconds, [the events])`` by cause, in the order met."""
+    out: dict[str, tuple[float, list[int]]] = {}
+    t = until
+    while t > since and x >= 0 and not own[x]:
+        lo = max(float(start[x]), since)
+        if float(finish[x]) < t:  # a gap before this event's end: idle, or waiting on something off the chain
+            gap = t - max(float(finish[x]), since)
+            seconds, blamed = out.get("other_s", (0.0, []))
+            out["other_s"] = (seconds + gap, blamed)
+            t = max(float(finish[x]), since)
+        if t > lo:
+            cause = _blame(x, v, kind, oper, dev, batched)
+            seconds, blamed = out.get(cause, (0.0, []))
+            out[cause] = (seconds + (t - lo), blamed + [x])
+            t = lo
         x = int(via[x])
-    return out[::-1]
+    if t > since:  # the chain ran back into the request's own events, or a source: unexplained
+        seconds, blamed = out.get("other_s", (0.0, []))
+        out["other_s"] = (seconds + (t - since), blamed)
+    return [(cause, seconds, blamed[::-1]) for cause, (seconds, blamed) in out.items()]
 
 
 def _state_causes(S) -> list[str]:
@@ -345,15 +376,11 @@ def waits(S, *, request: Any = None) -> pd.DataFrame:
     cg = S.compiled
     causes = _all_causes(S)
     seconds = dict.fromkeys(causes, 0.0)
-    events: dict[str, list[Hashable]] = {c: [] for c in causes}
+    events: dict[str, set[int]] = {c: set() for c in causes}
     last: dict[str, tuple[float, Any]] = {}
     for cause, value, nodes, layer, when in pieces:
         seconds[cause] = seconds.get(cause, 0.0) + value
-        lst = events.setdefault(cause, [])
-        for i in nodes:
-            node = cg.node(i)
-            if node not in lst:
-                lst.append(node)
+        events.setdefault(cause, set()).update(nodes)
         if cause.startswith("state_") and (cause not in last or when >= last[cause][0]):
             last[cause] = (when, layer)
     total = end - arrival
@@ -363,5 +390,5 @@ def waits(S, *, request: Any = None) -> pd.DataFrame:
     for cause, value in seconds.items():
         detail = f"last layer {layer_tag(last[cause][1])}" if cause in last and last[cause][1] is not None else ""
         rows.append({"cause": cause, "wait_s": value, "share": value / total if total > 0 else 0.0,
-                     "events": sorted(events.get(cause, []), key=cg.index.get), "detail": detail})
+                     "events": [cg.node(i) for i in sorted(events.get(cause, ()))], "detail": detail})
     return pd.DataFrame(rows, columns=["cause", "wait_s", "share", "events", "detail"])

@@ -341,6 +341,8 @@ class DecodeServer:
               "end_s": end, "running": batch, "joined": joining, "posted": posting, "server": self.k}
         if stall:
             it["stall_s"] = stall
+        if recompute:  # preempted requests' tokens recomputed in this step (the waits charge them to others)
+            it["recompute_s"] = recompute
         if self.woken_at == start:  # a wake-up timer started it (the realised graph's timer)
             it["wake_s"] = start
             self.woken_at = -1.0

@@ -141,11 +141,13 @@ def _wait_row(sim: Any, r: Any, parts: dict[str, float], decode_start: float, it
     ``pull-thread``, for the thread: ``setup``), the posting work (``setup``), then the transfer: the
     time other requests' messages held its NICs (``link_busy``, a per-layer handoff's) and its own
     bytes, split over the components by their bytes (``state_<component>``). The span from when it
-    could join a step to its first token: first, for a per-layer handoff whose last byte came later,
-    the wait for its own bytes (the NIC queueing left over, then ``state_<component>``); then the wait
-    for the step it joined to start (``step_boundary``), the other requests' posting at that step's
-    start (``decode_busy``), the time that step stood for other requests' state (``batch_stall``, a
-    batch-scope hook), and the step itself (``decode``)."""
+    could join a step (``decode_start``) to its first token, as the graphs split it: first what it would
+    have taken alone, its step's own compute (``decode``: the step less other requests' recomputes) or,
+    where its bytes bind (a per-layer handoff lets it join before its last byte is in), the compute
+    after the layer that bound it, with the rest its own bytes (the NIC queueing left over, then
+    ``state_<component>``); then what the others added: the wait for the step it joined to start
+    (``step_boundary``), the other requests' posting at that step's start and their recomputes in it
+    (``decode_busy``), and the step standing for their state (``batch_stall``, a batch-scope hook)."""
     from ..core.waits import state_cause
 
     out = {"wait_prefill_busy_s": parts["prefill_queue_s"], "wait_prefill_s": parts["prefill_s"],
@@ -170,24 +172,38 @@ def _wait_row(sim: Any, r: Any, parts: dict[str, float], decode_start: float, it
     take("wait_link_busy_s", queued)
     queued -= before - left
     state = left
-    # a per-layer handoff may let it join a step (or start on its own) before its last byte is in: from
-    # there, the wait for its own bytes comes first (the NIC queueing left, then its bytes), then the rest
-    left = r.first_token - decode_start
-    if g is not None and g.end_s > decode_start:
-        before = left
-        take("wait_link_busy_s", min(queued, g.end_s - decode_start))
-        state += min(g.end_s - decode_start, before) - (before - left)
-        left = max(0.0, before - min(g.end_s - decode_start, before))
-        since = g.end_s
+    # from when it could join a step (decode_start) to its first token: what it would have taken alone
+    # (its step's own compute, or its own bytes' arrival if later: a per-layer handoff may let it join
+    # before its last byte is in), then what the others added (the loop's step boundary, their posting
+    # and recomputes in its step, and a batch-scope stall for their state)
+    first = r.first_token
+    if iteration is None or r.async_first:  # its first token made on its own: its bytes, then its compute
+        compute = first - max(decode_start, g.end_s if g is not None else decode_start)
+        own_end = first
     else:
-        since = decode_start
+        extra = iteration["posting_s"] + iteration.get("recompute_s", 0.0)
+        compute = iteration["step_s"] - iteration.get("recompute_s", 0.0)
+        bound = g.bound_s(compute, sim.predict.step_overhead_s) if g is not None else -math.inf
+        own_end = min(first, max(decode_start + compute, bound))
+        if bound > decode_start + compute and g.chain_s > 0:  # its bytes bind: its compute after the gate
+            k = (compute - sim.predict.step_overhead_s) / g.chain_s  # that bound it is what decode waits
+            j = int(np.argmax(g.arrival_s + g.tail_s * k))
+            compute = float(g.tail_s[j] * k)
+    left = own_end - decode_start
+    wait_bytes = max(0.0, left - max(compute, 0.0))
+    before = left
+    take("wait_link_busy_s", min(queued, wait_bytes))
+    state += wait_bytes - (before - left)
+    left -= wait_bytes - (before - left)
     for c, share in _component_shares(sim, r.prompt).items():
         out[f"wait_{state_cause(c)}"] = state * share
+    out["wait_decode_s"] = left  # its own compute
+    left = first - own_end  # what the others added
     if iteration is not None and not r.async_first:
-        take("wait_step_boundary_s", iteration["start_s"] - since)
-        take("wait_decode_busy_s", iteration["posting_s"] - max(0.0, since - iteration["start_s"]))
-        take("wait_batch_stall_s", iteration.get("stall_s", 0.0))
-    out["wait_decode_s"] = left
+        take("wait_step_boundary_s", iteration["start_s"] - decode_start)
+        take("wait_decode_busy_s", extra)
+        take("wait_batch_stall_s", left)
+    out["wait_other_s"] = out.get("wait_other_s", 0.0) + left
     return _in_cause_order(out)
 
 
