@@ -316,25 +316,25 @@ def _blocking(x: int, v: int, until: float, since: float, kind, oper, dev, batch
     part of the window goes to its own cause (another request's prefill that its send waited for is
     ``prefill_busy_s``, its send ``link_busy_s``), a gap or an event that takes no time to ``other_s``
     if nothing else covers it. ``(cause, seconds, [the events])`` by cause, in the order met."""
-    out: dict[str, tuple[float, list[int]]] = {}
+    seconds: dict[str, float] = {}
+    blamed: dict[str, list[int]] = {}
     t = until
     while t > since and x >= 0 and not own[x]:
         lo = max(float(start[x]), since)
         if float(finish[x]) < t:  # a gap before this event's end: idle, or waiting on something off the chain
-            gap = t - max(float(finish[x]), since)
-            seconds, blamed = out.get("other_s", (0.0, []))
-            out["other_s"] = (seconds + gap, blamed)
+            seconds["other_s"] = seconds.get("other_s", 0.0) + t - max(float(finish[x]), since)
+            blamed.setdefault("other_s", [])
             t = max(float(finish[x]), since)
         if t > lo:
             cause = _blame(x, v, kind, oper, dev, batched)
-            seconds, blamed = out.get(cause, (0.0, []))
-            out[cause] = (seconds + (t - lo), blamed + [x])
+            seconds[cause] = seconds.get(cause, 0.0) + (t - lo)
+            blamed.setdefault(cause, []).append(x)
             t = lo
         x = int(via[x])
     if t > since:  # the chain ran back into the request's own events, or a source: unexplained
-        seconds, blamed = out.get("other_s", (0.0, []))
-        out["other_s"] = (seconds + (t - since), blamed)
-    return [(cause, seconds, blamed[::-1]) for cause, (seconds, blamed) in out.items()]
+        seconds["other_s"] = seconds.get("other_s", 0.0) + (t - since)
+        blamed.setdefault("other_s", [])
+    return [(cause, seconds[cause], blamed[cause][::-1]) for cause in seconds]
 
 
 def _state_causes(S) -> list[str]:
