@@ -383,3 +383,16 @@ def test_load_test_others_recomputes_are_decode_busy():
     assert df.preemptions.sum() > 0
     assert df.wait_decode_busy_s.max() > 0.02  # a rejoining request's recompute in someone's first step
     assert df.wait_decode_s.max() < 0.02  # one step's own compute, a few ms
+
+
+def test_plot_frontier_counts_what_its_title_says():
+    from depgraph.io.draw import plot_frontier
+
+    S = dg.schedule(dg.single_request(MODEL, prompt_tokens=1024, link="25g"), policy="global")
+    for kinds, words in ((None, "decode operators"), ("all", "every event"), (["send"], "send events")):
+        fig = plot_frontier(S, kinds=kinds)
+        ax = fig.axes[0]
+        assert f"ready frontier ({words})" in ax.get_title()
+        line = ax.get_lines()[0].get_ydata()
+        assert max(line) == S.frontier(kinds=kinds)["width"].max()
+    assert S.frontier(kinds="all")["width"].max() > S.frontier()["width"].max()

@@ -890,7 +890,7 @@ def plot_frontier(S: Any, *, ax: Any = None, kinds: tuple[str, ...] | None = Non
     styles = ((True, "as the policy admits", "#1f77b4", "-"),
               (False, "as data dependencies allow", "#7f7f7f", "--"))
     for admitted, label, color, ls in styles:
-        f = S.frontier(admitted=admitted, kinds=kinds)
+        f = S.frontier(admitted=admitted, kinds="all" if kinds is None else kinds)
         ax.step(f["time_s"].to_numpy() * scale, f["width"].to_numpy(), where="post", label=label, color=color,
                 linestyle=ls, linewidth=1.5)
     _mark_ttft(ax, S, unit, linewidth=1.0, linestyle=":")
