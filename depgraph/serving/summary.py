@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from .._memory import check_memory
+from ..core.waits import CAUSES, state_cause
 from ..specs.cost import CostModel
 from ..specs.models import ModelSpec
 from .params import default_max_num_batched_tokens
@@ -148,8 +149,6 @@ def _wait_row(sim: Any, r: Any, parts: dict[str, float], decode_start: float, it
     ``state_<component>``); then what the others added: the wait for the step it joined to start
     (``step_boundary``), the other requests' posting at that step's start and their recomputes in it
     (``decode_busy``), and the step standing for their state (``batch_stall``, a batch-scope hook)."""
-    from ..core.waits import state_cause
-
     out = {"wait_prefill_busy_s": parts["prefill_queue_s"], "wait_prefill_s": parts["prefill_s"],
            "wait_decode_slot_s": parts["slot_wait_s"]}
     left = parts["handoff_s"]
@@ -196,7 +195,7 @@ def _wait_row(sim: Any, r: Any, parts: dict[str, float], decode_start: float, it
     state += wait_bytes - (before - left)
     left -= wait_bytes - (before - left)
     for c, share in _component_shares(sim, r.prompt).items():
-        out[f"wait_{state_cause(c)}"] = state * share
+        out[_STATE_COLUMN.get(c) or f"wait_{state_cause(c)}"] = state * share
     out["wait_decode_s"] = left  # its own compute
     left = first - own_end  # what the others added
     if iteration is not None and not r.async_first:
@@ -210,15 +209,19 @@ def _wait_row(sim: Any, r: Any, parts: dict[str, float], decode_start: float, it
 def _in_cause_order(waits: dict[str, float]) -> dict[str, float]:
     """``waits`` with every cause of :data:`depgraph.core.waits.CAUSES` (zeros included, the state
     components where the state row stands), in that order: every run's table has the same columns."""
-    from ..core.waits import CAUSES
-
     out: dict[str, float] = {}
-    for cause in CAUSES:
-        if cause == "state_<component>_s":
+    for cause in _WAIT_COLUMNS:
+        if cause is None:
             out.update((k, v) for k, v in waits.items() if k.startswith("wait_state_"))
         else:
-            out[f"wait_{cause}"] = waits.get(f"wait_{cause}", 0.0)
+            out[cause] = waits.get(cause, 0.0)
     return out
+
+
+_STATE_COLUMN = {c: f"wait_{state_cause(c)}" for c in ("kv", "ssm", "conv")}
+
+#: The per-request wait columns in :data:`~depgraph.core.waits.CAUSES` order (``None``: the state components).
+_WAIT_COLUMNS = tuple(None if c == "state_<component>_s" else f"wait_{c}" for c in CAUSES)
 
 
 def _gated_row(r: Any) -> dict[str, float]:
