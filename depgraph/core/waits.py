@@ -277,7 +277,7 @@ def _attribution(S, request: Any) -> tuple[list[tuple[str, float, list[int], Any
         v = int(via_a[v])
 
     left = float(finish[tok]) - float(finish_a[tok])  # the delay the others added
-    tol = 1e-12 * max(1.0, float(finish[tok]))
+    tol = 1e-15 * max(1.0, float(finish[tok]))  # rounding; at most 1e-12 s is dropped at a 1,000 s finish
     v = tok
     while left > tol:
         preds = alone_preds(v)
