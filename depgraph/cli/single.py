@@ -119,14 +119,15 @@ def _cmd_ttft(args) -> int:
     W = waits(S)
     peak = S.frontier_peak()
     by_request = {r: v for r, v in S.ttft_by_request.items() if r != "batch"}
-    target = _target_request(S)
+    target = S.target_request
+    mean_s = sum(by_request.values()) / len(by_request)
     out = {
         "model": G.graph["model"], "prompt_tokens": args.prompt_tokens, "link": G.graph["link"],
         "gpu": G.graph["gpu"], "mfu": G.graph["mfu"], "hbm_efficiency": G.graph["hbm_efficiency"],
         "timing": G.graph["timing"], "workload": point["workload"], "policy": S.policy
         or G.graph.get("policy"),
         # one meaning everywhere (the sweeps' rows too): ttft_s is the mean over the workload's requests
-        "ttft_s": sum(by_request.values()) / len(by_request), "ttft_mean_s": sum(by_request.values()) / len(by_request),
+        "ttft_s": mean_s, "ttft_mean_s": mean_s,
         "ttft_target_s": S.ttft_s, "target_request": target, "requests": len(by_request),
         "makespan_s": S.makespan_s,
         "waits": dict(zip(W["cause"], W["wait_s"])),
@@ -204,12 +205,6 @@ def _cmd_ttft(args) -> int:
 def _cause_label(cause: str) -> str:
     """``state_kv_s`` -> ``state kv``: a cause as the text tables write it."""
     return cause[:-2].replace("_", " ")
-
-
-def _target_request(S):
-    from ..core.waits import target_request
-
-    return target_request(S)
 
 
 #: Arrival phases (midpoints of equal bins) the expected critical-path breakdown averages over.
@@ -314,9 +309,10 @@ def _cmd_frontier(args) -> int:
     kinds = None
     if args.kinds is not None:
         parts = [k.strip() for k in args.kinds.split(",")]
-        kinds = "all" if parts == ["all"] else tuple(one_of("--kinds", k, NODE_KINDS + ("all",)) for k in parts)
-        if "all" in kinds if isinstance(kinds, tuple) else False:
+        kinds = tuple(one_of("--kinds", k, NODE_KINDS + ("all",)) for k in parts)
+        if "all" in kinds and len(kinds) > 1:
             raise DepgraphError("--kinds: 'all' stands alone (every event); give it without other kinds")
+        kinds = "all" if kinds == ("all",) else kinds
     if args.at is not None and not (0.0 <= args.at < float("inf")):
         raise DepgraphError(f"--at: expected a time in milliseconds, finite and >= 0; got {args.at!r}")
     S, point = _scheduled(args)

@@ -315,16 +315,28 @@ class Schedule:
         return {r: float(self.finish[i]) for r, i in self._token_positions().items()}
 
     @property
-    def ttft_s(self) -> float:
-        """Time to first token of the graph's target request (``G.graph["target_request"]``,
-        else the lowest-numbered request). A graph without ``token`` nodes has no TTFT."""
-        by_request = self.ttft_by_request
-        if not by_request:
-            raise GraphError("ttft_s: the graph has no 'token' node; use makespan_s for a plain DAG")
+    def target_request(self) -> Any:
+        """The request :attr:`ttft_s` measures: ``G.graph["target_request"]`` where it has a ``token``
+        node, else the lowest-numbered request with one; ``None`` for a graph without tokens."""
+        tokens = self._token_positions()
+        return self._target_in(tokens) if tokens else None
+
+    def _target_in(self, tokens: dict[Any, int]) -> Any:
+        """:attr:`target_request` among ``tokens`` (``_token_positions()``, not empty)."""
         target = self.graph_attrs.get("target_request")
-        if target is None or target not in by_request:
-            target = min(by_request, key=lambda r: (r is None, r))
-        return by_request[target]
+        if target is None or target not in tokens:
+            target = min(tokens, key=lambda r: (r is None, r))
+        return target
+
+    @property
+    def ttft_s(self) -> float:
+        """Time to first token of the graph's target request (:attr:`target_request`:
+        ``G.graph["target_request"]``, else the lowest-numbered request). A graph without ``token``
+        nodes has no TTFT."""
+        tokens = self._token_positions()
+        if not tokens:
+            raise GraphError("ttft_s: the graph has no 'token' node; use makespan_s for a plain DAG")
+        return float(self.finish[tokens[self._target_in(tokens)]])
 
     def table(self) -> pd.DataFrame:
         """One row per node: its attributes, start and finish."""
@@ -393,13 +405,10 @@ class Schedule:
         table = frontier(self, admitted=admitted, kinds=kinds, per=per)
         if at is None:
             return table
-        import numbers
-
-        if isinstance(at, bool) or not isinstance(at, numbers.Real) or not math.isfinite(at) or at < 0:
-            raise GraphError(f"at: expected a time in seconds, finite and >= 0, got {at!r}")
+        at = _check_at(at)
 
         def width(part: pd.DataFrame) -> int:
-            k = int(np.searchsorted(part["time_s"].to_numpy(), float(at), side="right")) - 1
+            k = int(np.searchsorted(part["time_s"].to_numpy(), at, side="right")) - 1
             return int(part["width"].iloc[k]) if k >= 0 else 0
 
         if per is None:
@@ -612,10 +621,7 @@ def _target_index(S: Schedule, target: Hashable | None) -> int:
         return cg.index[target]
     tokens = S._token_positions()
     if tokens:
-        want = S.graph_attrs.get("target_request")
-        if want not in tokens:
-            want = min(tokens, key=lambda r: (r is None, r))
-        return tokens[want]
+        return tokens[S._target_in(tokens)]
     if not cg.num_nodes:
         return -1  # an empty graph: an empty path
     # of the nodes finishing at the makespan, the latest in topological order (a zero-duration sink
@@ -817,6 +823,15 @@ def _frontier_nodes(S: Schedule, admitted: bool, kinds: Any) -> tuple[np.ndarray
     return ready, keep
 
 
+def _check_at(at: Any) -> float:
+    """``at``, a time in seconds (finite, >= 0), as a float; else a GraphError naming it."""
+    import numbers
+
+    if isinstance(at, bool) or not isinstance(at, numbers.Real) or not math.isfinite(at) or at < 0:
+        raise GraphError(f"at: expected a time in seconds, finite and >= 0, got {at!r}")
+    return float(at)
+
+
 def frontier_events(S: Schedule, at: float, *, admitted: bool = True, kinds: Any = None) -> list:
     """The events on the ready frontier at time ``at`` (seconds): those counted by :func:`frontier`
     whose dependencies have all finished by ``at`` and which have not finished themselves, in
@@ -829,12 +844,9 @@ def frontier_events(S: Schedule, at: float, *, admitted: bool = True, kinds: Any
     >>> dg.frontier_events(dg.schedule(G), 1.5)
     ['b', 'c']
     """
-    import numbers
-
-    if isinstance(at, bool) or not isinstance(at, numbers.Real) or not math.isfinite(at) or at < 0:
-        raise GraphError(f"at: expected a time in seconds, finite and >= 0, got {at!r}")
+    at = _check_at(at)
     ready, keep = _frontier_nodes(S, admitted, kinds)
-    on = np.flatnonzero(keep & (ready <= float(at)) & (S.finish > float(at)))
+    on = np.flatnonzero(keep & (ready <= at) & (S.finish > at))
     return [S.compiled.node(i) for i in on.tolist()]
 
 

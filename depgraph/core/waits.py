@@ -85,7 +85,7 @@ import pandas as pd
 
 from ..errors import GraphError
 
-__all__ = ["CAUSES", "WAIT_CAUSES", "waits", "wait_seconds", "state_cause", "target_request"]
+__all__ = ["CAUSES", "WAIT_CAUSES", "waits", "wait_seconds", "state_cause"]
 
 #: Every cause, in the order tables list them, with what it means (``state_<component>_s`` stands for
 #: one row per state component the graph moves).
@@ -157,25 +157,13 @@ def _check_schedule(S: Any) -> None:
         raise GraphError(f"S: expected a depgraph Schedule (from depgraph.schedule), got {type(S).__name__}")
 
 
-def target_request(S) -> Any:
-    """The request ``S.ttft_s`` measures: ``graph["target_request"]`` where it has a token, else the
-    lowest-numbered request with one; ``None`` for a graph without tokens."""
-    tokens = S._token_positions()
-    if not tokens:
-        return None
-    request = S.graph_attrs.get("target_request")
-    if request is None or request not in tokens:
-        request = min(tokens, key=lambda r: (r is None, r))
-    return request
-
-
 def _request_positions(S, request: Any) -> tuple[Any, int, float]:
     """The request (the schedule's target by default), its token's position and its arrival time."""
     tokens = S._token_positions()
     if not tokens:
         raise GraphError("waits: the graph has no 'token' node; waits are measured to a request's first token")
     if request is None:
-        request = target_request(S)
+        request = S._target_in(tokens)
     else:
         try:
             known = request in tokens

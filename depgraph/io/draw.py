@@ -439,12 +439,10 @@ def draw(
 
     def node_line(n: Hashable) -> str:
         return _node_line(n, G.nodes[n], names[n], show_durations=show_durations, start_s=start_s,
-                          finish_s=finish_s)
+                          finish_s=finish_s, on_frontier=n in on_frontier)
 
     children, members = _cluster_tree(G, _cluster_plan(G, tuple(cluster_by)))
     _emit_clusters(dot, children, members, node_line)
-    if on_frontier:
-        _mark_frontier(dot, {names[n] for n in on_frontier})
     dot.body.extend(_edge_lines(G, names, critical))
     return dot
 
@@ -452,19 +450,6 @@ def draw(
 #: The outline of an event on the ready frontier (draw's ``frontier_at``): its own colour, not the
 #: components' (KV blue, ssm orange, conv green) nor the critical path's red.
 FRONTIER_COLOR = "#7b3294"
-
-
-def _mark_frontier(dot, names: set) -> None:
-    """Give the node lines of ``names`` (their Graphviz names) the frontier's outline; a later attribute
-    in a DOT list wins, so appending overrides the node's own outline."""
-    for i, line in enumerate(dot.body):
-        head = line.lstrip("\t")
-        if "->" in head or not head.endswith("]\n"):
-            continue
-        for name in names:
-            if head.startswith(f"{name} [") or head.startswith(f'"{name}" ['):
-                dot.body[i] = line[:-2] + f' color="{FRONTIER_COLOR}" penwidth="3" peripheries="2"]\n'
-                break
 
 
 #: Layer groups per request in a summary of one request; a summary of ``k`` requests gives each
@@ -627,9 +612,10 @@ def _wrapped_label(text: str, width: int = TITLE_WIDTH):
 
 
 def _node_line(n: Hashable, d: dict, name: str, *, show_durations: bool, start_s: dict | None,
-               finish_s: dict | None) -> str:
+               finish_s: dict | None, on_frontier: bool = False) -> str:
     """The DOT line of node ``n`` (named ``name``): its style, and a label of
-    its short name, its duration and, with a schedule, its start and finish."""
+    its short name, its duration and, with a schedule, its start and finish;
+    ``on_frontier``: the ready frontier's outline over its own."""
     attrs = _node_style(d)
     if d.get("summary_label"):  # a box of summarise_graph: its own label; red when on the critical path
         attrs = {**attrs, "label": "\\n".join(_esc(x) for x in d["summary_label"].split("\n"))}
@@ -650,6 +636,8 @@ def _node_line(n: Hashable, d: dict, name: str, *, show_durations: bool, start_s
         attrs = {"label": "\\n".join(lines), **attrs}
     elif d.get("kind") == "barrier" and d.get("operator") is not None:
         attrs = {**attrs, "xlabel": _esc(d["operator"])}
+    if on_frontier:
+        attrs.update(color=FRONTIER_COLOR, penwidth="3", peripheries="2")
     attrs["tooltip"] = name
     return f"\t{_q(name)} [{_attrs(attrs)}]\n"
 

@@ -111,24 +111,14 @@ def _columns(sim: Any) -> list[dict[str, np.ndarray]]:
     return sim._cols
 
 def _component_shares(sim: Any, prompt: int) -> dict[str, float]:
-    """Each handoff component's share of one request's bytes (every decode rank's shards together)."""
+    """Each handoff component's share of one request's bytes (the step predictor's, every decode rank's
+    shards together)."""
     cache = sim.__dict__.setdefault("_wait_shares", {})
     hit = cache.get(prompt)
     if hit is None:
-        from ..specs.models import handoff_bytes
-
-        tp = sim.cfg.decode.tp
-        if sim.model.has_sliding_window:  # KV capped per layer: not linear in the prompt
-            by = handoff_bytes(sim.model, prompt_tokens=prompt, tp=tp)
-        else:  # KV linear in the prompt, the rest fixed (as the predictor's handoff_bytes): two calls a run
-            if "_wait_bytes" not in sim.__dict__:
-                sim._wait_bytes = (handoff_bytes(sim.model, prompt_tokens=1, tp=tp),
-                                   handoff_bytes(sim.model, prompt_tokens=2, tp=tp))
-            one, two = sim._wait_bytes
-            by = {c: one[c] + (two[c] - one[c]) * (prompt - 1) for c in one}
+        by = sim.predict.handoff_component_bytes(prompt)
         total = sum(by.values())
-        hit = {c: b / total for c, b in by.items() if b} if total else {}
-        cache[prompt] = hit
+        hit = cache[prompt] = {c: b / total for c, b in by.items() if b} if total else {}
     return hit
 
 

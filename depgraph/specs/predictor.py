@@ -85,6 +85,9 @@ class StepPredictor(Protocol):
     def handoff_bytes(self, prompt_tokens: int) -> float:
         """The bytes one request's handoff moves."""
 
+    def handoff_component_bytes(self, prompt_tokens: int) -> dict[str, int]:
+        """Those bytes by component (``kv``, ``ssm``, ``conv``)."""
+
     def recompute_s(self, tokens: int) -> float:
         """A preempted request's tokens recomputed on its decode server."""
 
@@ -270,19 +273,21 @@ class ServingPredictor:
     # -- the handoff
     def handoff_bytes(self, prompt_tokens: int) -> float:
         """Bytes one request's handoff moves, every decode rank's shards together (KV heads replicated past
-        their count). KV is linear in the prompt and the rest fixed, so the sharding is worked out once,
-        for one token, unless a sliding window caps the KV."""
+        their count): the sum of :meth:`handoff_component_bytes`."""
         hit = self._bytes.get(prompt_tokens)
         if hit is None:
-            if self.model.has_sliding_window:  # KV capped per layer: not linear in the prompt
-                hit = sum(handoff_bytes(self.model, prompt_tokens=prompt_tokens, tp=self.dtp).values())
-            else:
-                if self._bytes_1 is None:
-                    self._bytes_1 = handoff_bytes(self.model, prompt_tokens=1, tp=self.dtp)
-                b = self._bytes_1
-                hit = b["kv"] * prompt_tokens + b["ssm"] + b["conv"]
-            self._bytes[prompt_tokens] = hit
+            hit = self._bytes[prompt_tokens] = sum(self.handoff_component_bytes(prompt_tokens).values())
         return hit
+
+    def handoff_component_bytes(self, prompt_tokens: int) -> dict[str, int]:
+        """:meth:`handoff_bytes` by component (``kv``, ``ssm``, ``conv``). KV is linear in the prompt and the
+        rest fixed, so the sharding is worked out once, for one token, unless a sliding window caps the KV."""
+        if self.model.has_sliding_window:  # KV capped per layer: not linear in the prompt
+            return handoff_bytes(self.model, prompt_tokens=prompt_tokens, tp=self.dtp)
+        if self._bytes_1 is None:
+            self._bytes_1 = handoff_bytes(self.model, prompt_tokens=1, tp=self.dtp)
+        b = self._bytes_1
+        return {"kv": b["kv"] * prompt_tokens, "ssm": b["ssm"], "conv": b["conv"]}
 
     def transfer_s(self, prompt_tokens: int) -> float:
         """One request's handoff: the decode side's shards over as many NICs at once as the side with fewer
