@@ -457,7 +457,15 @@ def _clip(text: str, limit: int = 80) -> str:
 def _detect(line: str, shown: str, format: str | None) -> tuple[str, tuple[str, ...] | None]:
     """The format the first line announces (and its header's fields), or a one-line refusal."""
     if line.lstrip().startswith("{"):
-        found, header = "mooncake", None
+        # a JSON object with Mooncake's keys; one that is not JSON at all is left to the row's own refusal
+        try:
+            record = json.loads(line)
+        except (ValueError, RecursionError):
+            record = dict.fromkeys(_MOONCAKE_KEYS)
+        header = None
+        found = "mooncake" if isinstance(record, dict) and all(k in record for k in _MOONCAKE_KEYS) else None
+        if format == "mooncake" and isinstance(record, dict):  # asked for: name the key that is missing
+            found = "mooncake"
     else:
         header = tuple(field.strip() for field in _csv_fields(line))
         found = None
