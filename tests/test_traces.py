@@ -5,6 +5,7 @@ row below is a test input written here, in ``tmp_path``, never shipped as data."
 
 from __future__ import annotations
 
+import doctest
 import json
 import math
 import os
@@ -457,3 +458,12 @@ def test_parse_range_bad(text, integer):
         parse_range(text, field="--trace-window", integer=integer)
     assert str(info.value).startswith("--trace-window: expected START:END")
     assert "\n" not in str(info.value)
+
+
+def test_the_user_doc_example_runs(monkeypatch):
+    """docs/traces.md's example, with its numbers, run as a doctest from the repository root."""
+    root = Path(__file__).resolve().parents[1]
+    monkeypatch.chdir(root)
+    result = doctest.testfile(str(root / "docs" / "traces.md"), module_relative=False,
+                              optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted == 4 and result.failed == 0
