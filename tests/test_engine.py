@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 import depgraph as dg
+from depgraph.serving.config import CacheSection
 from depgraph.serving.engine import EngineConfig, parse_deployment, simulate_colocated
 from depgraph.serving.simulator import arrivals
 from depgraph.studies.runlength import PUSHPULL_LOAD_MODEL
@@ -24,9 +25,10 @@ def table(*rows):
 
 
 def run(t, **config):
+    caching = config.pop("enable_prefix_caching", True)
     return simulate_colocated(M, COST, t, tp=8, servers=config.pop("servers", 1),
                               config=EngineConfig(**{"memory": False, **config}), overhead_s=4.4e-3,
-                              collectives=False)
+                              collectives=False, cache=CacheSection(enable_prefix_caching=caching))
 
 
 def test_a_long_prompt_is_chunked_by_the_token_budget():
@@ -62,7 +64,7 @@ def test_max_num_seqs_bounds_the_running_requests():
 def test_running_out_of_blocks_preempts_the_newest_and_recomputes_it():
     # 32 KiB of KV per token per GPU (Qwen3-32B at TP 8), blocks of 16 tokens: room for 9 blocks
     block = 16 * 32 * 1024
-    r = run(table((0.0, 64, 40), (0.0, 64, 40)), memory=True, kv_pool_bytes=9 * block)
+    r = run(table((0.0, 64, 40), (0.0, 64, 40)), memory=True, kv_pool_bytes=9 * block, enable_prefix_caching=False)
     # both prefill (4 blocks each); A's first decode token needs a 5th block, B's too: none left, so B,
     # the newest, is preempted (it is the request asking: nothing else runs this step)
     assert r.preemptions == 1 and list(r.requests.preemptions) == [0, 1]

@@ -3,9 +3,12 @@
 :class:`Client` sends each request at its time, as ``vllm bench serve`` does,
 holding it back while ``max_concurrency`` requests are in flight (the next
 held one goes when one finishes). :class:`Router` is the proxy's rule for
-picking a server: in turn (``round-robin``) or the one with the fewest
+picking a server: in turn (``round-robin``), the one with the fewest
 requests routed and not finished (``least-outstanding``, the lowest index on
-a tie). The colocated engine and the disaggregated decode side use both.
+a tie), or the one whose prefix cache holds the most of the prompt, the
+fewest outstanding on a tie (``prefix-aware``, as llm-d's and Dynamo's
+KV-aware routers score servers by cached prefix and load). The colocated
+engine and the disaggregated decode side use all three.
 
 >>> r = Router("least-outstanding", 2)
 >>> r.pick(), r.pick(), r.done(0), r.pick()
@@ -18,8 +21,9 @@ from collections import deque
 
 __all__ = ["Client", "Router", "ROUTERS"]
 
-#: How the router picks a server: in turn, or the one with the fewest requests sent and not finished.
-ROUTERS = ("round-robin", "least-outstanding")
+#: How the router picks a server: in turn, the one with the fewest requests sent and not finished, or the one
+#: whose prefix cache holds the longest prefix of the prompt (then the fewest outstanding).
+ROUTERS = ("round-robin", "least-outstanding", "prefix-aware")
 
 
 class Client:
@@ -59,14 +63,18 @@ class Router:
         self.outstanding = [0] * servers
         self.turn = 0
 
-    def pick(self) -> int:
-        """The server the next request goes to (counted outstanding until :meth:`done`)."""
+    def pick(self, cached: list[int] | None = None) -> int:
+        """The server the next request goes to (counted outstanding until :meth:`done`); ``prefix-aware``
+        reads ``cached``, each server's cached tokens of the prompt."""
         n = len(self.outstanding)
         if n == 1:
             k = 0
         elif self.rule == "round-robin":
             k = self.turn % n
             self.turn += 1
+        elif self.rule == "prefix-aware":
+            out = self.outstanding
+            k = min(range(n), key=lambda j: (-cached[j], out[j], j))
         else:
             out = self.outstanding
             k = min(range(n), key=lambda j: (out[j], j))

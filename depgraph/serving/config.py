@@ -32,7 +32,7 @@ from .client import ROUTERS
 from .memory import check_sides
 from .params import HANDOFFS, Deployment, EngineConfig, LoadModel, default_max_num_seqs, parse_deployment
 
-__all__ = ["ServingConfig", "CostSection", "PrefillSection", "DecodeSection", "HandoffSection", "ClientSection",
+__all__ = ["ServingConfig", "CacheSection", "CostSection", "PrefillSection", "DecodeSection", "HandoffSection", "ClientSection",
            "resolve"]
 
 
@@ -151,6 +151,21 @@ class ClientSection:
 
 
 @dataclass(frozen=True, slots=True)
+class CacheSection:
+    """Automatic prefix caching (:mod:`depgraph.serving.prefixcache`) and what the traffic shares."""
+
+    enable_prefix_caching: bool = True
+    """Whether every server that holds KV keeps a prefix cache (vLLM's ``--enable-prefix-caching``, on by
+    default in the V1 engine): colocated and prefill servers skip the prompt blocks they hold, and a decode
+    server's held blocks are not moved by the handoff."""
+    prefix_share_tokens: int = 0
+    """Tokens of a system prompt every request starts with (a trace without ``hash_ids``, or generated
+    traffic); 0: every prompt is its own."""
+    hash_block_tokens: int = 512
+    """Tokens per block of a trace's ``hash_ids`` (Mooncake's 512)."""
+
+
+@dataclass(frozen=True, slots=True)
 class ServingConfig:
     """A load test's configuration, resolved and checked (:func:`resolve`)."""
 
@@ -165,6 +180,8 @@ class ServingConfig:
     client: ClientSection
     engine: EngineConfig | None
     """A colocated server's vLLM flags; ``None`` disaggregated."""
+    cache: CacheSection = CacheSection()
+    """Prefix caching, on every server that holds KV."""
 
     @property
     def kind(self) -> str:
@@ -221,7 +238,8 @@ class ServingConfig:
 
 def _sections(deploy: Deployment | None, params: LoadModel, *, handoff: str | None, max_num_seqs: int,
               memory: bool, kv_pool_bytes: int | None, max_concurrency: int | None, slo: dict,
-              calibration: str | None, engine: EngineConfig | None, policy: dict | None = None) -> ServingConfig:
+              calibration: str | None, engine: EngineConfig | None, policy: dict | None = None,
+              cache: CacheSection = CacheSection()) -> ServingConfig:
     p = params
     return ServingConfig(
         deployment=deploy, params=p,
@@ -238,7 +256,7 @@ def _sections(deploy: Deployment | None, params: LoadModel, *, handoff: str | No
         handoff=HandoffSection(mode=handoff, relay_s=p.relay_s, posting_base_s=p.posting_base_s,
                                posting_per_block_s=p.posting_per_block_s, **(policy or {})),
         client=ClientSection(max_concurrency=max_concurrency, slo_ttft_s=slo["ttft_s"], slo_tpot_s=slo["tpot_s"]),
-        engine=engine)
+        engine=engine, cache=cache)
 
 
 def resolve(model: ModelSpec, *, handoff: str | None = None, deployment: str | None = None,
@@ -249,6 +267,7 @@ def resolve(model: ModelSpec, *, handoff: str | None = None, deployment: str | N
             calibration: str | Path | None = None, params: LoadModel | None = None,
             calibration_corner: str | None = None, policy: str | None = None, hook_scope: str | None = None,
             admission: str | None = None, nic: str | None = None, token_edge: bool | None = None,
+            enable_prefix_caching: bool = True, prefix_share_tokens: int = 0, hash_block_tokens: int = 512,
             **overrides) -> ServingConfig:
     """The load test's configuration from :func:`~depgraph.serving.simulator.loadtest`'s keywords (the
     same names and defaults; ``overrides`` replace fields of ``params``), with every cross-check in
@@ -343,10 +362,20 @@ def resolve(model: ModelSpec, *, handoff: str | None = None, deployment: str | N
         _check_colocated(deploy, params)
     handoff_policy = _handoff_policy(params, policy=policy, hook_scope=hook_scope, admission=admission, nic=nic,
                                      token_edge=token_edge, colocated=colocated)
+    boolean("enable_prefix_caching", enable_prefix_caching)
+    prefix_share_tokens = positive_int("prefix_share_tokens", prefix_share_tokens, upper=10_000_000, allow_zero=True)
+    if prefix_share_tokens and not enable_prefix_caching:
+        raise ConfigError("prefix_share_tokens: a shared prefix is reused through the prefix cache; it needs "
+                          "prefix caching on (leave --no-enable-prefix-caching out)")
+    if router == "prefix-aware" and not enable_prefix_caching:
+        raise ConfigError("router: prefix-aware routes to the server whose prefix cache holds the most of a "
+                          "prompt; it needs prefix caching on (leave --no-enable-prefix-caching out)")
+    cache = CacheSection(enable_prefix_caching=enable_prefix_caching, prefix_share_tokens=prefix_share_tokens,
+                         hash_block_tokens=positive_int("hash_block_tokens", hash_block_tokens, upper=1_000_000))
     return _sections(deploy, params, handoff=None if colocated else handoff, max_num_seqs=max_num_seqs,
                      memory=memory, kv_pool_bytes=kv_pool_bytes, max_concurrency=max_concurrency, slo=slo,
                      calibration=None if calibration is None else str(calibration), engine=engine,
-                     policy=handoff_policy)
+                     policy=handoff_policy, cache=cache)
 
 
 def _handoff_policy(params: LoadModel, *, policy, hook_scope, admission, nic, token_edge, colocated: bool) -> dict:

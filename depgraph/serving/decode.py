@@ -28,7 +28,7 @@ class DecodeServer:
 
     __slots__ = ("sim", "k", "free_slots", "slot_queue", "last_release", "thread_free_at", "thread_last",
                  "pending_posting", "ready_queue", "running", "context_sum", "finishing_at", "loop_busy",
-                 "iterations", "finishing", "pool", "grow_at", "pending", "woken_at", "freed_by")
+                 "iterations", "finishing", "pool", "grow_at", "pending", "woken_at", "freed_by", "cache")
 
     def __init__(self, sim: Any, k: int, slots: int, pool: KVPool | None) -> None:
         self.sim, self.k = sim, k
@@ -50,6 +50,7 @@ class DecodeServer:
         self.pending: list[int] = []  # per-layer handoff, request scope: ready, but a step would still wait for it
         self.woken_at = -1.0  # per-layer handoff: when a wake-up timer last restarted the idle loop
         self.freed_by = (-1.0, -1)  # async admission: (when, which) a one-token answer last freed its blocks
+        self.cache = None  # prefix caching: the blocks this server holds (a PrefixCache; None: caching off)
 
     # -- memory: KV blocks and recurrent state
     def admit(self, t: float) -> None:
@@ -118,6 +119,8 @@ class DecodeServer:
             self.grow_at[r.grow_iter].remove(i)
         r.grow_iter = -1
         self.pool.release(r)
+        if self.cache is not None:
+            self.cache.release(i)
         r.preemptions += 1
         sim.preemptions += 1
         r.recompute = context
@@ -169,6 +172,8 @@ class DecodeServer:
         self.free_slots += 1
         sim.router.done(self.k)
         sim.log_held(t, -1)
+        if self.cache is not None:  # its blocks stay cached, free
+            self.cache.release(i)
         if self.pool is not None:  # admitted by the loop, after the running requests' blocks (see admit)
             self.pool.release(sim.reqs[i])
             return
@@ -270,6 +275,8 @@ class DecodeServer:
         if pool is not None:  # the running requests' blocks first, then, if none was preempted, admissions
             if not (n in self.grow_at and self.grow(t, n)) and self.slot_queue and self.free_slots > 0:
                 self.admit(t)
+            if self.cache is not None:  # free cached blocks beyond what the running requests leave are evicted
+                self.cache.fit(pool.free_tokens())
         start = t
         if self.pending_posting:
             posting, self.pending_posting = self.pending_posting, []

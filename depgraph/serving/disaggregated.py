@@ -52,6 +52,8 @@ from .kvpool import KVPool
 from .memory import decode_pools
 from .handoff import WHOLE, NICs, move, profile_builder
 from .prefill import PrefillPool, pick_batching_server
+from .prefixcache import PrefixCache, request_segments
+from ..specs.memory import prefix_cache_block
 from .request import HandoffRequest, check_clock
 
 __all__ = ["DisaggregatedSimulation"]
@@ -89,9 +91,22 @@ class DisaggregatedSimulation:
         self.joins = 0
         self.rejoin_gaps: list[float] = []  # a preempted request's gap between its tokens either side
         self.batching = pre.max_num_batched_tokens is not None
-        self.prefill_pool = PrefillPool(0 if self.batching else pre.servers, self.predict.prefill_s)
+        # prefix caching: every server that holds KV keeps a cache (docs/serving.md, "Prefix caching")
+        self.caching = cfg.cache.enable_prefix_caching
+        self.prefix_aware = dec.router == "prefix-aware"
+        pre_caches = self._prefill_caches(model, cfg, cost, table) if self.caching else []
+        self.prefill_pool = PrefillPool(0 if self.batching else pre.servers, self.predict.prefill_s,
+                                        caches=[] if self.batching else pre_caches,
+                                        prefill_cached_s=self.predict.prefill_cached_s,
+                                        prefix_aware=self.prefix_aware)
         self.pre = [EngineServer(k, step_cost=self.predict.engine_step(pre.tp), budget=pre.max_num_batched_tokens,
-                                 prefill_only=True) for k in range(pre.servers)] if self.batching else []
+                                 prefill_only=True, cache=pre_caches[k] if pre_caches else None)
+                    for k in range(pre.servers)] if self.batching else []
+        self.prefill_caches = pre_caches
+        if self.caching:
+            block, _ = prefix_cache_block(model, tp=dec.tp, block_size=dec.block_tokens)
+            for d in self.dec:  # the decode side's KV: a request's cached prefix is not moved
+                d.cache = PrefixCache(block_tokens=block)
         self.waiting = 0  # requests waiting for a slot, over the decode servers
         self.waiting_log: list[tuple[float, int]] = [(0.0, 0)]
         self.held_log: list[tuple[float, int]] = [(0.0, 0)]
@@ -113,6 +128,39 @@ class DisaggregatedSimulation:
             self.profile = profile_builder(model, graph_cost, policy=h.policy, nic=h.nic,
                                            after_compute=not self.streams)
 
+    def _prefill_caches(self, model, cfg, cost, table: pd.DataFrame) -> list[PrefixCache]:
+        """Each prefill server's prefix cache (one for a pool that never queues), holding at most the KV its
+        server's memory holds (vLLM's KV cache at the prefill side's TP), and every request's segments."""
+        from .memory import check_server_memory
+
+        pre = cfg.prefill
+        for r, seg in zip(self.reqs, request_segments(table, shared_tokens=cfg.cache.prefix_share_tokens,
+                                                         hash_block_tokens=cfg.cache.hash_block_tokens)):
+            r.segments = seg
+        block, hybrid = prefix_cache_block(model, tp=pre.tp, block_size=cfg.decode.block_tokens)
+        stages = check_server_memory(model, gpu=cost.gpu, tp=pre.tp, pp=pre.pp,
+                                     longest=int(table["prompt_tokens"].max()), field="prefill_tp",
+                                     max_num_batched_tokens=pre.max_num_batched_tokens)
+        capacity = min((s.pool_bytes // s.full_kv_bytes_per_token if s.full_kv_bytes_per_token else 1 << 62)
+                       for s in stages)
+        return [PrefixCache(block_tokens=block, state_points=hybrid, capacity_tokens=capacity)
+                for _ in range(max(1, pre.servers))]
+
+    def decode_cached(self, r: HandoffRequest) -> int:
+        """Prompt tokens whose KV ``r``'s decode server already holds (its prefix cache), as its handoff
+        starts: the handoff moves the rest. The server holds all the prompt's blocks from here until ``r``
+        leaves it."""
+        if not self.caching:
+            return 0
+        d = self.dec[r.server]
+        cache = d.cache
+        if d.pool is not None:
+            cache.fit(d.pool.free_tokens())
+        hit = cache.lookup(r.segments, r.prompt)
+        cache.insert(r.i, r.segments, r.prompt)
+        r.dec_cached = hit
+        return hit
+
     @property
     def concurrency(self) -> int | None:
         return self.client.limit
@@ -132,7 +180,8 @@ class DisaggregatedSimulation:
         self.client.sent()
         r = self.reqs[i]
         r.arrival = t
-        r.server = self.router.pick()
+        r.server = self.router.pick([d.cache.lookup(r.segments, r.prompt) for d in self.dec]
+                                    if self.prefix_aware else None)
         if self.handoff == "push" and self.reserved:
             self.dec[r.server].want_slot(t, i)
         else:
@@ -149,14 +198,14 @@ class DisaggregatedSimulation:
     def start_prefill(self, t: float, i: int) -> None:
         r = self.reqs[i]
         if self.batching:  # to the batching prefill server with the fewest prompts not yet done
-            k = pick_batching_server(self.pre)
+            k = pick_batching_server(self.pre, r, prefix_aware=self.prefix_aware)
             r.prefill_server = k
             if self.pre[k].submit(r):
                 self.kernel.push(t, "prefill_wake", k)
             return
         self.kernel.push(self.prefill_pool.start(t, r), "prefilled", i)
         if self.streams:  # the producer sends each layer's state as its prefill ends
-            self._move(r.prefill_start, i, scale=self.predict.prefill_s(r.prompt), now=t)
+            self._move(r.prefill_start, i, scale=r.prefill_end - r.prefill_start, now=t)
 
     def prefill_step(self, t: float, k: int) -> None:
         end = self.pre[k].start_step(t)
@@ -200,7 +249,7 @@ class DisaggregatedSimulation:
         prefill offsets to the predictor's prefill of ``scale`` seconds; else when all its state is
         ready): its messages booked on its NICs; it is ready when the policy lets it join a step."""
         r = self.reqs[i]
-        profile = self.profile(r.prompt)
+        profile = self.profile(r.prompt, self.decode_cached(r))
         factor = scale / profile.prefill_s if scale is not None and profile.prefill_s > 0 else 1.0
         count_up = r.prefill_server >= 0  # an unbounded prefill pool's uplinks never contend
         r.gated = move(profile, self.nics, gate_s=gate, scale=factor, up_server=r.prefill_server,
@@ -214,7 +263,8 @@ class DisaggregatedSimulation:
             if self.gated:
                 self._move(t, i)
                 return
-            self.kernel.push(t + self.predict.transfer_s(self.reqs[i].prompt), "ready", i)
+            r = self.reqs[i]
+            self.kernel.push(t + self.predict.moved_transfer_s(r.prompt, self.decode_cached(r)), "ready", i)
         else:  # the router relays where the blocks are
             self.kernel.push(t + self.cfg.handoff.relay_s, "relayed", i)
 
@@ -225,11 +275,12 @@ class DisaggregatedSimulation:
         else:
             d.post(t, i)
 
-    def _on_posted(self, t: float, i: int) -> None:  # decode reads the blocks
+    def _on_posted(self, t: float, i: int) -> None:  # decode reads the blocks it lacks
         if self.gated:
             self._move(t, i)
             return
-        self.kernel.push(t + self.predict.transfer_s(self.reqs[i].prompt), "ready", i)
+        r = self.reqs[i]
+        self.kernel.push(t + self.predict.moved_transfer_s(r.prompt, self.decode_cached(r)), "ready", i)
 
     def _on_decode_wake(self, t: float, k: int) -> None:
         """A loop that idled until a streaming request may join: its next iteration starts now (a timer

@@ -64,6 +64,9 @@ from .params import Deployment, EngineConfig, default_max_num_batched_tokens, pa
 from .graphs import colocated_graph
 from .kernel import EventKernel
 from .kvpool import KVPool
+from .prefixcache import PrefixCache, request_segments
+from .config import CacheSection
+from ..specs.memory import prefix_cache_block
 from .memory import StagePool, check_server_memory
 from .request import Request, check_clock
 
@@ -80,10 +83,11 @@ class EngineServer:
     (``woke_by``: the request whose arrival woke the idle server, else -1)."""
 
     __slots__ = ("k", "waiting", "running", "pool", "busy", "current", "steps", "woke_by", "budget", "max_seqs",
-                 "chunked", "step_cost", "prefill_only", "preemptions")
+                 "chunked", "step_cost", "prefill_only", "preemptions", "cache", "align", "saved")
 
     def __init__(self, k: int, *, step_cost: StepCost, budget: int, max_num_seqs: int | None = None,
-                 chunked: bool = True, pool: KVPool | None = None, prefill_only: bool = False) -> None:
+                 chunked: bool = True, pool: KVPool | None = None, prefill_only: bool = False,
+                 cache: PrefixCache | None = None) -> None:
         self.k = k
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []
@@ -95,6 +99,11 @@ class EngineServer:
         self.budget, self.max_seqs, self.chunked = budget, max_num_seqs, chunked
         self.step_cost, self.prefill_only = step_cost, prefill_only
         self.preemptions = 0
+        #: the server's prefix cache (None: prefix caching off); a hybrid model's (``state_points``) cuts each
+        #: prefill chunk to end on one of its blocks (``align``: that block, else 0), as vLLM's align mode does
+        self.cache = cache
+        self.align = cache.block_tokens if cache is not None and cache.state_points else 0
+        self.saved: list[tuple[Request, int]] = []  # recurrent states the running step keeps: (request, point)
 
     def submit(self, r: Request) -> bool:
         """``r`` joins the waiting queue; whether it woke the server (it was idle: the caller schedules
@@ -119,23 +128,49 @@ class EngineServer:
         """Recompute preemption: ``r`` frees its blocks and goes back to the head of the queue, to prefill
         its prompt and the tokens it had generated when it runs again."""
         self.pool.release(r)
+        if self.cache is not None:
+            self.cache.release(r.i)
         r.computed = 0
         r.target = r.prompt + r.generated
         r.preemptions += 1
         self.preemptions += 1
         self.waiting.appendleft(r)
 
+    def _aligned(self, start: int, n: int, target: int) -> int:
+        """A hybrid model's chunk under vLLM's align Mamba cache mode (``Scheduler._mamba_block_aligned_split``):
+        before the prompt's last whole block, a whole number of blocks ending at most there (0: none fits
+        the budget left); the rest of the prompt after it."""
+        b = self.align
+        last = target - target % b
+        if start >= last:
+            return n
+        return min(n, last - start) // b * b
+
+    def _cached(self, r: Request, n: int) -> None:
+        """``r`` is scheduled to compute ``n`` more tokens: the prompt's whole blocks among them are cached
+        (vLLM caches a block when a step is scheduled to compute it), and a hybrid model keeps the recurrent
+        state where the chunk ends on a block boundary (from the step's end)."""
+        end = min(r.computed + n, r.prompt)
+        self.cache.insert(r.i, r.segments, end)
+        if self.align and end % self.align == 0 and end > r.computed:
+            self.saved.append((r, end))
+
     def schedule(self, t: float) -> list[tuple[Request, int]]:
         """The requests of the next step and the tokens each computes in it."""
         left = self.budget
         out: list[tuple[Request, int]] = []
         preempted = False
-        running, pool = self.running, self.pool
+        running, pool, cache, align = self.running, self.pool, self.cache, self.align
         block = pool.block_tokens if pool is not None else 0
         idx = 0
         while idx < len(running) and left > 0:
             r = running[idx]
             n = min(r.target - r.computed, left)
+            if align and r.computed < r.prompt:
+                n = self._aligned(r.computed, n, r.target)
+                if not n:  # no whole block fits what is left of the budget: it waits for the next step
+                    idx += 1
+                    continue
             # within the blocks it holds (the common case, inline), else grow them if they fit
             fits = pool is None or -(-(r.computed + n) // block) * block <= r.kv_alloc or self._allocate(r, n)
             while not fits:
@@ -148,24 +183,45 @@ class EngineServer:
             if not fits:
                 break
             out.append((r, n))
+            if cache is not None and r.computed < r.prompt:
+                self._cached(r, n)
             left -= n
             idx += 1
         if not preempted:
             waiting, max_seqs, chunked = self.waiting, self.max_seqs, self.chunked
             while waiting and left > 0 and (max_seqs is None or len(running) < max_seqs):
                 r = waiting[0]
-                need = r.target - r.computed
+                hit = 0
+                if cache is not None and not r.computed:  # its prompt's blocks this server holds
+                    if pool is not None:
+                        cache.fit(pool.free_tokens())
+                    hit = cache.lookup(r.segments, r.target)
+                start = r.computed + hit
+                need = r.target - start
                 if not chunked and need > left:
                     break
                 n = min(need, left)
+                if align and start < r.prompt:
+                    n = self._aligned(start, n, r.target)
+                    if not n:
+                        break
+                r.computed = start
                 if not self._allocate(r, n):
+                    r.computed -= hit
                     break
                 waiting.popleft()
+                if cache is not None and r.cached < 0:  # its first admission: the hit the run reports
+                    r.cached = hit
+                    cache.count(r.prompt, hit)
                 if self.prefill_only or r.prefill_start != r.prefill_start:  # colocated: its first step only
                     r.prefill_start = t
                 running.append(r)
                 out.append((r, n))
+                if cache is not None:
+                    self._cached(r, n)
                 left -= n
+        if cache is not None and pool is not None:
+            cache.fit(pool.free_tokens())
         return out
 
     def start_step(self, t: float) -> float | None:
@@ -193,6 +249,10 @@ class EngineServer:
             if r.computed >= r.target:
                 reached.append(r)
         self.current = []
+        if self.saved:  # the recurrent states the step kept (later requests may start from them)
+            for r, point in self.saved:
+                self.cache.insert(r.i, r.segments, point, state_at=point)
+            self.saved = []
         return reached
 
     def finish(self, r: Request) -> None:
@@ -200,6 +260,8 @@ class EngineServer:
         self.running.remove(r)
         if self.pool is not None:
             self.pool.release(r)
+        if self.cache is not None:
+            self.cache.release(r.i)
 
 
 @dataclass
@@ -214,6 +276,8 @@ class ColocatedRun:
     servers: int
     max_num_batched_tokens: int
     _trace: dict[str, Any] = field(default_factory=dict, repr=False)
+    caches: list = field(default_factory=list, repr=False)
+    """Each server's :class:`~depgraph.serving.prefixcache.PrefixCache` (empty: prefix caching off)."""
 
 
 def colocated_pool_bytes(model: ModelSpec, cost: CostModel, *, tp: int, config: EngineConfig, longest: int,
@@ -254,7 +318,8 @@ class _Colocated:
     def send(self, r: Request, t: float) -> None:
         self.client.sent()
         r.arrival = t
-        k = self.router.pick()
+        k = self.router.pick([s.cache.lookup(r.segments, r.prompt) for s in self.srv]
+                             if self.router.rule == "prefix-aware" else None)
         r.server = k
         if self.srv[k].submit(r):
             self.kernel.push(t, "wake", k)
@@ -310,9 +375,11 @@ def _colocated_waits(reqs: list) -> dict[str, list[float]]:
 
 
 def simulate_colocated(model: ModelSpec, cost: CostModel, table: pd.DataFrame, *, tp: int, servers: int,
-                       config: EngineConfig, overhead_s: float, collectives: bool) -> ColocatedRun:
+                       config: EngineConfig, overhead_s: float, collectives: bool,
+                       cache: CacheSection | None = None) -> ColocatedRun:
     """Run ``table`` (``arrival_s``, ``prompt_tokens``, ``output_tokens``) on ``servers`` colocated
-    servers of ``tp`` GPUs each: the client, the router and :class:`EngineServer` on the event kernel.
+    servers of ``tp`` GPUs each: the client, the router and :class:`EngineServer` on the event kernel;
+    ``cache`` (default: on, nothing shared) sets each server's prefix cache.
     Deterministic: ties break by time, then the colocated tie order, then the order events were made."""
     budget = config.max_num_batched_tokens or default_max_num_batched_tokens(cost.gpu)
     longest = int((table.prompt_tokens + table.output_tokens).max())
@@ -327,10 +394,18 @@ def simulate_colocated(model: ModelSpec, cost: CostModel, table: pd.DataFrame, *
     stage = replace(stage, pool_bytes=pool)
     reqs = [Request(i, float(a), int(p), int(o)) for i, (a, p, o) in
             enumerate(zip(table.arrival_s.to_numpy(), table.prompt_tokens.to_numpy(), table.output_tokens.to_numpy()))]
+    cache = CacheSection() if cache is None else cache
+    if cache.enable_prefix_caching:
+        for r, seg in zip(reqs, request_segments(table, shared_tokens=cache.prefix_share_tokens,
+                                                 hash_block_tokens=cache.hash_block_tokens)):
+            r.segments = seg
+        block, hybrid = prefix_cache_block(model, tp=tp, block_size=config.block_tokens)
     for r in reqs:
         r.arrival, r.server = math.nan, -1
     srv = [EngineServer(k, step_cost=step_cost, budget=budget, max_num_seqs=config.max_num_seqs,
-                        chunked=config.chunked_prefill, pool=KVPool([stage], block_tokens=config.block_tokens))
+                        chunked=config.chunked_prefill, pool=KVPool([stage], block_tokens=config.block_tokens),
+                        cache=PrefixCache(block_tokens=block, state_points=hybrid)
+                        if cache.enable_prefix_caching else None)
            for k in range(servers)]
     sim = _Colocated(reqs, srv, Client(config.max_concurrency), Router(config.router, servers))
     sim.run()
@@ -346,6 +421,8 @@ def simulate_colocated(model: ModelSpec, cost: CostModel, table: pd.DataFrame, *
         "tpot_s": [(r.last_token - r.first_token) / (r.out - 1) if r.out > 1 else math.nan for r in reqs],
         "e2e_s": [r.last_token - r.arrival for r in reqs], "finish_s": [r.last_token for r in reqs],
         "preemptions": [r.preemptions for r in reqs],
+        # prompt tokens its server's prefix cache held when it was first admitted (0: caching off)
+        "cached_tokens": [max(r.cached, 0) for r in reqs],
         # what it waited on (depgraph.core.waits.CAUSES): queued until a step first took its prompt (the GPU
         # busy with others' work), then its prompt's steps, shared with the running batch, to its first token
         **_colocated_waits(reqs),
@@ -355,4 +432,5 @@ def simulate_colocated(model: ModelSpec, cost: CostModel, table: pd.DataFrame, *
                                            "waiting", "free_bytes", "woke_by"])
     return ColocatedRun(requests=pd.DataFrame(rows), steps=step_df, itl_s=np.frombuffer(sim.itl, dtype=np.float64),
                         preemptions=sum(s.preemptions for s in srv), pool_bytes=pool, servers=servers,
-                        max_num_batched_tokens=budget, _trace={"reqs": reqs, "servers": srv})
+                        max_num_batched_tokens=budget, _trace={"reqs": reqs, "servers": srv},
+                        caches=[s.cache for s in srv if s.cache is not None])

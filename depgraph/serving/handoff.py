@@ -102,12 +102,13 @@ def _graph(model, cost, prompt_tokens: int, *, policy: str, nic: str) -> nx.DiGr
 
 
 def profile_builder(model, cost, *, policy: str, nic: str = "per-gpu", after_compute: bool = False):
-    """A function ``prompt_tokens -> HandoffProfile`` (cached per length) for ``model`` on ``cost`` (its
+    """A function ``(prompt_tokens, cached_tokens=0) -> HandoffProfile`` (cached per pair; ``cached_tokens``:
+    prompt tokens whose KV the decode side's prefix cache holds, not sent) for ``model`` on ``cost`` (its
     link, GPU and each side's TP) under readiness ``policy``. The graph's structure (which message each
     decode operator waits for under the policy, the lanes, the ranks) is read once, from the first
     length asked for; each length's durations and bytes come from its own request parts."""
     structure: dict = {}
-    cache: dict[int, HandoffProfile] = {}
+    cache: dict[tuple[int, int], HandoffProfile] = {}
     per_node = nic == "per-node"
 
     def learn(prompt_tokens: int) -> None:
@@ -147,11 +148,12 @@ def profile_builder(model, cost, *, policy: str, nic: str = "per-gpu", after_com
                           H.nodes[s].get("rank") or 0) for s in sends),
         )
 
-    def build(prompt_tokens: int) -> HandoffProfile:
+    def build(prompt_tokens: int, cached_tokens: int) -> HandoffProfile:
         if not structure:
             learn(prompt_tokens)
         parts = request_parts(model, prompt_tokens=prompt_tokens, link=cost.link, cost=cost, timing="handoff",
-                              prefill_tp=cost.prefill_tp, decode_tp=cost.decode_tp, nic=nic)
+                              prefill_tp=cost.prefill_tp, decode_tp=cost.decode_tp, nic=nic,
+                              cached_tokens=cached_tokens)
         attrs = dict(parts.new_nodes)
         dur = {n: d["duration_s"] for n, d in attrs.items()}
         finish: dict = {}
@@ -195,10 +197,11 @@ def profile_builder(model, cost, *, policy: str, nic: str = "per-gpu", after_com
                               nic_names=tuple(tuple((side, rank) for side, rank, *_ in lane.nics) for lane in lanes),
                               lane_nics=tuple(_positions(lane) for lane in lanes))
 
-    def profile(prompt_tokens: int) -> HandoffProfile:
-        hit = cache.get(prompt_tokens)
+    def profile(prompt_tokens: int, cached_tokens: int = 0) -> HandoffProfile:
+        key = (prompt_tokens, cached_tokens)
+        hit = cache.get(key)
         if hit is None:
-            hit = cache[prompt_tokens] = build(prompt_tokens)
+            hit = cache[key] = build(prompt_tokens, cached_tokens)
         return hit
 
     return profile

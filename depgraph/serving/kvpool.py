@@ -46,6 +46,11 @@ class KVPool:
         """Each stage's whole pool, per GPU."""
         return [pool.pool_bytes for pool in self.stages]
 
+    def free_tokens(self) -> int:
+        """Tokens of KV the free memory holds on every stage (what a prefix cache may keep of free blocks)."""
+        return min((f // pool.full_kv_bytes_per_token if pool.full_kv_bytes_per_token else 1 << 62)
+                   for f, pool in zip(self.free, self.stages))
+
     def blocks(self, tokens: int) -> int:
         """Tokens of the whole blocks that hold ``tokens`` tokens."""
         b = self.block_tokens

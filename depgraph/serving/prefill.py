@@ -18,31 +18,64 @@ __all__ = ["PrefillPool", "pick_batching_server"]
 
 class PrefillPool:
     """Whole prompts, first come first served, on ``servers`` servers (0: unbounded); ``prefill_s`` is
-    the step predictor's time for a prompt."""
+    the step predictor's time for a prompt. With prefix caching, ``caches`` holds each server's
+    :class:`~depgraph.serving.prefixcache.PrefixCache` (one for an unbounded pool), ``prefill_cached_s``
+    the time of a prompt whose first tokens are cached, and ``prefix_aware`` sends a prompt to the
+    server holding the most of it (the one free first on a tie) instead of the one free first."""
 
-    __slots__ = ("free_at", "last", "prefill_s")
+    __slots__ = ("free_at", "last", "prefill_s", "caches", "prefill_cached_s", "prefix_aware")
 
-    def __init__(self, servers: int, prefill_s: Callable[[int], float]) -> None:
+    def __init__(self, servers: int, prefill_s: Callable[[int], float], *, caches: Sequence[Any] = (),
+                 prefill_cached_s: Callable[[int, int], float] | None = None, prefix_aware: bool = False) -> None:
         self.free_at = [0.0] * servers
         self.last = [-1] * servers
         self.prefill_s = prefill_s
+        self.caches = list(caches)
+        self.prefill_cached_s = prefill_cached_s
+        self.prefix_aware = prefix_aware
 
     def start(self, t: float, r: Any) -> float:
         """Prefill ``r`` from ``t`` on (once a server is free); when its prefill ends."""
-        free_at = self.free_at
+        free_at, caches = self.free_at, self.caches
         if not free_at:
-            start = t
+            start, k = t, 0
         else:
-            k = min(range(len(free_at)), key=lambda s: (max(free_at[s], t), s))
+            if self.prefix_aware and caches:
+                hits = [c.lookup(r.segments, r.prompt) for c in caches]
+                k = min(range(len(free_at)), key=lambda s: (-hits[s], max(free_at[s], t), s))
+            else:
+                k = min(range(len(free_at)), key=lambda s: (max(free_at[s], t), s))
             start = max(free_at[k], t)
             r.prefill_server, r.prefill_after = k, self.last[k]
-            free_at[k] = start + self.prefill_s(r.prompt)
             self.last[k] = r.i
+        if caches:
+            duration = self._cached(caches[k], r)
+        else:
+            duration = self.prefill_s(r.prompt)
+        if free_at:
+            free_at[k] = start + duration
         r.prefill_start = start
-        r.prefill_end = start + self.prefill_s(r.prompt)
+        r.prefill_end = start + duration
         return r.prefill_end
 
+    def _cached(self, cache: Any, r: Any) -> float:
+        """``r``'s prefill on the server whose prefix cache is ``cache``: the tokens it holds are skipped;
+        the prompt's blocks are cached (a hybrid model's recurrent state at its last whole block, where
+        vLLM's align mode ends a chunk)."""
+        hit = cache.lookup(r.segments, r.prompt)
+        if r.cached < 0:
+            r.cached = hit
+            cache.count(r.prompt, hit)
+        point = r.prompt - r.prompt % cache.block_tokens if cache.state_points else 0
+        cache.insert(r.i, r.segments, r.prompt, state_at=point if point > hit else 0)
+        cache.release(r.i)  # its blocks stay cached, free once the handoff has them (capacity: the server's KV)
+        return self.prefill_cached_s(r.prompt, hit)
 
-def pick_batching_server(servers: Sequence[Any]) -> int:
-    """The batching prefill server with the fewest prompts not yet done (the lowest index on a tie)."""
+
+def pick_batching_server(servers: Sequence[Any], r: Any = None, *, prefix_aware: bool = False) -> int:
+    """The batching prefill server with the fewest prompts not yet done (the lowest index on a tie);
+    ``prefix_aware``: the one whose prefix cache holds the most of ``r``'s prompt, then the fewest."""
+    if prefix_aware:
+        hits = [s.cache.lookup(r.segments, r.prompt) for s in servers]
+        return min(range(len(servers)), key=lambda j: (-hits[j], len(servers[j].waiting) + len(servers[j].running), j))
     return min(range(len(servers)), key=lambda j: (len(servers[j].waiting) + len(servers[j].running), j))

@@ -22,7 +22,8 @@ class Request:
     """A request's record: its lengths, its times (seconds from the start of the run), where it ran."""
 
     __slots__ = ("i", "nominal", "arrival", "prompt", "out", "server", "computed", "target", "generated",
-                 "kv_alloc", "preemptions", "first_token", "last_token", "first_step", "prefill_start", "sent_after")
+                 "kv_alloc", "preemptions", "first_token", "last_token", "first_step", "prefill_start", "sent_after",
+                 "segments", "cached")
 
     def __init__(self, i: int, arrival: float, prompt: int, out: int) -> None:
         self.i, self.prompt, self.out = i, prompt, out
@@ -38,6 +39,8 @@ class Request:
         self.first_step = (-1, -1)  # colocated: (server, step) whose end is its first token
         self.prefill_start = _NAN
         self.sent_after = -1  # the request whose finish freed the client slot it was sent in (-1: none)
+        self.segments: tuple = ()  # its prompt's content, as the prefix cache keys it (depgraph.serving.prefixcache)
+        self.cached = -1  # prompt tokens its (prefill or colocated) server's prefix cache held (-1: not looked up)
 
 
 class HandoffRequest(Request):
@@ -46,7 +49,7 @@ class HandoffRequest(Request):
     __slots__ = ("prefill_end", "prefill_server", "prefill_after", "prefill_step", "slot_request", "slot_start",
                  "posting_start", "posting_end", "ready", "slot_from", "thread_after", "slot_iter", "slot_since",
                  "slot_held_s", "first_iter", "last_iter", "finish_iter", "grow_iter", "join_seq", "recompute",
-                 "preempted_token_s", "gated", "stall_s", "async_first", "solo_s")
+                 "preempted_token_s", "gated", "stall_s", "async_first", "solo_s", "dec_cached")
 
     def __init__(self, i: int, arrival: float, prompt: int, out: int) -> None:
         super().__init__(i, arrival, prompt, out)
@@ -70,6 +73,7 @@ class HandoffRequest(Request):
         self.stall_s = 0.0  # seconds its steps waited for other requests' state (a batch-scope hook)
         self.async_first = False  # its first token was made on its own (async admission), not in a batch step
         self.solo_s = 0.0  # async admission: the step that made its first token on its own, seconds
+        self.dec_cached = 0  # prompt tokens whose KV its decode server's prefix cache held: not moved
 
 
 def check_clock(reqs: list[Request], gpu: str) -> None:

@@ -119,7 +119,22 @@ SUMMARY_FIELDS: dict[str, str] = {
     "kv_used_peak": "share of the KV pool in use at its fullest (the fullest stage); null without memory "
                     "disaggregated (0 colocated without memory)",
     "kv_used_mean": "time-average share of the KV pool in use; null without memory disaggregated",
-    "bytes_moved": "bytes the handoffs moved, every rank's shards together (0 colocated)",
+    "bytes_moved": "bytes the handoffs moved, every rank's shards together (0 colocated): with prefix caching, only "
+                   "the KV of the blocks the decode server did not hold, and each request's recurrent state",
+    "prefix_caching": "whether every server that holds KV kept a prefix cache (vLLM's --enable-prefix-caching, on by "
+                      "default)",
+    "prefix_share_tokens": "tokens of a system prompt every request starts with (--prefix-share; 0: none)",
+    "prefix_cache_hit_rate": "prompt tokens the prefill (or colocated) servers found in their prefix cache when each "
+                             "request was first admitted, over all prompt tokens (0 with caching off)",
+    "prefix_cache_hit_requests": "share of requests that found any prompt tokens cached",
+    "prefix_cache_evicted_tokens": "tokens of free cached blocks the prefill (or colocated) servers evicted, least "
+                                   "recently used first, to make room",
+    "prefix_cache_block_tokens": "the block the prefix cache works in (vLLM's block_size; a hybrid model's aligned "
+                                 "block); null with caching off",
+    "decode_prefix_cache_hit_rate": "disaggregated: prompt tokens whose KV the decode server already held, so the "
+                                    "handoff did not move it, over all prompt tokens; null colocated",
+    "decode_prefix_cache_evicted_tokens": "disaggregated: tokens of free cached blocks the decode servers evicted; "
+                                          "null colocated or with caching off",
     "handoff_policy": "whole (one bulk transfer per request after prefill; NICs do not contend) or the readiness "
                       "policy of a per-layer handoff (compute-then-move, global, layer, component); null colocated",
     "hook_scope": "per-layer handoff: who waits for state not yet in, request (the request joins later) or batch "

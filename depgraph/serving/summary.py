@@ -110,15 +110,15 @@ def _columns(sim: Any) -> list[dict[str, np.ndarray]]:
         sim._cols = cols
     return sim._cols
 
-def _component_shares(sim: Any, prompt: int) -> dict[str, float]:
-    """Each handoff component's share of one request's bytes (the step predictor's, every decode rank's
-    shards together)."""
+def _component_shares(sim: Any, prompt: int, cached: int = 0) -> dict[str, float]:
+    """Each handoff component's share of the bytes one request's handoff moved (the step predictor's, every
+    decode rank's shards together; ``cached`` prompt tokens' KV held by the decode side, not moved)."""
     cache = sim.__dict__.setdefault("_wait_shares", {})
-    hit = cache.get(prompt)
+    hit = cache.get((prompt, cached))
     if hit is None:
-        by = sim.predict.handoff_component_bytes(prompt)
+        by = sim.predict.moved_bytes(prompt, cached)
         total = sum(by.values())
-        hit = cache[prompt] = {c: b / total for c, b in by.items() if b} if total else {}
+        hit = cache[(prompt, cached)] = {c: b / total for c, b in by.items() if b} if total else {}
     return hit
 
 
@@ -184,7 +184,7 @@ def _wait_row(sim: Any, r: Any, parts: dict[str, float], decode_start: float, it
     take("wait_link_busy_s", min(queued, wait_bytes))
     state += wait_bytes - (before - left)
     left -= wait_bytes - (before - left)
-    for c, share in _component_shares(sim, r.prompt).items():
+    for c, share in _component_shares(sim, r.prompt, r.dec_cached).items():
         out[_STATE_COLUMN.get(c) or f"wait_{state_cause(c)}"] = state * share
     out["wait_decode_s"] = left  # its own compute
     left = first - own_end  # what the others added
@@ -250,6 +250,30 @@ def _handoff_summary(sim: Any, df: pd.DataFrame, end: float) -> dict[str, Any]:
     return out
 
 
+def prefix_cache_summary(section: Any, caches: list, df: pd.DataFrame, *, decode_caches: list | None = None) -> dict:
+    """The summary's prefix-cache keys: whether caching was on, the share of prompt tokens the prefill (or
+    colocated) servers found cached at each request's first admission (``prefix_cache_hit_rate``), the
+    share of requests with any hit, the tokens evicted, the cache's block, and, disaggregated, the share of
+    prompt tokens whose KV the decode servers held and the handoff did not move."""
+    prompt = float(df.prompt_tokens.sum())
+    out: dict[str, Any] = {"prefix_caching": section.enable_prefix_caching,
+                           "prefix_share_tokens": section.prefix_share_tokens}
+    if not section.enable_prefix_caching:
+        out.update(prefix_cache_hit_rate=0.0, prefix_cache_hit_requests=0.0, prefix_cache_evicted_tokens=0,
+                   prefix_cache_block_tokens=None)
+        if decode_caches is not None:
+            out["decode_prefix_cache_hit_rate"] = 0.0
+        return out
+    out.update(prefix_cache_hit_rate=float(df.cached_tokens.sum()) / prompt if prompt else 0.0,
+               prefix_cache_hit_requests=float((df.cached_tokens > 0).mean()) if len(df) else 0.0,
+               prefix_cache_evicted_tokens=int(sum(c.evicted_tokens for c in caches)),
+               prefix_cache_block_tokens=caches[0].block_tokens if caches else None)
+    if decode_caches is not None:
+        out["decode_prefix_cache_hit_rate"] = float(df.decode_cached_tokens.sum()) / prompt if prompt else 0.0
+        out["decode_prefix_cache_evicted_tokens"] = int(sum(c.evicted_tokens for c in decode_caches))
+    return out
+
+
 def disaggregated_result(sim: Any, **meta) -> LoadResult:
     """The :class:`LoadResult` of a finished :class:`~depgraph.serving.disaggregated.DisaggregatedSimulation`."""
     rows = []
@@ -283,6 +307,10 @@ def disaggregated_result(sim: Any, **meta) -> LoadResult:
                      else r.last_token - r.slot_start, "finish_s": r.last_token,
                      "e2e_s": r.last_token - r.arrival, "decode_server": r.server,
                      "scheduled_s": r.nominal, "preemptions": r.preemptions,
+                     # prefix caching: prompt tokens its prefill server held, and whose KV its decode server
+                     # held (not moved); the handoff's bytes (what moved)
+                     "cached_tokens": max(r.cached, 0), "decode_cached_tokens": r.dec_cached,
+                     "bytes_moved": float(sum(sim.predict.moved_bytes(r.prompt, r.dec_cached).values())),
                      **(_gated_row(r) if sim.gated else {}),
                      **_wait_row(sim, r, parts, r.first_token - decode_s, first)})
     df = pd.DataFrame(rows)
@@ -346,8 +374,10 @@ def disaggregated_result(sim: Any, **meta) -> LoadResult:
                    prefill_servers=P, decode_servers=D, router=sim.cfg.decode.router, preemptions=sim.preemptions,
                    preempted_requests=int((df.preemptions > 0).sum()), memory=sim.memory,
                    max_concurrency=sim.concurrency, calibration=meta.get("calibration"),
-                   bytes_moved=float(sum(sim.predict.handoff_bytes(r.prompt) for r in sim.reqs)) if not sim.gated
+                   bytes_moved=float(np.cumsum(df.bytes_moved.to_numpy())[-1]) if not sim.gated
                    else float(sum(sim.nics.bytes[key] for key in sim.nics.bytes if key[0] == "down")),
+                   **prefix_cache_summary(sim.cfg.cache, sim.prefill_caches, df,
+                                          decode_caches=[d.cache for d in sim.dec if d.cache is not None]),
                    **_occupancy(sim, end), **_handoff_summary(sim, df, end))
     cfg = sim.cfg
     capacity = capacity_bound(kind="disaggregated", predict=sim.predict, table=df, prefill=cfg.prefill, decode=cfg.decode,
@@ -382,7 +412,7 @@ def colocated_result(model: ModelSpec, cfg: Any, cost: CostModel, table: pd.Data
     check_memory("num_prompts", n * BYTES_PER_REQUEST + steps * BYTES_PER_ITERATION + 8 * tokens,
                  f"a colocated load test of {n:,} requests and about {steps:,.0f} engine steps")
     run = simulate_colocated(model, cost, table, tp=tp, servers=deploy.servers, config=engine,
-                             overhead_s=cfg.cost.step_overhead_s, collectives=cfg.cost.collectives)
+                             overhead_s=cfg.cost.step_overhead_s, collectives=cfg.cost.collectives, cache=cfg.cache)
     df = run.requests
     end = float(df.finish_s.max())
     st = run.steps
@@ -399,6 +429,7 @@ def colocated_result(model: ModelSpec, cfg: Any, cost: CostModel, table: pd.Data
         **latency_summary(df, itl=run.itl_s, slo=meta["slo"], end=end, gpus=run.servers * tp),
         "preemptions": run.preemptions, "preempted_requests": int((df.preemptions > 0).sum()),
         "bytes_moved": 0.0,  # no handoff: prefill and decode share the GPUs
+        **prefix_cache_summary(cfg.cache, run.caches, df),
         "throughput_rps": n / end if end > 0 else math.nan,
         "output_tokens_per_s": tokens / end if end > 0 else math.nan,
         "steps": len(st), "utilization_mean": float(busy.mean() / end) if end > 0 else math.nan,

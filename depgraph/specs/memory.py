@@ -44,7 +44,7 @@ __all__ = ["VllmMemory", "vllm_memory", "stage_kv_cache_bytes", "stage_budgets",
            "weights_per_gpu_bytes", "stage_weights_bytes",
            "stage_layers", "GPU_MEMORY_UTILIZATION", "BLOCK_SIZE", "KERNEL_BLOCK_ALIGNMENT", "GIB",
            "SAMPLER_LOGIT_COPIES", "FORWARD_INTERMEDIATE_COPIES", "NON_TORCH_BYTES_TP1", "NON_TORCH_BYTES_TP",
-           "NON_TORCH_BYTES_PP", "FIT_DATASET", "MAX_MODEL_LEN"]
+           "NON_TORCH_BYTES_PP", "FIT_DATASET", "MAX_MODEL_LEN", "prefix_cache_block"]
 
 GIB = 1024 ** 3
 
@@ -308,6 +308,24 @@ def stage_kv_cache_bytes(model: ModelSpec, *, gpu: str | GPU = "h100-sxm", tp: i
     return [b.kv_cache_bytes for b in stage_budgets(
         model, gpu=load_gpu(gpu), tp=tp, pp=pp, gpu_memory_utilization=gpu_memory_utilization,
         max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs, cudagraph_bytes=cudagraph_bytes)]
+
+
+def prefix_cache_block(model: ModelSpec, *, tp: int = 1, block_size: int = BLOCK_SIZE) -> tuple[int, bool]:
+    """The block vLLM's prefix cache works in for ``model`` at ``tp``, and whether the model has recurrent
+    layers (Mamba-2, Gated DeltaNet), whose prefix hits vLLM's ``align`` Mamba cache mode limits to the
+    points where a recurrent state was kept (:mod:`depgraph.serving.prefixcache`). An attention-only model:
+    ``block_size``; a hybrid one: the attention block raised until one block's KV page holds a recurrent
+    state (``Platform._align_hybrid_block_size``, as :func:`vllm_memory` lays the cache out).
+
+    >>> import depgraph as dg
+    >>> prefix_cache_block(dg.load_model("qwen3-32b")), prefix_cache_block(dg.load_model("qwen3.6-35b-a3b", kv_dtype="fp8"))
+    ((16, False), (2096, True))
+    """
+    specs = _spec_kinds(model.layers, tp)
+    hybrid = any(kind == "mamba" for (kind, _), _ in specs)
+    if not specs:
+        return block_size, hybrid
+    return _layout(specs, block_size, model.name)[0], hybrid
 
 
 def vllm_memory(model: ModelSpec, *, gpu: str | GPU = "h100-sxm", tp: int = 1, pp: int = 1,

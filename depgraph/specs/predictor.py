@@ -91,6 +91,15 @@ class StepPredictor(Protocol):
     def recompute_s(self, tokens: int) -> float:
         """A preempted request's tokens recomputed on its decode server."""
 
+    def prefill_cached_s(self, prompt_tokens: int, cached_tokens: int) -> float:
+        """A whole prompt on a prefill server whose first ``cached_tokens`` are in its prefix cache."""
+
+    def moved_bytes(self, prompt_tokens: int, cached_tokens: int) -> dict[str, int]:
+        """The bytes by component a handoff moves when the decode side holds ``cached_tokens`` of the KV."""
+
+    def moved_transfer_s(self, prompt_tokens: int, cached_tokens: int) -> float:
+        """That handoff over the link."""
+
     def posting_s(self, prompt_tokens: int) -> float:
         """Pull's posting work on the decode loop for one request."""
 
@@ -170,6 +179,15 @@ class ServingPredictor:
         if hit is None:
             hit = self._recompute[tokens] = self._prefill_at(tokens, self.dtp, self.decode_pp)
         return hit
+
+    def prefill_cached_s(self, prompt_tokens: int, cached_tokens: int) -> float:
+        """A whole prompt whose first ``cached_tokens`` the prefill server's prefix cache holds: what prefilling
+        the prompt costs beyond prefilling its cached part (each new token's projections, and its attention
+        over the whole context), plus the fixed costs once. ``cached_tokens = 0`` is :meth:`prefill_s`."""
+        if not cached_tokens:
+            return self.prefill_s(prompt_tokens)
+        fixed = self.cost.model_prefill_fixed_s(self.model) + (self.prefill_pp - 1) * self.cost.activation_hop_s
+        return max(self.prefill_s(prompt_tokens) - self.prefill_s(cached_tokens), 0.0) + fixed
 
     # -- decode
     def decode_step_s(self, batch: int, context_tokens: int, contexts: Iterable[int] = ()) -> float:
@@ -288,6 +306,21 @@ class ServingPredictor:
             self._bytes_1 = handoff_bytes(self.model, prompt_tokens=1, tp=self.dtp)
         b = self._bytes_1
         return {"kv": b["kv"] * prompt_tokens, "ssm": b["ssm"], "conv": b["conv"]}
+
+    def moved_bytes(self, prompt_tokens: int, cached_tokens: int) -> dict[str, int]:
+        """:meth:`handoff_component_bytes` when the decode side's prefix cache already holds the KV of the
+        prompt's first ``cached_tokens``: the KV of the rest; the recurrent state and conv tail, which are
+        the request's own, in full."""
+        whole = self.handoff_component_bytes(prompt_tokens)
+        if not cached_tokens:
+            return whole
+        return {**whole, "kv": self.handoff_component_bytes(prompt_tokens - cached_tokens)["kv"]}
+
+    def moved_transfer_s(self, prompt_tokens: int, cached_tokens: int) -> float:
+        """:meth:`transfer_s` of :meth:`moved_bytes`."""
+        if not cached_tokens:
+            return self.transfer_s(prompt_tokens)
+        return handoff_transfer_s(self.link, sum(self.moved_bytes(prompt_tokens, cached_tokens).values()), self.nics)
 
     def transfer_s(self, prompt_tokens: int) -> float:
         """One request's handoff: the decode side's shards over as many NICs at once as the side with fewer

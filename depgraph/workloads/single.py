@@ -141,6 +141,7 @@ def request_parts(
     nic: str = "per-gpu",
     decode_placement: Sequence[int] | None = None,
     layer_links: Sequence[str] | None = None,
+    cached_tokens: int = 0,
 ) -> RequestParts:
     """One request's prefill, transfer and (optionally) decode events, not
     yet added to a graph (:func:`add_request` adds them).
@@ -154,6 +155,9 @@ def request_parts(
     ``priority`` is ``(request, send index)``. ``spec_tokens`` speculative tokens per step
     make every conv tail that many rows longer (as vLLM sizes it).
     ``layer_links`` names each layer's link device instead (one per layer).
+    ``cached_tokens``: prompt tokens whose KV the decode side already holds (its prefix cache): the KV
+    sends carry only the other ``prompt_tokens - cached_tokens`` tokens' KV (recurrent state and conv
+    tail are per request and always move); each send records ``cached_tokens``.
 
     ``prefill_tp`` / ``decode_tp`` above 1 give the graph ranks
     (:func:`_ranked_parts`; one stage, one named device per side).
@@ -165,7 +169,7 @@ def request_parts(
         return _ranked_parts(model, prompt_tokens=prompt_tokens, link=link, cost=cost, timing=timing, request=request,
                              prefill_tp=prefill_tp, decode_tp=decode_tp, nic=nic, decode=decode, token=token,
                              spec_tokens=spec_tokens, prefill_device=prefill_device, placement=placement,
-                             decode_placement=decode_placement)
+                             decode_placement=decode_placement, cached_tokens=cached_tokens)
     r = request
     stages = list(placement) if placement is not None else [0] * model.num_layers
     dstages = list(decode_placement) if decode_placement is not None else stages
@@ -185,7 +189,7 @@ def request_parts(
         tag = layer_tag(layer.index)
         dec_dev = _per_stage(decode_device, dstage)
         arrivals = _transfer_events(rec, nodes, layer, tag, p, done, request=r, prompt_tokens=prompt_tokens,
-                                    link=link, decode_device=dec_dev,
+                                    link=link, decode_device=dec_dev, cached_tokens=cached_tokens,
                                     link_device=layer_links[layer.index] if layer_links is not None
                                     else _per_stage(link_device, stage),
                                     spec_tokens=spec_tokens)
@@ -221,7 +225,7 @@ def request_parts(
 def _ranked_parts(model: ModelSpec, *, prompt_tokens: int, link: Link, cost: CostModel, timing: str, request: int,
                   prefill_tp: int, decode_tp: int, nic: str, decode: bool, token: bool,
                   spec_tokens: int, prefill_device: str = "prefill", placement: Sequence[int] | None = None,
-                  decode_placement: Sequence[int] | None = None) -> RequestParts:
+                  decode_placement: Sequence[int] | None = None, cached_tokens: int = 0) -> RequestParts:
     """One request with tensor parallelism on each side: the graph's ranks.
 
     Prefill runs in lockstep across its ``prefill_tp`` ranks: each layer is
@@ -296,8 +300,9 @@ def _ranked_parts(model: ModelSpec, *, prompt_tokens: int, link: Link, cost: Cos
     seq = 0
     last_collective: Hashable | None = None
     by_layer: dict[int, dict[str, list]] = {}
-    for t in transfers(model, prompt_tokens=prompt_tokens, prefill_tp=P, decode_tp=D, prefill_pp=prefill_pp,
-                       decode_pp=decode_pp, nic=nic, spec_tokens=spec_tokens):
+    # KV depends on the tokens moved (the decode side's cached prefix stays), state and conv tail do not
+    for t in transfers(model, prompt_tokens=prompt_tokens - cached_tokens, prefill_tp=P, decode_tp=D,
+                       prefill_pp=prefill_pp, decode_pp=decode_pp, nic=nic, spec_tokens=spec_tokens):
         by_layer.setdefault(t.layer, {}).setdefault(t.component, []).append(t)
     for layer, p, stage, dstage in zip(model.layers, nodes["prefill"], stages, dstages):
         tag = layer_tag(layer.index)
@@ -309,7 +314,8 @@ def _ranked_parts(model: ModelSpec, *, prompt_tokens: int, link: Link, cost: Cos
                 snd = rec.event(f"r{r}:send:{tag}:{c}:p{src}d{dst}", kind="send", request=r, layer=layer.index,
                                 component=c, device=card, duration_s=link.transfer_s(nbytes), bytes=nbytes,
                                 resource=card, priority=(r, len(nodes["send"])), rank=dst, src_rank=src,
-                                **where(stage))
+                                **where(stage), **({"cached_tokens": cached_tokens}
+                                                   if cached_tokens and c == "kv" else {}))
                 rec.dep(done if done is not None else p, snd, "data")
                 if done is not None:
                     rec.dep(p, snd, "data")
@@ -416,7 +422,7 @@ def _prefill_events(rec: _Recorder, model: ModelSpec, stages: list[int], *, requ
 
 def _transfer_events(rec: _Recorder, nodes: dict[str, list[Hashable]], layer: LayerSpec, tag: str, p: Hashable,
                      done: Hashable | None, *, request: int, prompt_tokens: int, link: Link, link_device: str,
-                     decode_device: str, spec_tokens: int = 0) -> dict[str, Hashable]:
+                     decode_device: str, spec_tokens: int = 0, cached_tokens: int = 0) -> dict[str, Hashable]:
     """Each component of ``layer`` (tagged ``tag`` in node ids) sent on
     ``link_device`` once its prefill node ``p`` (and, under migration, the
     ``prefill_done`` barrier ``done``) has finished, and its arrival on
@@ -425,10 +431,12 @@ def _transfer_events(rec: _Recorder, nodes: dict[str, list[Hashable]], layer: La
     r = request
     arrivals = {}
     for c in layer.components:
-        nbytes = layer.component_bytes(c, prompt_tokens, spec_tokens=spec_tokens)
+        nbytes = layer.component_bytes(c, prompt_tokens - cached_tokens if c == "kv" else prompt_tokens,
+                                       spec_tokens=spec_tokens)
+        extra = {"cached_tokens": cached_tokens} if cached_tokens and c == "kv" else {}
         s = rec.event(f"r{r}:send:{tag}:{c}", kind="send", request=r, layer=layer.index, component=c,
                       device=link_device, duration_s=link.transfer_s(nbytes), bytes=nbytes,
-                      resource=link_device, priority=(r, len(nodes["send"])))
+                      resource=link_device, priority=(r, len(nodes["send"])), **extra)
         rec.dep(done if done is not None else p, s, "data")
         if done is not None:
             rec.dep(p, s, "data")
