@@ -98,7 +98,7 @@ READERS = {
     "operations": (_operations, "ops.csv", OPERATIONS, "csv",
                    ("depgraph.serving.calibrate", "MAX_OPERATION_FILE_BYTES"),
                    ("depgraph.serving.calibrate", "MAX_OPERATION_ROWS")),
-    "trace": (_trace, "t.csv", TRACE, "csv", ("depgraph.serving.arrivals", "MAX_TRACE_FILE_BYTES"),
+    "trace": (_trace, "t.csv", TRACE, "csv", ("depgraph.serving.traces", "MAX_TRACE_READ_BYTES"),
               ("depgraph.serving.arrivals", "MAX_REQUESTS")),
     "profile": (_profile, "mlp.csv", PROFILE, "csv", ("depgraph.specs.profile_fit", "MAX_PROFILE_BYTES"),
                 ("depgraph.specs.profile_fit", "MAX_PROFILE_ROWS")),

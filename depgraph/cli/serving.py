@@ -41,7 +41,10 @@ def add_loadtest_command(sub) -> None:
                                      "a <P>P<D>D deployment's prefill servers', which then batch and chunk prompts")
     p.add_argument("--no-chunked-prefill", action="store_true",
                    help="whole prompts only: one that does not fit what is left of a step's budget waits")
-    p.add_argument("--router", default="round-robin", help="round-robin or least-outstanding (colocated:N)")
+    p.add_argument("--router", default="round-robin",
+                   help="round-robin, least-outstanding, or prefix-aware (the server whose prefix cache holds the "
+                        "most of the prompt, then the fewest outstanding; needs prefix caching), for a deployment's "
+                        "servers")
     p.add_argument("--max-concurrency", type=_number(int, "--max-concurrency"), default=None, metavar="C",
                    help="requests in flight at most; the client sends the next when one finishes (default: no cap)")
     p.add_argument("--no-memory", action="store_true",
@@ -78,13 +81,60 @@ def add_loadtest_command(sub) -> None:
     _add_field_flags(p, ("collectives", "link", "gpu", "expert_routing"))
     p.add_argument("--seed", type=_number(int, "--seed"), default=0)
     p.add_argument("--arrival", default="poisson", help="poisson or constant")
-    p.add_argument("--trace", default=None, help="CSV of arrival_s,prompt_tokens,output_tokens (replaces --qps ...)")
+    add_trace_flags(p, "replaces --qps, --prompt-tokens, --out-tokens and --num-prompts")
     _add_field_flags(p, ("prefill_servers", "slot_scope"), defaults={"slot_scope": LoadModel().slot_scope})
     _add_handoff_policy_flags(p)
     p.add_argument("--plot", default=None, help="write TTFT and slots held over time to this PNG/SVG")
     p.add_argument("--perfetto", default=None, help="write the realised run as a Perfetto trace (.json)")
     p.add_argument("--requests-csv", default=None, help="write the per-request table to this CSV")
     p.add_argument("--json", action="store_true")
+
+
+def add_trace_flags(p, replaces: str) -> None:
+    """--trace and its selection, and prefix caching (vLLM's flag names), for loadtest and plan."""
+    from ..serving.traces import TRACE_FORMATS
+
+    p.add_argument("--trace", default=None, metavar="FILE",
+                   help=f"replay a request trace ({replaces}): depgraph's CSV (arrival_s,prompt_tokens,"
+                        "output_tokens), or a published one as it is: Azure's LLM inference CSV, Mooncake's JSONL "
+                        "(with hash_ids: its shared prompt blocks), BurstGPT's CSV; recognised by its header")
+    p.add_argument("--trace-format", default=None, metavar="F",
+                   help=f"the trace's format ({', '.join(TRACE_FORMATS)}), when its header should be checked "
+                        "against one")
+    p.add_argument("--trace-slice", default=None, metavar="START:END",
+                   help="replay the trace's rows START to END (0-based, as published; either side may be empty)")
+    p.add_argument("--trace-window", default=None, metavar="START:END",
+                   help="replay the rows from START to END seconds after the trace's first row")
+    p.add_argument("--trace-speed", type=_number(float, "--trace-speed"), default=1.0, metavar="X",
+                   help="replay X times as fast (2: arrivals twice as dense; default 1)")
+    p.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction, default=True,
+                   help="every server that holds KV keeps a prefix cache, as vLLM's V1 engine does by default: "
+                        "cached prompt blocks are not prefilled again, and the handoff moves only the KV the "
+                        "decode server lacks")
+    p.add_argument("--prefix-share", type=_number(int, "--prefix-share"), default=0, metavar="N",
+                   help="every request starts with the same N-token system prompt (generated traffic, or a trace "
+                        "without hash_ids); default 0")
+
+
+def trace_values(args) -> dict:
+    """The trace and prefix-caching flags, as loadtest()'s keywords (only those given)."""
+    out: dict = {"enable_prefix_caching": args.enable_prefix_caching}
+    if args.prefix_share:
+        out["prefix_share_tokens"] = args.prefix_share
+    if args.trace is not None:
+        out["trace"] = args.trace
+    for flag, name, value in (("--trace-format", "trace_format", args.trace_format),
+                              ("--trace-slice", "trace_slice", args.trace_slice),
+                              ("--trace-window", "trace_window_s", args.trace_window)):
+        if value is not None:
+            if args.trace is None:
+                raise DepgraphError(f"{flag}: selects from a trace; give --trace")
+            out[name] = value
+    if args.trace_speed != 1.0:
+        if args.trace is None:
+            raise DepgraphError("--trace-speed: replays a trace faster or slower; give --trace")
+        out["trace_speed"] = args.trace_speed
+    return out
 
 
 def _add_handoff_policy_flags(p) -> None:
@@ -145,7 +195,7 @@ def _cmd_loadtest(args) -> int:
                                     "--max-num-batched-tokens); the default load model has one decode server")
     run_args = dict(handoff=args.handoff, qps=args.qps, prompt_tokens=args.prompt_tokens,
                     out_tokens=args.out_tokens, num_prompts=args.num_prompts, max_num_seqs=args.max_num_seqs,
-                    seed=args.seed, arrival=args.arrival, trace=args.trace,
+                    seed=args.seed, arrival=args.arrival, **trace_values(args),
                     **({} if args.tp is None else {"tp": args.tp}),
                     burstiness=args.burstiness, range_ratio=args.range_ratio, **slo, **engine,
                     max_concurrency=args.max_concurrency, slot_scope=args.slot_scope,

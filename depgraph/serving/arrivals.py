@@ -17,7 +17,7 @@ from .._files import read_text_limited, shown_path
 from .._validate import one_of, parse_csv, positive_int, positive_number
 from ..errors import ConfigError
 
-__all__ = ["ARRIVAL_PROCESSES", "MAX_REQUESTS", "MAX_ARRIVAL_S", "MAX_TRACE_FILE_BYTES", "arrivals", "read_trace",
+__all__ = ["ARRIVAL_PROCESSES", "MAX_REQUESTS", "MAX_ARRIVAL_S", "arrivals", "read_trace",
            "checked_trace"]
 
 #: How generated requests arrive (:func:`arrivals`).
@@ -38,10 +38,6 @@ MAX_REQUESTS = 1_000_000
 MAX_ARRIVAL_S = 1e7
 
 
-#: Largest trace file read, in bytes (default 64 MiB: 1,000,000 rows of up to 64 characters; a row such as
-#: ``12345.678901234,16384,128`` takes about 26).
-MAX_TRACE_FILE_BYTES = 64 * 1024 * 1024
-
 
 #: The longest field of a trace read, in characters (a time or a count needs at most about 25).
 MAX_TRACE_FIELD_CHARS = 1_000
@@ -57,55 +53,17 @@ def _clip(text: str, limit: int = 80) -> str:
 
 
 def read_trace(path: str | Path) -> pd.DataFrame:
-    """Read an arrival trace: CSV with columns ``arrival_s``, ``prompt_tokens``,
-    ``output_tokens`` (a header row; times non-decreasing, in ``[0,
-    MAX_ARRIVAL_S]``; counts >= 1). Only a regular file of at most
-    :data:`MAX_TRACE_FILE_BYTES` is read, and at most :data:`MAX_REQUESTS`
-    rows: they are counted while reading, and one more is refused before
-    anything is built."""
-    text = read_text_limited(path, what="load-test trace", max_bytes=MAX_TRACE_FILE_BYTES,
-                             cap="depgraph.serving.arrivals.MAX_TRACE_FILE_BYTES")
-    path = shown_path(path)
-    want = _TRACE_COLUMNS
-    try:
-        records = parse_csv(text, where=path, max_rows=MAX_REQUESTS, max_field_chars=MAX_TRACE_FIELD_CHARS)
-    except ConfigError as exc:
-        if "rows after the header" not in str(exc):
-            raise
-        line = str(exc)[len(path) + 2:].split(":", 1)[0]
-        raise ConfigError(f"{path}: {line}: more than {MAX_REQUESTS:,} requests; a load test simulates "
-                          f"at most {MAX_REQUESTS:,} (MAX_REQUESTS)") from None
-    header = records[0][1] if records and records[0][0] == 1 else None
-    if header is None or [c.strip() for c in header] != want:
-        got = shown_path(_clip(",".join(header))) if header is not None else "an empty file"
-        raise ConfigError(f"{path}: line 1: expected the header {','.join(want)}; got {got}")
-    times = np.empty(len(records) - 1)
-    prompts = np.empty(len(records) - 1, dtype=np.int64)
-    outs = np.empty(len(records) - 1, dtype=np.int64)
-    last = 0.0
-    for k, (line, row) in enumerate(records[1:]):
-        if len(row) != 3:
-            raise ConfigError(f"{path}: line {line}: expected 3 fields ({','.join(want)}); got {len(row)}")
-        try:
-            t = float(row[0])
-            p, o = int(row[1]), int(row[2])
-        except ValueError:
-            raise ConfigError(f"{path}: line {line}: expected a number and two integers; got "
-                              f"{shown_path(_clip(','.join(row)))}") from None
-        if not (math.isfinite(t) and 0 <= t <= MAX_ARRIVAL_S):
-            raise ConfigError(f"{path}: line {line}: arrival_s: expected {_ARRIVAL_WORDS}; got "
-                              f"{shown_path(_clip(row[0]))}")
-        if t < last:
-            raise ConfigError(f"{path}: line {line}: arrival_s: expected non-decreasing times; got {t} after {last}")
-        if not 1 <= p <= 10_000_000:
-            raise ConfigError(f"{path}: line {line}: prompt_tokens: expected 1 to 10,000,000; got {_clip(str(p))}")
-        if not 1 <= o <= 1_000_000:
-            raise ConfigError(f"{path}: line {line}: output_tokens: expected 1 to 1,000,000; got {_clip(str(o))}")
-        times[k], prompts[k], outs[k] = t, p, o
-        last = t
-    if not len(times):
-        raise ConfigError(f"{path}: no requests after the header")
-    return pd.DataFrame({"arrival_s": times, "prompt_tokens": prompts, "output_tokens": outs})
+    """Read an arrival trace in depgraph's own format: CSV with columns ``arrival_s``, ``prompt_tokens``,
+    ``output_tokens`` (a header row; times non-decreasing, in ``[0, MAX_ARRIVAL_S]``; counts >= 1), as
+    :func:`depgraph.serving.traces.load_trace` reads it (the one reader of every trace format). A row with a zero count is refused here; ``load_trace`` drops and counts it."""
+    from .traces import load_trace
+
+    trace = load_trace(path, format="depgraph")
+    zero = trace.dropped["zero_prompt"] + trace.dropped["zero_output"]
+    if zero:
+        raise ConfigError(f"{trace.path}: {zero:,} rows with zero prompt or output tokens; expected counts >= 1 "
+                          "(depgraph.serving.traces.load_trace drops and counts them)")
+    return trace.table
 
 
 def checked_trace(table: pd.DataFrame) -> pd.DataFrame:
@@ -140,6 +98,8 @@ def checked_trace(table: pd.DataFrame) -> pd.DataFrame:
         row = int(back[0]) + 1
         raise ConfigError(f"trace: row {row}: arrival_s: expected non-decreasing times; got "
                           f"{float(columns['arrival_s'][row])!r} after {float(columns['arrival_s'][row - 1])!r}")
+    if "hash_ids" in table.columns:  # a Mooncake-style trace's prompt blocks (the prefix cache reads them)
+        columns["hash_ids"] = table["hash_ids"].to_numpy(dtype=object)
     return pd.DataFrame(columns)
 
 

@@ -364,9 +364,6 @@ def resolve(model: ModelSpec, *, handoff: str | None = None, deployment: str | N
                                      token_edge=token_edge, colocated=colocated)
     boolean("enable_prefix_caching", enable_prefix_caching)
     prefix_share_tokens = positive_int("prefix_share_tokens", prefix_share_tokens, upper=10_000_000, allow_zero=True)
-    if prefix_share_tokens and not enable_prefix_caching:
-        raise ConfigError("prefix_share_tokens: a shared prefix is reused through the prefix cache; it needs "
-                          "prefix caching on (leave --no-enable-prefix-caching out)")
     if router == "prefix-aware" and not enable_prefix_caching:
         raise ConfigError("router: prefix-aware routes to the server whose prefix cache holds the most of a "
                           "prompt; it needs prefix caching on (leave --no-enable-prefix-caching out)")

@@ -121,6 +121,8 @@ SUMMARY_FIELDS: dict[str, str] = {
     "kv_used_mean": "time-average share of the KV pool in use; null without memory disaggregated",
     "bytes_moved": "bytes the handoffs moved, every rank's shards together (0 colocated): with prefix caching, only "
                    "the KV of the blocks the decode server did not hold, and each request's recurrent state",
+    "trace": "the trace file read (format, path, rows read, kept, dropped by reason, speed, slice, window, span); "
+             "null for generated traffic or a DataFrame",
     "prefix_caching": "whether every server that holds KV kept a prefix cache (vLLM's --enable-prefix-caching, on by "
                       "default)",
     "prefix_share_tokens": "tokens of a system prompt every request starts with (--prefix-share; 0: none)",

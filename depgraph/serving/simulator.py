@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -40,9 +41,10 @@ from .._validate import boolean, positive_int
 from ..specs.cost import CostModel
 from ..specs.models import ModelSpec, load_model
 from ..specs.predictor import ServingPredictor, StepPredictor
-from .arrivals import (ARRIVAL_PROCESSES, MAX_ARRIVAL_S, MAX_REQUESTS, MAX_TRACE_FILE_BYTES, arrivals,  # noqa: F401
+from .arrivals import (ARRIVAL_PROCESSES, MAX_ARRIVAL_S, MAX_REQUESTS, arrivals,  # noqa: F401
                        checked_trace, read_trace)
 from .config import ServingConfig, resolve  # noqa: F401
+from .traces import MAX_TRACE_READ_BYTES, TRACE_FORMATS, Trace, load_trace, parse_range  # noqa: F401
 from .params import (HANDOFFS, ROUTERS, SLOT_SCOPES, EngineConfig, LoadModel, default_max_num_batched_tokens,  # noqa: F401
                      parse_deployment)
 from .disaggregated import DisaggregatedSimulation
@@ -54,7 +56,7 @@ from . import arrivals as _traffic, summary as _summary  # the knobs, read where
 
 __all__ = ["HANDOFFS", "LoadModel", "LoadResult", "loadtest", "arrivals", "meets_slos", "read_trace", "run_graph",
            "steady_state", "STEADY_STATE_MARGIN", "STEADY_STATE_MIN_REQUESTS", "MAX_REQUESTS",
-           "MAX_ARRIVAL_S", "MAX_TRACE_FILE_BYTES"]
+           "MAX_ARRIVAL_S", "MAX_TRACE_READ_BYTES"]
 
 
 # --------------------------------------------------------------- simulation
@@ -69,7 +71,9 @@ def loadtest(model: ModelSpec | str, *, handoff: str | None = None, qps: float |
              max_concurrency: int | None = None, router: str = "round-robin", memory: bool | None = None,
              slo_ttft_s: float | None = None, slo_tpot_s: float | None = None, kv_pool_bytes: int | None = None,
              calibration: str | Path | None = None, calibration_corner: str | None = None,
-             until_steady: bool = False, max_prompts: int | None = None, **overrides) -> LoadResult:
+             until_steady: bool = False, max_prompts: int | None = None, trace_format: str | None = None,
+             trace_slice: tuple | str | None = None, trace_window_s: tuple | str | None = None,
+             trace_speed: float = 1.0, **overrides) -> LoadResult:
     """Simulate a load test; return per-request rows and a summary.
 
     Either ``qps``, ``prompt_tokens``, ``out_tokens`` and ``num_prompts``
@@ -138,8 +142,15 @@ def loadtest(model: ModelSpec | str, *, handoff: str | None = None, qps: float |
     if params is not None and not isinstance(params, LoadModel):
         raise ConfigError(f"params: expected a depgraph.LoadModel (or None for the defaults), got "
                           f"{type(params).__name__}")
-    if trace is not None and not isinstance(trace, (str, os.PathLike, pd.DataFrame)):
-        raise ConfigError(f"trace: expected a CSV file path or a DataFrame of arrivals, got {type(trace).__name__}")
+    if trace is not None and not isinstance(trace, (str, os.PathLike, pd.DataFrame, Trace)):
+        raise ConfigError(f"trace: expected a trace file path, a depgraph.serving.traces.Trace or a DataFrame of "
+                          f"arrivals, got {type(trace).__name__}")
+    if not isinstance(trace, (str, os.PathLike)):
+        for name, value, default in (("trace_format", trace_format, None), ("trace_slice", trace_slice, None),
+                                     ("trace_window_s", trace_window_s, None), ("trace_speed", trace_speed, 1.0)):
+            if value != default:
+                raise ConfigError(f"{name}: selects and replays a trace file; give trace as a file path (a Trace "
+                                  "or a DataFrame is used as it is)")
     if boolean("until_steady", until_steady):
         return _until_steady(model, num_prompts=num_prompts, max_prompts=max_prompts, trace=trace,
                              kw=dict(handoff=handoff, qps=qps, prompt_tokens=prompt_tokens, out_tokens=out_tokens,
@@ -168,7 +179,16 @@ def loadtest(model: ModelSpec | str, *, handoff: str | None = None, qps: float |
     if trace is not None:
         if burstiness is not None or range_ratio:
             raise ConfigError("burstiness, range_ratio: a trace gives its own arrivals and lengths; leave them out")
-        table = checked_trace(trace) if isinstance(trace, pd.DataFrame) else read_trace(trace)
+        if isinstance(trace, (str, os.PathLike)):  # any published format, selected, filtered (counted), scaled
+            trace = load_trace(trace, format=trace_format, rows=_range(trace_slice, "trace_slice", True),
+                               window_s=_range(trace_window_s, "trace_window_s", False), speed=trace_speed,
+                               max_context_tokens=model.max_position_embeddings)
+        if isinstance(trace, Trace):
+            table, trace_info = trace.table, trace.summary()
+            if trace.hash_block_tokens is not None:
+                cfg = replace(cfg, cache=replace(cfg.cache, hash_block_tokens=trace.hash_block_tokens))
+        else:
+            table, trace_info = checked_trace(trace), None
     else:
         missing = [n for n, v in (("qps", qps), ("prompt_tokens", prompt_tokens), ("out_tokens", out_tokens),
                                   ("num_prompts", num_prompts)) if v is None]
@@ -187,6 +207,7 @@ def loadtest(model: ModelSpec | str, *, handoff: str | None = None, qps: float |
         model.check_context(int((table["prompt_tokens"] + table["output_tokens"]).max()),
                             field="prompt_tokens" if trace is None else "trace", what="a prompt plus its output")
     meta = {"qps": qps, "seed": seed, "arrival": arrival if trace is None else "trace",
+            "trace": trace_info if trace is not None else None,
             "slo": {"ttft_s": cfg.client.slo_ttft_s, "tpot_s": cfg.client.slo_tpot_s}, "calibration": cfg.cost.calibration}
     if len(table):  # every server must hold its weights and one request
         cfg.check_traffic(model, cost, int((table["prompt_tokens"] + table["output_tokens"]).max()),
@@ -214,6 +235,13 @@ def loadtest(model: ModelSpec | str, *, handoff: str | None = None, qps: float |
     sim = DisaggregatedSimulation(model, cfg, cost, table, predict=predict)
     sim.run()
     return sim.result(**meta)
+
+
+def _range(value: Any, field: str, integer: bool) -> tuple | None:
+    """A trace selection given as ``(start, end)`` or ``"START:END"`` (:func:`~depgraph.serving.traces.parse_range`)."""
+    if value is None or isinstance(value, tuple):
+        return value
+    return parse_range(value, field=field, integer=integer)
 
 
 #: ``until_steady``'s default cap: this many times the first run's requests.

@@ -373,7 +373,7 @@ def disaggregated_result(sim: Any, **meta) -> LoadResult:
                                                     "prefill pool",
                    prefill_servers=P, decode_servers=D, router=sim.cfg.decode.router, preemptions=sim.preemptions,
                    preempted_requests=int((df.preemptions > 0).sum()), memory=sim.memory,
-                   max_concurrency=sim.concurrency, calibration=meta.get("calibration"),
+                   max_concurrency=sim.concurrency, calibration=meta.get("calibration"), trace=meta.get("trace"),
                    bytes_moved=float(np.cumsum(df.bytes_moved.to_numpy())[-1]) if not sim.gated
                    else float(sum(sim.nics.bytes[key] for key in sim.nics.bytes if key[0] == "down")),
                    **prefix_cache_summary(sim.cfg.cache, sim.prefill_caches, df,
@@ -439,7 +439,7 @@ def colocated_result(model: ModelSpec, cfg: Any, cost: CostModel, table: pd.Data
         "waiting_peak": int(st.waiting.max()) if len(st) else 0,
         "running_mean": float((st.running * st.duration_s).sum() / st.duration_s.sum()) if len(st) else 0.0,
         "kv_pool_bytes": run.pool_bytes if engine.memory else None,
-        "makespan_s": end, "calibration": meta.get("calibration"),
+        "makespan_s": end, "calibration": meta.get("calibration"), "trace": meta.get("trace"),
     }
     pools = run._trace["servers"][0].pool.stages if engine.memory else []
     capacity = capacity_bound(kind="colocated", predict=cfg.predictor(model, cost), table=df, prefill=cfg.prefill,

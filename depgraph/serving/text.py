@@ -75,6 +75,7 @@ def loadtest_text(result, *, intervals: dict[str, Any] | None = None, wrote: Ite
              f"{s['link']} per GPU" + (f"; at most {s['max_concurrency']} requests in flight"
                                         if s["max_concurrency"] is not None else "")]
     lines += _fitted(s)
+    lines += trace_lines(s)
     lines += _handoff_lines(s)
     lines.append(f"  TTFT   p50 {s['ttft_p50_s'] * 1e3:9.1f} ms   p90 {s['ttft_p90_s'] * 1e3:9.1f} ms   p99 {s['ttft_p99_s'] * 1e3:9.1f} ms")
     lines += _interval_line(intervals, "ttft", 1)
@@ -103,6 +104,28 @@ def loadtest_text(result, *, intervals: dict[str, Any] | None = None, wrote: Ite
     lines.append("  mean TTFT parts: " + ", ".join(f"{k[:-2]} {v * 1e3:.1f} ms" for k, v in parts.items()))
     lines += wait_lines(result.requests)
     return "\n".join(lines + _wrote(wrote))
+
+
+def trace_lines(s: dict) -> list[str]:
+    """The trace read (what was kept and why the rest was dropped) and the prefix caches' hits."""
+    out = []
+    t = s.get("trace")
+    if t:
+        dropped = ", ".join(f"{n:,} {reason.replace('_', ' ')}" for reason, n in t["dropped"].items() if n)
+        out.append(f"  trace {t['path']} ({t['format']}): {t['kept']:,} of {t['rows_read']:,} rows read replayed"
+                   + (f" (dropped: {dropped})" if dropped else "") + f" over {t['span_s']:,.1f} s"
+                   + (f" at {t['speed']:g}x speed" if t["speed"] != 1 else ""))
+    shared = t or s.get("prefix_share_tokens") or s.get("prefix_cache_hit_rate") or s.get("decode_prefix_cache_hit_rate")
+    if s.get("prefix_caching") and shared:  # said where anything could be shared
+        line = (f"  prefix caching ({s['prefix_cache_block_tokens']}-token blocks): {100 * s['prefix_cache_hit_rate']:.1f}% "
+                f"of prompt tokens found cached ({100 * s['prefix_cache_hit_requests']:.0f}% of requests)")
+        if s.get("decode_prefix_cache_hit_rate") is not None:
+            line += (f"; decode servers held {100 * s['decode_prefix_cache_hit_rate']:.1f}% of the prompts' KV, "
+                     "not moved")
+        out.append(line)
+    elif s.get("prefix_caching") is False:
+        out.append("  prefix caching off (--no-enable-prefix-caching)")
+    return out
 
 
 def wait_lines(requests) -> list[str]:
@@ -180,6 +203,7 @@ def _colocated_text(result, *, intervals: dict[str, Any] | None = None, wrote: I
              f"(prefill MFU {s['prefill_mfu']:g}, decode HBM efficiency {s['hbm_efficiency']:g}, step overhead "
              f"{s['step_overhead_s'] * 1e3:g} ms{', all-reduces added' if s['collectives'] else ''})"]
     lines += _fitted(s)
+    lines += trace_lines(s)
     for name, label, digits in (("ttft", "TTFT", 1), ("tpot", "TPOT", 2), ("itl", "ITL", 2), ("e2e", "E2E", 1)):
         lines.append(f"  {label:<6} p50 {s[f'{name}_p50_s'] * 1e3:9.{digits}f} ms   p90 "
                      f"{s[f'{name}_p90_s'] * 1e3:9.{digits}f} ms   p99 {s[f'{name}_p99_s'] * 1e3:9.{digits}f} ms")

@@ -46,7 +46,7 @@ import pandas as pd
 from .._files import checked_path, file_kind, shown_path
 from .._validate import one_of, positive_int, positive_number
 from ..errors import ConfigError
-from .arrivals import MAX_ARRIVAL_S, MAX_REQUESTS
+from . import arrivals as _arrivals  # MAX_REQUESTS and MAX_ARRIVAL_S, read where they live (one knob each)
 
 __all__ = ["TRACE_FORMATS", "MOONCAKE_BLOCK_TOKENS", "MAX_TRACE_READ_BYTES", "Trace", "parse_range", "load_trace"]
 
@@ -204,8 +204,10 @@ def load_trace(path: str | os.PathLike, *, format: str | None = None,
     3. Rows with no prompt tokens (``zero_prompt``), no output tokens
        (``zero_output``), or, when ``max_context_tokens`` is given, more prompt
        and output tokens than it (``over_context``) are dropped and counted.
-    4. Kept times are re-based, the first kept row at 0, and divided by
-       ``speed`` (``2`` replays twice as fast).
+    4. Kept times are re-based, the first kept row at 0 (a published trace's
+       clock; depgraph's own format is already seconds from the run's start
+       and is kept as written), and divided by ``speed`` (``2`` replays twice
+       as fast).
 
     Reading stops once past the end of ``rows`` or of ``window_s``; at most
     :data:`MAX_TRACE_READ_BYTES` are read, from a regular file only. Refused,
@@ -303,14 +305,14 @@ def load_trace(path: str | os.PathLike, *, format: str | None = None,
                 continue
             if kept_first is None:
                 kept_first = t
-            arrival = (t - kept_first) / per_second / speed
-            if arrival > MAX_ARRIVAL_S:
-                raise ConfigError(f"{shown}: line {number}: arrival_s: expected at most {MAX_ARRIVAL_S:g} s "
+            arrival = ((t if kind == "depgraph" else t - kept_first) / per_second) / speed
+            if arrival > _arrivals.MAX_ARRIVAL_S:
+                raise ConfigError(f"{shown}: line {number}: arrival_s: expected at most {_arrivals.MAX_ARRIVAL_S:g} s "
                                   f"after the first kept row (MAX_ARRIVAL_S); got {arrival:.6g} s; select a "
                                   "shorter part with --trace-slice or --trace-window, or raise --trace-speed")
-            if len(prompts) >= MAX_REQUESTS:
-                raise ConfigError(f"{shown}: line {number}: more than {MAX_REQUESTS:,} requests kept; a load test "
-                                  f"simulates at most {MAX_REQUESTS:,} (MAX_REQUESTS); slice it with --trace-slice "
+            if len(prompts) >= _arrivals.MAX_REQUESTS:
+                raise ConfigError(f"{shown}: line {number}: more than {_arrivals.MAX_REQUESTS:,} requests kept; a "
+                                  f"load test simulates at most {_arrivals.MAX_REQUESTS:,} (MAX_REQUESTS); slice it with --trace-slice "
                                   "or --trace-window")
             raw_times.append(t)
             prompts.append(p)
@@ -326,6 +328,8 @@ def load_trace(path: str | os.PathLike, *, format: str | None = None,
         raise ConfigError(f"{shown}: no requests left: {rows_read:,} rows read, dropped: {reasons}")
     if kind in ("azure", "mooncake"):  # exact integer differences, then one correctly rounded division
         times = np.array([(t - kept_first) / per_second for t in raw_times], dtype=np.float64)
+    elif kind == "depgraph":  # already seconds from the run's start: kept as written
+        times = np.array(raw_times, dtype=np.float64)
     else:
         times = np.array(raw_times, dtype=np.float64) - float(kept_first)
     if speed != 1.0:
