@@ -16,6 +16,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+import depgraph.serving.arrivals as dg_arrivals
+
 import depgraph.serving.traces as traces
 from depgraph.errors import ConfigError
 from depgraph.serving.arrivals import MAX_ARRIVAL_S
@@ -151,7 +153,7 @@ def test_depgraph_format(tmp_path):
     path = write(tmp_path, "d.csv", ["arrival_s,prompt_tokens,output_tokens", "10.5,100,20", "11,200,0", "12.25,300,30"])
     trace = load_trace(path)
     assert trace.format == "depgraph"
-    assert trace.table["arrival_s"].tolist() == [0.0, 1.75]
+    assert trace.table["arrival_s"].tolist() == [10.5, 12.25]  # depgraph's own times: seconds from the run's start
     assert trace.dropped["zero_output"] == 1
 
 
@@ -307,12 +309,15 @@ def test_over_context_counted(tmp_path):
     assert load_trace(path, max_context_tokens=692).table["prompt_tokens"].tolist() == [472, 12]
 
 
-def test_zero_prompt_counted_and_rebased_from_the_first_kept_row(tmp_path):
+def test_zero_prompt_counted_and_a_published_clock_rebased_from_the_first_kept_row(tmp_path):
     path = write(tmp_path, "d.csv", [DG, "1,0,5", "3,4,5", "4,4,0", "6,4,5"])
     trace = load_trace(path)
     assert trace.dropped == {"outside_slice": 0, "outside_window": 0, "zero_prompt": 1, "zero_output": 1,
                              "over_context": 0}
-    assert trace.table["arrival_s"].tolist() == [0.0, 3.0]
+    assert trace.table["arrival_s"].tolist() == [3.0, 6.0]  # depgraph's format: kept as written
+    burst = write(tmp_path, "b.csv", [BURST_HEADER, "1,ChatGPT,0,5,5,Conversation log", "3,ChatGPT,4,5,9,Conversation log",
+                                      "6,ChatGPT,4,5,9,Conversation log"])
+    assert load_trace(burst).table["arrival_s"].tolist() == [0.0, 3.0]  # a published clock: from the first kept row
 
 
 def test_summary():
@@ -401,7 +406,7 @@ def test_no_rows_left(tmp_path):
 
 
 def test_too_many_requests(tmp_path, monkeypatch):
-    monkeypatch.setattr(traces, "MAX_REQUESTS", 4)
+    monkeypatch.setattr(dg_arrivals, "MAX_REQUESTS", 4)  # the one knob, read where it lives
     path = write(tmp_path, "d.csv", [DG] + [f"{t},1,1" for t in range(6)])
     with pytest.raises(ConfigError, match=r"line 6: more than 4 requests kept.*--trace-slice or --trace-window"):
         load_trace(path)
