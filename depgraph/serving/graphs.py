@@ -102,7 +102,9 @@ def run_graph(result: Any) -> nx.DiGraph:
             add_dep(G, f"prefill-{r.prefill_server}:step{r.prefill_step}", pre, "data")
         else:
             pre = add_event(G, f"r{i}:prefill", kind="prefill", request=i,
-                            device=f"prefill-{max(r.prefill_server, 0)}", duration_s=tr["prefill_s"](r.prompt))
+                            device=f"prefill-{max(r.prefill_server, 0)}",
+                            duration_s=tr["prefill_cached_s"](r.prompt, max(r.cached, 0)),
+                            **({"cached_tokens": r.cached} if r.cached > 0 else {}))
         streamed = r.gated is not None and tr.get("streams")
         if streamed:  # its layers' state leaves as they finish: the prefill's start is the messages' gate
             pre_start = add_event(G, f"r{i}:prefill_start", kind="barrier", request=i,
@@ -110,7 +112,13 @@ def run_graph(result: Any) -> nx.DiGraph:
             add_dep(G, pre_start, pre, "program")
         slot = add_event(G, f"r{i}:slot", kind="barrier", request=i, device=dev("decode", k), operator="slot")
         ready = add_event(G, f"r{i}:ready", kind="barrier", request=i, device=dev("decode", k), operator="ready")
-        send = add_event(G, f"r{i}:transfer", kind="send", request=i, device="link", duration_s=tr["transfer_s"](r.prompt))
+        # the handoff moves the KV blocks its decode server lacks (and the request's recurrent state): which
+        # moved and which its prefix cache held, in tokens and blocks
+        block = tr["decode_block_tokens"]
+        moved = {"kv_tokens_moved": r.prompt - r.dec_cached, "kv_tokens_cached": r.dec_cached,
+                 "blocks_moved": -(-(r.prompt - r.dec_cached) // block), "blocks_cached": r.dec_cached // block}
+        send = add_event(G, f"r{i}:transfer", kind="send", request=i, device="link",
+                         duration_s=tr["moved_transfer_s"](r.prompt, r.dec_cached), **moved)
         token = add_event(G, f"r{i}:token", kind="token", request=i, device=dev("decode", k))
         if r.slot_from >= 0:
             add_dep(G, released(reqs[r.slot_from]), slot, "resource")
@@ -134,6 +142,7 @@ def run_graph(result: Any) -> nx.DiGraph:
             wake_post[i] = path[path.index(post) - 1]
         if r.gated is not None:  # message by message: the transfer node gives way to the request's messages
             G.remove_node(send)
+            G.nodes[f"r{i}:ready"].update(moved)
             gate = pre_start if streamed else path[path.index(send) - 1]
             if streamed:
                 path.insert(path.index(pre), pre_start)
@@ -212,7 +221,8 @@ def _messages(G: nx.DiGraph, r: Any, gate: str, tr: dict, decode_device: str, ni
         for pos, j in enumerate(lane.idx):
             layer, component, src, dst = p.labels[j] if p.labels else (None, None, 0, 0)
             node = add_event(G, f"r{i}:send:{j}", kind="send", request=i, layer=layer, component=component,
-                             rank=dst, src_rank=src, device=" ".join(nics), duration_s=float(lane.dur_s[pos]))
+                             rank=dst, src_rank=src, device=" ".join(nics), duration_s=float(lane.dur_s[pos]),
+                             **({"cached_tokens": r.dec_cached} if component == "kv" and r.dec_cached else {}))
             add_dep(G, ready_wait(float(lane.ready_off_s[pos])), node, "data")
             if prev is not None:
                 add_dep(G, prev, node, "program")

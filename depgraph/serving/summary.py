@@ -396,7 +396,11 @@ def disaggregated_result(sim: Any, **meta) -> LoadResult:
                       _trace={"reqs": sim.reqs, "iterations": sim.iterations, "config": sim.cfg, "posting_s": sim.predict.posting_s, "prefill": sim.pre,
                               "pool_bytes": [pool.pool_bytes for pool in sim.pools],
                               "handoff": sim.handoff, "prefill_s": sim.predict.prefill_s,
-                              "transfer_s": sim.predict.transfer_s, "gated": sim.gated, "streams": sim.streams,
+                              "prefill_cached_s": sim.predict.prefill_cached_s,
+                              "transfer_s": sim.predict.transfer_s, "moved_transfer_s": sim.predict.moved_transfer_s,
+                              "decode_block_tokens": sim.dec[0].cache.block_tokens
+                              if sim.caching else sim.cfg.decode.block_tokens,
+                              "gated": sim.gated, "streams": sim.streams,
                               "step_overhead_s": sim.predict.step_overhead_s, "nic_name": sim.nics.name})
 
 
