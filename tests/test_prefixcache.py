@@ -236,3 +236,39 @@ def test_generated_traffic_without_shared_content_runs_as_with_caching_off():
     on, off = dg.loadtest("qwen3-32b", **kw), dg.loadtest("qwen3-32b", enable_prefix_caching=False, **kw)
     assert on.requests.ttft_s.tolist() == off.requests.ttft_s.tolist()
     assert on.summary["bytes_moved"] == off.summary["bytes_moved"] and on.summary["prefix_cache_hit_rate"] == 0.0
+
+
+# -- the planner on a trace
+
+def test_plan_sizes_a_deployment_for_a_trace_replayed_whole():
+    azure = TRACES / "azure_conv_300.csv"
+    rows = dg.plan("qwen3-32b", gpus=4, trace=azure, trace_slice="0:120", slo_ttft_s=2.0, slo_tpot_s=0.06,
+                   tps=(2,), max_num_seqs=(64,), workers=1)
+    kept = load_trace(azure, rows=(0, 120)).table
+    rate = (len(kept) - 1) / (kept.arrival_s.iloc[-1] - kept.arrival_s.iloc[0])
+    assert rows.traffic["qps"] == rate and rows.traffic["num_prompts"] == 120
+    assert rows.traffic["trace"]["trace_format"] == "azure"
+    best = rows[0]
+    assert best["meets_slos"] and best["goodput_rps"] == pytest.approx(rate, rel=1e-12)
+    assert best["requests_run"] == [120] and best["verified_prompts"] is None  # run whole, once
+    assert "--trace " in best["loadtest"] and "--trace-slice 0:120" in best["loadtest"] and "--qps" not in best["loadtest"]
+    # its command line reproduces it
+    again = dg.loadtest("qwen3-32b", trace=azure, trace_slice="0:120", deployment=best["deployment"],
+                        tp=best["tp"], handoff=best["handoff"], max_num_seqs=64, slo_ttft_s=2.0, slo_tpot_s=0.06)
+    assert again.summary["slo_attainment"] == best["slo_attainment"]
+    with pytest.raises(dg.ConfigError, match="qps: a trace gives its own arrivals"):
+        dg.plan("qwen3-32b", gpus=4, trace=azure, qps=2, slo_ttft_s=2.0, slo_tpot_s=0.06)
+    with pytest.raises(dg.ConfigError, match="qps: required unless a trace is given"):
+        dg.plan("qwen3-32b", gpus=4, slo_ttft_s=2.0, slo_tpot_s=0.06)
+
+
+def test_plan_trace_on_the_command_line(capsys):
+    from depgraph.cli import main
+
+    code = main(["plan", "qwen3-32b", "--gpus", "2", "--trace", str(TRACES / "azure_code_300.csv"), "--trace-slice",
+                 "0:60", "--slo-ttft-ms", "3000", "--slo-tpot-ms", "80", "--tps", "2", "--max-num-seqs", "64",
+                 "--workers", "1", "--only", "colocated"])
+    out = capsys.readouterr().out
+    assert code == 0 and "for the trace " in out and "(azure;" in out
+    code = main(["plan", "qwen3-32b", "--gpus", "2", "--slo-ttft-ms", "3000", "--slo-tpot-ms", "80"])
+    assert code == 2 and "--qps: required unless --trace is given" in capsys.readouterr().err

@@ -335,9 +335,9 @@ def add_plan_command(subparsers) -> argparse.ArgumentParser:
     p.add_argument("model")
     p.add_argument("--gpu", default=DEFAULT_GPU, help=f"GPU type (depgraph gpus; default {DEFAULT_GPU})")
     p.add_argument("--gpus", type=_number(int, "--gpus"), required=True, metavar="N", help="GPU budget")
-    p.add_argument("--qps", type=_number(float, "--qps"), required=True, help="offered request rate")
-    p.add_argument("--prompt-tokens", type=_number(int, "--prompt-tokens"), required=True, metavar="P")
-    p.add_argument("--out-tokens", type=_number(int, "--out-tokens"), required=True, metavar="O")
+    p.add_argument("--qps", type=_number(float, "--qps"), default=None, help="offered request rate (or --trace)")
+    p.add_argument("--prompt-tokens", type=_number(int, "--prompt-tokens"), default=None, metavar="P")
+    p.add_argument("--out-tokens", type=_number(int, "--out-tokens"), default=None, metavar="O")
     p.add_argument("--slo-ttft-ms", type=_number(float, "--slo-ttft-ms"), required=True, metavar="A")
     p.add_argument("--slo-tpot-ms", type=_number(float, "--slo-tpot-ms"), required=True, metavar="B")
     p.add_argument("--attainment", type=_number(float, "--attainment"), default=0.9,
@@ -373,6 +373,8 @@ def add_plan_command(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--calibration", default=None, metavar="FILE",
                    help="a file depgraph calibrate -o wrote: every candidate runs with its fitted values")
     _add_routing_arg(p, "uniform")
+    add_trace_flags(p, "replaces --qps, --prompt-tokens and --out-tokens: every candidate replays it whole, and "
+                       "its goodput is the fastest replay meeting the targets")
     return p
 
 
@@ -395,7 +397,12 @@ def run_plan_command(args) -> int:
     grid = dict(gpu=args.gpu, gpus=args.gpus, tps=args.tps, max_num_seqs=args.max_num_seqs,
                 handoffs=tuple(h.strip() for h in args.handoffs.split(",")), colocated=only != "disaggregated",
                 disaggregated=only != "colocated", policies=policies)
-    rows = plan(args.model, qps=args.qps, prompt_tokens=args.prompt_tokens,
+    if args.trace is None:
+        for flag, value in (("--qps", args.qps), ("--prompt-tokens", args.prompt_tokens),
+                            ("--out-tokens", args.out_tokens)):
+            if value is None:
+                raise DepgraphError(f"{flag}: required unless --trace is given")
+    rows = plan(args.model, qps=args.qps, prompt_tokens=args.prompt_tokens, **trace_values(args),
                 out_tokens=args.out_tokens, slo_ttft_s=positive("--slo-ttft-ms", args.slo_ttft_ms) / 1e3,
                 slo_tpot_s=positive("--slo-tpot-ms", args.slo_tpot_ms) / 1e3, attainment=args.attainment,
                 num_prompts=args.num_prompts, seed=args.seed, **grid, max_candidates=args.max_candidates,
@@ -404,7 +411,8 @@ def run_plan_command(args) -> int:
     if args.plot:
         from ..serving.plots import plot_plan
 
-        save_figure(plot_plan(rows, title=f"{args.model} on up to {args.gpus} x {args.gpu}: {args.qps:g} req/s, "
+        save_figure(plot_plan(rows, title=f"{args.model} on up to {args.gpus} x {args.gpu}: {rows.traffic['qps']:.3g} req/s"
+                                          + (" (trace)" if args.trace else "") + ", "
                                           f"TTFT <= {args.slo_ttft_ms:g} ms, TPOT <= {args.slo_tpot_ms:g} ms"),
                     Path(args.plot))
     if args.json:
@@ -414,8 +422,9 @@ def run_plan_command(args) -> int:
     from ..sweeps.text import plan_text
 
     every = rows.candidates_total  # before max_candidates left any out
-    print(plan_text(rows, model=args.model, gpu=args.gpu, gpus=args.gpus, qps=args.qps, prompt_tokens=args.prompt_tokens,
-                    out_tokens=args.out_tokens, slo_ttft_ms=args.slo_ttft_ms, slo_tpot_ms=args.slo_tpot_ms,
+    print(plan_text(rows, model=args.model, gpu=args.gpu, gpus=args.gpus, qps=rows.traffic["qps"],
+                    prompt_tokens=rows.traffic["prompt_tokens"], out_tokens=rows.traffic["out_tokens"],
+                    trace=rows.traffic.get("trace"), slo_ttft_ms=args.slo_ttft_ms, slo_tpot_ms=args.slo_tpot_ms,
                     attainment=args.attainment, calibration=args.calibration, expert_routing=args.expert_routing,
                     every=every, top=args.top, wrote=(("plot", args.plot),), headline=rows.headline))
     return 0

@@ -44,7 +44,7 @@ from ..specs.predictor import ServingPredictor, StepPredictor
 from .arrivals import (ARRIVAL_PROCESSES, MAX_ARRIVAL_S, MAX_REQUESTS, arrivals,  # noqa: F401
                        checked_trace, read_trace)
 from .config import ServingConfig, resolve  # noqa: F401
-from .traces import MAX_TRACE_READ_BYTES, TRACE_FORMATS, Trace, load_trace, parse_range  # noqa: F401
+from .traces import MAX_TRACE_READ_BYTES, TRACE_FORMATS, Trace, as_range, load_trace  # noqa: F401
 from .params import (HANDOFFS, ROUTERS, SLOT_SCOPES, EngineConfig, LoadModel, default_max_num_batched_tokens,  # noqa: F401
                      parse_deployment)
 from .disaggregated import DisaggregatedSimulation
@@ -180,8 +180,8 @@ def loadtest(model: ModelSpec | str, *, handoff: str | None = None, qps: float |
         if burstiness is not None or range_ratio:
             raise ConfigError("burstiness, range_ratio: a trace gives its own arrivals and lengths; leave them out")
         if isinstance(trace, (str, os.PathLike)):  # any published format, selected, filtered (counted), scaled
-            trace = load_trace(trace, format=trace_format, rows=_range(trace_slice, "trace_slice", True),
-                               window_s=_range(trace_window_s, "trace_window_s", False), speed=trace_speed,
+            trace = load_trace(trace, format=trace_format, rows=as_range(trace_slice, field="trace_slice", integer=True),
+                               window_s=as_range(trace_window_s, field="trace_window_s", integer=False), speed=trace_speed,
                                max_context_tokens=model.max_position_embeddings)
         if isinstance(trace, Trace):
             table, trace_info = trace.table, trace.summary()
@@ -235,13 +235,6 @@ def loadtest(model: ModelSpec | str, *, handoff: str | None = None, qps: float |
     sim = DisaggregatedSimulation(model, cfg, cost, table, predict=predict)
     sim.run()
     return sim.result(**meta)
-
-
-def _range(value: Any, field: str, integer: bool) -> tuple | None:
-    """A trace selection given as ``(start, end)`` or ``"START:END"`` (:func:`~depgraph.serving.traces.parse_range`)."""
-    if value is None or isinstance(value, tuple):
-        return value
-    return parse_range(value, field=field, integer=integer)
 
 
 #: ``until_steady``'s default cap: this many times the first run's requests.

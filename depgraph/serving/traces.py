@@ -48,7 +48,8 @@ from .._validate import one_of, positive_int, positive_number
 from ..errors import ConfigError
 from . import arrivals as _arrivals  # MAX_REQUESTS and MAX_ARRIVAL_S, read where they live (one knob each)
 
-__all__ = ["TRACE_FORMATS", "MOONCAKE_BLOCK_TOKENS", "MAX_TRACE_READ_BYTES", "Trace", "parse_range", "load_trace"]
+__all__ = ["TRACE_FORMATS", "MOONCAKE_BLOCK_TOKENS", "MAX_TRACE_READ_BYTES", "Trace", "parse_range", "as_range",
+           "load_trace"]
 
 #: The formats :func:`load_trace` reads, by name.
 TRACE_FORMATS = ("depgraph", "azure", "mooncake", "burstgpt")
@@ -183,6 +184,14 @@ def parse_range(text: str, *, field: str, integer: bool) -> tuple[float | int | 
     if start is not None and end is not None and end <= start:
         raise ConfigError(f"{field}: expected START:END with END > START; got {shown}")
     return start, end
+
+
+def as_range(value: Any, *, field: str, integer: bool) -> tuple | None:
+    """A selection given as ``(start, end)`` (checked by :func:`load_trace`), ``"START:END"``
+    (:func:`parse_range`), or ``None``."""
+    if value is None or isinstance(value, tuple):
+        return value
+    return parse_range(value, field=field, integer=integer)
 
 
 def load_trace(path: str | os.PathLike, *, format: str | None = None,

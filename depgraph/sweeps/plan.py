@@ -100,6 +100,7 @@ class PlanResult(list):
 
     candidates_total: int = 0
     headline: str = ""
+    traffic: dict = {}  # the traffic planned for (a trace's: its rate, mean lengths, and what was replayed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +114,11 @@ class _Traffic:
     attainment: float
     seed: int
     max_prompts: int | None = None  # None: PROMPTS_FACTOR x num_prompts
+    #: a trace replayed instead of generated traffic: its path and selection (loadtest's trace keywords);
+    #: qps, prompt_tokens and out_tokens are then its rate and mean lengths, num_prompts its requests
+    trace: dict | None = None
+    #: prefix caching: loadtest's enable_prefix_caching and prefix_share_tokens
+    caching: dict | None = None
 
 
 def candidates(model, *, gpu: str, gpus: int, tps=(1, 2, 4, 8), max_num_seqs=(64, 256),
@@ -208,10 +214,26 @@ def loadtest_flags(model: str, row: dict[str, Any], traffic: dict[str, Any], *, 
         parts.append(f"--policy {row['policy']}")
     if link is not None:
         parts.append(f"--link {link}")
-    parts.append(f"--max-num-seqs {row['max_num_seqs']} --gpu {gpu} --qps {traffic['qps']:g} "
-                 f"--prompt-tokens {traffic['prompt_tokens']} --out-tokens {traffic['out_tokens']} "
-                 f"--num-prompts {num_prompts} --seed {traffic['seed']} --slo-ttft-ms {traffic['slo_ttft_s'] * 1e3:g} "
-                 f"--slo-tpot-ms {traffic['slo_tpot_s'] * 1e3:g}")
+    trace = traffic.get("trace")
+    if trace:
+        parts.append(f"--max-num-seqs {row['max_num_seqs']} --gpu {gpu} --trace {trace['trace']}")
+        for flag, key in (("--trace-format", "trace_format"), ("--trace-slice", "trace_slice"),
+                          ("--trace-window", "trace_window_s")):
+            if trace.get(key) is not None:
+                parts.append(f"{flag} {trace[key]}")
+        if trace.get("trace_speed", 1.0) != 1.0:
+            parts.append(f"--trace-speed {trace['trace_speed']:g}")
+        parts.append(f"--slo-ttft-ms {traffic['slo_ttft_s'] * 1e3:g} --slo-tpot-ms {traffic['slo_tpot_s'] * 1e3:g}")
+    else:
+        parts.append(f"--max-num-seqs {row['max_num_seqs']} --gpu {gpu} --qps {traffic['qps']:g} "
+                     f"--prompt-tokens {traffic['prompt_tokens']} --out-tokens {traffic['out_tokens']} "
+                     f"--num-prompts {num_prompts} --seed {traffic['seed']} "
+                     f"--slo-ttft-ms {traffic['slo_ttft_s'] * 1e3:g} --slo-tpot-ms {traffic['slo_tpot_s'] * 1e3:g}")
+    caching = traffic.get("caching") or {}
+    if caching.get("enable_prefix_caching") is False:
+        parts.append("--no-enable-prefix-caching")
+    if caching.get("prefix_share_tokens"):
+        parts.append(f"--prefix-share {caching['prefix_share_tokens']}")
     if calibration:
         parts.append(f"--calibration {calibration}")
     if expert_routing != "uniform":
@@ -348,7 +370,11 @@ def evaluate(point: dict[str, Any]) -> list[dict[str, Any]]:
                      "reason": f"weights {weights / 1e9:.1f} GB per GPU{where} leave no KV cache", **empty}]
 
     def run(qps: float, n: int, cap: int):
-        kw = dict(qps=qps, prompt_tokens=t.prompt_tokens, out_tokens=t.out_tokens, num_prompts=n,
+        if t.trace:  # the trace as it is, its arrivals scaled to the rate asked for (the trace's own: 1x)
+            traffic = dict(t.trace, trace_speed=t.trace.get("trace_speed", 1.0) * qps / t.qps)
+        else:
+            traffic = dict(qps=qps, prompt_tokens=t.prompt_tokens, out_tokens=t.out_tokens, num_prompts=n)
+        kw = dict(**traffic, **(t.caching or {}),
                   calibration=point.get("calibration"), expert_routing=point.get("expert_routing", "uniform"),
                   max_num_seqs=c["max_num_seqs"], seed=t.seed, slo_ttft_s=t.slo_ttft_s, slo_tpot_s=t.slo_tpot_s,
                   deployment=c["deployment"], gpu=gpu, prefill_tp=c["prefill_tp"], decode_tp=c["decode_tp"])
@@ -358,6 +384,10 @@ def evaluate(point: dict[str, Any]) -> list[dict[str, Any]]:
                 kw["policy"] = c["policy"]
         if link is not None:
             kw["link"] = link
+        if t.trace:  # a trace is run whole, once: its verdict is that run's
+            result = loadtest(model, **kw)
+            result.summary["steady_state_runs"] = [t.num_prompts]
+            return result, kw
         return loadtest(model, until_steady=True, max_prompts=max(n, cap), **kw), kw
 
     try:
@@ -457,13 +487,17 @@ def _listed(name: str, value: Any, example: tuple) -> tuple:
     return tuple(operator.index(v) for v in items) if integers else items
 
 
-def plan(model, *, gpu: str = DEFAULT_GPU, gpus: int, qps: float, prompt_tokens: int, out_tokens: int, slo_ttft_s: float,
+def plan(model, *, gpu: str = DEFAULT_GPU, gpus: int, qps: float | None = None, prompt_tokens: int | None = None,
+         out_tokens: int | None = None, slo_ttft_s: float,
          slo_tpot_s: float, attainment: float = 0.9, num_prompts: int = 200, seed: int = 0, tps=(1, 2, 4, 8),
          max_num_seqs=(64, 256), handoffs=("push",), colocated: bool = True, disaggregated: bool = True,
          max_candidates: int = 100, workers: int | None = None, client: Any = None,
          calibration: str | None = None, expert_routing: str = "uniform", max_prompts: int | None = None,
          verify_prompts: int = VERIFY_PROMPTS, verify_top: int = VERIFY_TOP, progress: bool = False,
-         policies=(WHOLE,), link: str | None = None) -> PlanResult:
+         policies=(WHOLE,), link: str | None = None, trace: str | Path | None = None,
+         trace_format: str | None = None, trace_slice: str | tuple | None = None,
+         trace_window_s: str | tuple | None = None, trace_speed: float = 1.0, enable_prefix_caching: bool = True,
+         prefix_share_tokens: int = 0) -> PlanResult:
     """Rank deployments of ``model`` on at most ``gpus`` GPUs of type ``gpu``
     for ``qps`` requests per second of ``prompt_tokens`` and ``out_tokens``,
     under TTFT <= ``slo_ttft_s`` and TPOT <= ``slo_tpot_s`` for at least
@@ -516,11 +550,28 @@ def plan(model, *, gpu: str = DEFAULT_GPU, gpus: int, qps: float, prompt_tokens:
 
     model_spec = load_model(model)
     gpu = load_gpu(gpu).name
-    n = positive_int("num_prompts", num_prompts, upper=100_000)
+    caching = {"enable_prefix_caching": boolean("enable_prefix_caching", enable_prefix_caching),
+               "prefix_share_tokens": positive_int("prefix_share_tokens", prefix_share_tokens, allow_zero=True,
+                                                   upper=10_000_000)}
+    replay = None
+    if trace is not None:  # the trace's own rate and lengths; each candidate replays it whole
+        qps, prompt_tokens, out_tokens, num_prompts, replay = _trace_traffic(
+            model_spec, trace, given=dict(qps=qps, prompt_tokens=prompt_tokens, out_tokens=out_tokens),
+            trace_format=trace_format, trace_slice=trace_slice, trace_window_s=trace_window_s, trace_speed=trace_speed)
+        verify_top = 0  # the same trace again would give the same verdict
+    else:
+        for name, value in (("qps", qps), ("prompt_tokens", prompt_tokens), ("out_tokens", out_tokens)):
+            if value is None:
+                raise ConfigError(f"{name}: required unless a trace is given")
+        for name, value, default in (("trace_format", trace_format, None), ("trace_slice", trace_slice, None),
+                                     ("trace_window_s", trace_window_s, None), ("trace_speed", trace_speed, 1.0)):
+            if value != default:
+                raise ConfigError(f"{name}: selects and replays a trace; give trace")
+    n = positive_int("num_prompts", num_prompts, upper=100_000 if replay is None else 1_000_000)
     traffic = _Traffic(qps=positive_number("qps", qps, upper=1e6),
                        prompt_tokens=positive_int("prompt_tokens", prompt_tokens, upper=10_000_000),
                        out_tokens=positive_int("out_tokens", out_tokens, upper=1_000_000),
-                       num_prompts=n,
+                       num_prompts=n, trace=replay, caching=caching,
                        slo_ttft_s=positive_number("slo_ttft_s", slo_ttft_s, upper=1e6),
                        slo_tpot_s=positive_number("slo_tpot_s", slo_tpot_s, upper=1e6),
                        attainment=positive_number("attainment", attainment, upper=1.0),
@@ -539,8 +590,9 @@ def plan(model, *, gpu: str = DEFAULT_GPU, gpus: int, qps: float, prompt_tokens:
     tps, max_num_seqs, handoffs, policies = (_listed(name, value, example) for name, value, example in (
         ("tps", tps, (1, 2, 4, 8)), ("max_num_seqs", max_num_seqs, (64, 256)), ("handoffs", handoffs, ("push",)),
         ("policies", policies, ("whole",))))
-    model_spec.check_context(prompt_tokens + out_tokens, field="out_tokens", what="a prompt plus its output")
-    longest = max(traffic.max_prompts, verify_prompts)
+    if replay is None:
+        model_spec.check_context(prompt_tokens + out_tokens, field="out_tokens", what="a prompt plus its output")
+    longest = max(traffic.max_prompts, verify_prompts) if replay is None else n
     if longest / traffic.qps > MAX_ARRIVAL_S:
         raise ConfigError(f"qps: {traffic.qps:g} req/s spreads {longest:,} requests over more than "
                           f"{MAX_ARRIVAL_S:.0e} s; expected at least {longest / MAX_ARRIVAL_S:.3g} req/s")
@@ -607,6 +659,7 @@ def plan(model, *, gpu: str = DEFAULT_GPU, gpus: int, qps: float, prompt_tokens:
         del r["order"]
     result = PlanResult(out)
     result.candidates_total = len(every)
+    result.traffic = _as_dict(traffic)
     result.headline = _headline(out, gpus=gpus, verify_prompts=verify_prompts)
     if len(grid["policies"]) > 1 and disaggregated:
         result.headline += "; " + _by_policy(out, grid["policies"])
@@ -636,6 +689,33 @@ def _by_policy(rows: list[dict[str, Any]], policies: tuple[str, ...]) -> str:
         best = next((r for r in rows if r["meets_slos"] and r.get("policy") == policy), None)
         parts.append(f"{policy}: " + (f"{_label(best)} ({best['gpus']} GPUs)" if best else "none meets the targets"))
     return "cheapest disaggregated under each handoff policy: " + "; ".join(parts)
+
+
+def _trace_traffic(model, trace, *, given: dict, trace_format, trace_slice, trace_window_s, trace_speed):
+    """A plan's traffic from a trace, read once here (a bad file fails before any candidate runs): its rate
+    (requests over their arrival span, after the speed), mean lengths and request count, and the loadtest
+    keywords that replay it (the path made absolute: the workers may run elsewhere)."""
+    from ..serving.traces import as_range, load_trace
+
+    for name, value in given.items():
+        if value is not None:
+            raise ConfigError(f"{name}: a trace gives its own arrivals and lengths; leave it out")
+    read = load_trace(trace, format=trace_format, rows=as_range(trace_slice, field="trace_slice", integer=True),
+                      window_s=as_range(trace_window_s, field="trace_window_s", integer=False), speed=trace_speed,
+                      max_context_tokens=model.max_position_embeddings)
+    t = read.table
+    span = float(t.arrival_s.iloc[-1] - t.arrival_s.iloc[0])
+    if len(t) < 2 or span <= 0:
+        raise ConfigError(f"trace: {read.path} keeps {len(t):,} request(s) arriving over {span:g} s; a plan needs "
+                          "a rate: select more of it")
+    qps = (len(t) - 1) / span
+    replay = {"trace": str(Path(trace).resolve()), "trace_format": read.format, "trace_slice": trace_slice,
+              "trace_window_s": trace_window_s, "trace_speed": trace_speed}
+    for key in ("trace_slice", "trace_window_s"):  # as a command line writes them
+        if isinstance(replay[key], tuple):
+            replay[key] = ":".join("" if v is None else f"{v:g}" for v in replay[key])
+    return (qps, max(1, round(float(t.prompt_tokens.mean()))), max(1, round(float(t.output_tokens.mean()))), len(t),
+            replay)
 
 
 def _as_dict(traffic: _Traffic) -> dict[str, Any]:

@@ -25,7 +25,8 @@ def _assumed(a: dict[str, Any] | None) -> str:
 def plan_text(rows: Sequence[dict[str, Any]], *, model: str, gpu: str, gpus: int, qps: float, prompt_tokens: int,
               out_tokens: int, slo_ttft_ms: float, slo_tpot_ms: float, attainment: float,
               calibration: str | None = None, expert_routing: str = "uniform", every: int | None = None,
-              top: int = 15, wrote: Iterable[tuple[str, Any]] = (), headline: str = "") -> str:
+              top: int = 15, wrote: Iterable[tuple[str, Any]] = (), headline: str = "",
+              trace: dict | None = None) -> str:
     """The plan's setup, its ``headline`` (the cheapest deployment meeting the targets, or what binds), what
     it rests on, then its ``top`` rows best first (rank, deployment, TP, handoff, max_num_seqs, GPUs,
     goodput, per GPU, whether it meets the targets, the requests its verdict took, and what bounds it).
@@ -50,8 +51,10 @@ def plan_text(rows: Sequence[dict[str, Any]], *, model: str, gpu: str, gpus: int
     if every is not None and every > len(rows):
         lines.append(f"note: {every - len(rows)} of {every} candidates left out (the smallest of each kind kept; "
                      "raise --max-candidates)")
-    lines.append(f"{model}: {len(rows)} deployments on up to {gpus} x {gpu} for {qps:g} req/s of "
-                 f"{prompt_tokens:,} + {out_tokens:,} tokens, TTFT <= {slo_ttft_ms:g} ms and TPOT <= "
+    traffic = (f"the trace {trace['trace']} ({trace['trace_format']}; {qps:.3g} req/s, {prompt_tokens:,} + "
+               f"{out_tokens:,} tokens on average)" if trace else
+               f"{qps:g} req/s of {prompt_tokens:,} + {out_tokens:,} tokens")
+    lines.append(f"{model}: {len(rows)} deployments on up to {gpus} x {gpu} for {traffic}, TTFT <= {slo_ttft_ms:g} ms and TPOT <= "
                  f"{slo_tpot_ms:g} ms for {100 * attainment:g}% of requests (goodput: DistServe's, at most "
                  "the offered rate and the capacity bound)"
                  + (f"; expert routing {expert_routing}" if expert_routing != "uniform" else ""))
