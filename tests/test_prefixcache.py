@@ -272,3 +272,32 @@ def test_plan_trace_on_the_command_line(capsys):
     assert code == 0 and "for the trace " in out and "(azure;" in out
     code = main(["plan", "qwen3-32b", "--gpus", "2", "--slo-ttft-ms", "3000", "--slo-tpot-ms", "80"])
     assert code == 2 and "--qps: required unless --trace is given" in capsys.readouterr().err
+
+
+def test_the_unlimited_hit_rate_helper_agrees_with_a_direct_count():
+    from depgraph.serving.prefixcache import unlimited_hit_rate
+
+    table = load_trace(MOONCAKE).table
+    assert unlimited_hit_rate(table) == _direct_hit_rate(table)
+
+
+# -- the report's real-traffic study
+
+def test_the_traffic_study_reads_its_scenario_and_says_what_caching_changed(tmp_path):
+    from depgraph.studies.traffic import read_traffic, traffic_findings, traffic_table
+
+    root = Path(__file__).resolve().parents[1]
+    scenario = read_traffic(root / "workloads" / "traffic.toml")
+    assert scenario["caching"] == ["on", "prefix-aware", "off"] and len(scenario["deployments"]) == 2
+    small = dict(scenario, traces=["mooncake_conversation_300.jsonl"], models=["qwen3-32b"],
+                 deployments=[{"deployment": "colocated", "tp": 4}], caching=["on", "off"])
+    t = traffic_table(small)
+    assert t.caching.tolist() == ["on", "off"] and t.prefix_cache_hit_rate[1] == 0.0
+    f = traffic_findings(t)
+    assert len(f) == 1 and f.hit_rate[0] == t.prefix_cache_hit_rate[0] > 0
+    assert f.prefill_tokens_change[0] == pytest.approx(-t.prefix_cache_hit_rate[0], rel=1e-12)
+    bad = tmp_path / "bad.toml"
+    bad.write_text('kind = "trace-study"\n[grid]\ntraces = ["x"]\nmodels = ["qwen3-32b"]\ncaching = ["sometimes"]\n'
+                   '[[deployment]]\ndeployment = "colocated"\ntp = 1\n[load]\ngpu = "h100"\n')
+    with pytest.raises(dg.ConfigError, match="grid.caching: expected one of on, prefix-aware, off"):
+        read_traffic(bad)

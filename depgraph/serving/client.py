@@ -5,10 +5,16 @@ holding it back while ``max_concurrency`` requests are in flight (the next
 held one goes when one finishes). :class:`Router` is the proxy's rule for
 picking a server: in turn (``round-robin``), the one with the fewest
 requests routed and not finished (``least-outstanding``, the lowest index on
-a tie), or the one whose prefix cache holds the most of the prompt, the
-fewest outstanding on a tie (``prefix-aware``, as llm-d's and Dynamo's
-KV-aware routers score servers by cached prefix and load). The colocated
-engine and the disaggregated decode side use all three.
+a tie), or ``prefix-aware``: the server with the lowest cost, a cost that
+weighs what its prefix cache holds of the prompt against its load (the
+engine says how: a colocated or prefill server, the prompt tokens it would
+still have to compute, its own queue's and this prompt's uncached ones; a
+decode server, its outstanding requests, then the cached prefix), as
+llm-d's and Dynamo's KV-aware routers score servers by cached blocks and
+load; the fewest outstanding, then the lowest index, on a tie. Routing on
+the cached prefix alone sends every prompt of a shared system prompt to the
+first server that cached it. The colocated engine and the disaggregated
+decode side use all three.
 
 >>> r = Router("least-outstanding", 2)
 >>> r.pick(), r.pick(), r.done(0), r.pick()
@@ -22,7 +28,7 @@ from collections import deque
 __all__ = ["Client", "Router", "ROUTERS"]
 
 #: How the router picks a server: in turn, the one with the fewest requests sent and not finished, or the one
-#: whose prefix cache holds the longest prefix of the prompt (then the fewest outstanding).
+#: whose cost (its prefix cache's hit weighed against its load, as the engine computes it) is lowest.
 ROUTERS = ("round-robin", "least-outstanding", "prefix-aware")
 
 
@@ -63,9 +69,9 @@ class Router:
         self.outstanding = [0] * servers
         self.turn = 0
 
-    def pick(self, cached: list[int] | None = None) -> int:
+    def pick(self, costs: list | None = None) -> int:
         """The server the next request goes to (counted outstanding until :meth:`done`); ``prefix-aware``
-        reads ``cached``, each server's cached tokens of the prompt."""
+        reads ``costs``, each server's (comparable values: numbers or tuples)."""
         n = len(self.outstanding)
         if n == 1:
             k = 0
@@ -74,7 +80,7 @@ class Router:
             self.turn += 1
         elif self.rule == "prefix-aware":
             out = self.outstanding
-            k = min(range(n), key=lambda j: (-cached[j], out[j], j))
+            k = min(range(n), key=lambda j: (costs[j], out[j], j))
         else:
             out = self.outstanding
             k = min(range(n), key=lambda j: (out[j], j))

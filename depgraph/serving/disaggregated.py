@@ -180,8 +180,9 @@ class DisaggregatedSimulation:
         self.client.sent()
         r = self.reqs[i]
         r.arrival = t
-        r.server = self.router.pick([d.cache.lookup(r.segments, r.prompt) for d in self.dec]
-                                    if self.prefix_aware else None)
+        # prefix-aware: the fewest outstanding, then the most of the prompt's KV already there (not moved)
+        r.server = self.router.pick([(out, -d.cache.lookup(r.segments, r.prompt)) for out, d in
+                                     zip(self.router.outstanding, self.dec)] if self.prefix_aware else None)
         if self.handoff == "push" and self.reserved:
             self.dec[r.server].want_slot(t, i)
         else:

@@ -255,6 +255,14 @@ class EngineServer:
             self.saved = []
         return reached
 
+    def prefill_work(self, r: Request) -> int:
+        """Prompt tokens this server would compute before ``r``'s first token if ``r`` came here: what its
+        queue and its running prompts have left, and ``r``'s tokens its prefix cache does not hold (the
+        prefix-aware router's cost)."""
+        queued = sum(q.target - q.computed for q in self.waiting)
+        queued += sum(q.prompt - q.computed for q in self.running if q.computed < q.prompt)
+        return queued + r.prompt - self.cache.lookup(r.segments, r.prompt)
+
     def finish(self, r: Request) -> None:
         """``r`` leaves the server (its last token, or its prompt handed off): its memory is free."""
         self.running.remove(r)
@@ -318,8 +326,7 @@ class _Colocated:
     def send(self, r: Request, t: float) -> None:
         self.client.sent()
         r.arrival = t
-        k = self.router.pick([s.cache.lookup(r.segments, r.prompt) for s in self.srv]
-                             if self.router.rule == "prefix-aware" else None)
+        k = self.router.pick([s.prefill_work(r) for s in self.srv] if self.router.rule == "prefix-aware" else None)
         r.server = k
         if self.srv[k].submit(r):
             self.kernel.push(t, "wake", k)

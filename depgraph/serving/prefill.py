@@ -21,7 +21,7 @@ class PrefillPool:
     the step predictor's time for a prompt. With prefix caching, ``caches`` holds each server's
     :class:`~depgraph.serving.prefixcache.PrefixCache` (one for an unbounded pool), ``prefill_cached_s``
     the time of a prompt whose first tokens are cached, and ``prefix_aware`` sends a prompt to the
-    server holding the most of it (the one free first on a tie) instead of the one free first."""
+    server that would finish it first, its cached prefix skipped (instead of the one free first)."""
 
     __slots__ = ("free_at", "last", "prefill_s", "caches", "prefill_cached_s", "prefix_aware")
 
@@ -40,9 +40,10 @@ class PrefillPool:
         if not free_at:
             start, k = t, 0
         else:
-            if self.prefix_aware and caches:
-                hits = [c.lookup(r.segments, r.prompt) for c in caches]
-                k = min(range(len(free_at)), key=lambda s: (-hits[s], max(free_at[s], t), s))
+            if self.prefix_aware and caches:  # the server that would finish it first, its cached prefix skipped
+                done = [max(free_at[j], t) + self.prefill_cached_s(r.prompt, caches[j].lookup(r.segments, r.prompt))
+                        for j in range(len(free_at))]
+                k = min(range(len(free_at)), key=lambda s: (done[s], s))
             else:
                 k = min(range(len(free_at)), key=lambda s: (max(free_at[s], t), s))
             start = max(free_at[k], t)
@@ -74,8 +75,9 @@ class PrefillPool:
 
 def pick_batching_server(servers: Sequence[Any], r: Any = None, *, prefix_aware: bool = False) -> int:
     """The batching prefill server with the fewest prompts not yet done (the lowest index on a tie);
-    ``prefix_aware``: the one whose prefix cache holds the most of ``r``'s prompt, then the fewest."""
-    if prefix_aware:
-        hits = [s.cache.lookup(r.segments, r.prompt) for s in servers]
-        return min(range(len(servers)), key=lambda j: (-hits[j], len(servers[j].waiting) + len(servers[j].running), j))
+    ``prefix_aware``: the one with the fewest prompt tokens to compute before ``r``'s last, its queue's and
+    ``r``'s own less what its prefix cache holds, then the fewest prompts."""
+    if prefix_aware:  # the fewest prompt tokens to compute there, its cached prefix skipped
+        work = [s.prefill_work(r) for s in servers]
+        return min(range(len(servers)), key=lambda j: (work[j], len(servers[j].waiting) + len(servers[j].running), j))
     return min(range(len(servers)), key=lambda j: (len(servers[j].waiting) + len(servers[j].running), j))

@@ -51,7 +51,8 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Sequence
 
-__all__ = ["PrefixCache", "prompt_segments", "chain_segments", "request_segments", "SHARED_PREFIX_KEY"]
+__all__ = ["PrefixCache", "prompt_segments", "chain_segments", "request_segments", "unlimited_hit_rate",
+           "SHARED_PREFIX_KEY"]
 
 #: The key of the shared system prompt (``--prefix-share``): the same content in every request.
 SHARED_PREFIX_KEY = -1
@@ -260,3 +261,18 @@ def request_segments(table, *, shared_tokens: int = 0, hash_block_tokens: int | 
         return [chain_segments(ids, int(p), block_tokens=hash_block_tokens, chains=chains)
                 for ids, p in zip(table["hash_ids"], prompts)]
     return [prompt_segments(i, int(p), shared_tokens=shared_tokens) for i, p in enumerate(prompts)]
+
+
+def unlimited_hit_rate(table, *, block_tokens: int = 16, hash_block_tokens: int = 512) -> float:
+    """The share of a trace's prompt tokens (``hash_ids`` given) an unlimited cache holds when each prompt
+    arrives, every earlier prompt cached whole: the ceiling a replay's ``prefix_cache_hit_rate`` reaches on
+    one server with memory to spare and requests that do not overlap (whole blocks, at most ``prompt - 1``)."""
+    cache = PrefixCache(block_tokens=block_tokens)
+    segments = request_segments(table, hash_block_tokens=hash_block_tokens)
+    hit = total = 0
+    for i, (seg, p) in enumerate(zip(segments, table["prompt_tokens"].to_numpy())):
+        p = int(p)
+        hit += cache.lookup(seg, p)
+        total += p
+        cache.insert(i, seg, p)
+    return hit / total if total else 0.0

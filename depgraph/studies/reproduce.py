@@ -95,6 +95,12 @@ def _reproduce(out: Path, folder: Path, pool, say: Callable[[str], None], show_b
         from .streaming import read_streaming, streaming_jobs
 
         streaming = streaming_jobs(read_streaming(folder / "streaming.toml"), lambda fn, *a: _submit(pool, fn, *a))
+    # real traffic (issue 32): published trace slices, prefix caching on and off, on a worker meanwhile
+    traffic = None
+    if (folder / "traffic.toml").is_file():
+        from .traffic import read_traffic, traffic_table
+
+        traffic = _submit(pool, traffic_table, read_traffic(folder / "traffic.toml"))
     where = {"executor": pool} if pool is not None else {"workers": 1}
     where["resume"] = resume
     figures_out = {"fig3_bytes.png": early["fig3_bytes.png"]}
@@ -132,6 +138,12 @@ def _reproduce(out: Path, folder: Path, pool, say: Callable[[str], None], show_b
         ctx["streaming"] = streaming_table(jobs=streaming)
         ctx["streaming_findings"] = streaming_findings(ctx["streaming"])
         render("streaming_under_load.png", plot_streaming, ctx["streaming"])
+    if traffic is not None:
+        from .traffic import mooncake_unlimited_hit_rate, traffic_findings
+
+        ctx["traffic"] = traffic.result()
+        ctx["traffic_findings"] = traffic_findings(ctx["traffic"])
+        ctx["traffic_unlimited"] = mooncake_unlimited_hit_rate()
     claims = evaluate_claims(ctx)
     say("alternatives: the token edge, expert routing, the attention term, the other readings")
     edge = _token_edge_context(folder, out, where, show_bars, ctx)
@@ -145,7 +157,7 @@ def _reproduce(out: Path, folder: Path, pool, say: Callable[[str], None], show_b
                      ("claims", claims), ("component_vs_layer_by_phase", ctx["phases"]),
                      *[(f"alternative_{k}", v) for k, v in ctx["alternatives"].items() if v is not None]]:
         atomic_write_text(tables / f"{name}.csv", df.to_csv(index=False, float_format="%.9g"))
-    for name in ("streaming", "streaming_findings"):
+    for name in ("streaming", "streaming_findings", "traffic", "traffic_findings"):
         if name in ctx:
             atomic_write_text(tables / f"{name}.csv", ctx[name].to_csv(index=False, float_format="%.9g"))
     if "run_length" in ctx:
