@@ -140,15 +140,15 @@ def test_constant_arrivals_and_trace(tmp_path):
 
 @pytest.mark.parametrize("text, message", [
     ("", "line 1: expected a trace header"),
-    ("arrival,prompt,out\n0,1,1\n", "line 1: expected a trace header"),
+    ("arrival,prompt,out\n0,1,1\n", "line 1: format: expected a depgraph trace"),
     ("arrival_s,prompt_tokens,output_tokens\n", "no requests"),
     ("arrival_s,prompt_tokens,output_tokens\n0,1\n", "line 2: fields: expected 3"),
     ("arrival_s,prompt_tokens,output_tokens\nsoon,1,1\n", "line 2: arrival_s: expected a finite number"),
     ("arrival_s,prompt_tokens,output_tokens\n-1,1,1\n", "arrival_s: expected a finite number >= 0"),
     ("arrival_s,prompt_tokens,output_tokens\nnan,1,1\n", "arrival_s: expected a finite number >= 0"),
     ("arrival_s,prompt_tokens,output_tokens\n1,1,1\n0.5,1,1\n", "line 3: arrival_s: expected times in order"),
-    ("arrival_s,prompt_tokens,output_tokens\n0,0,1\n", "1 rows with zero prompt or output tokens; expected counts >= 1"),
-    ("arrival_s,prompt_tokens,output_tokens\n0,10,0\n", "1 rows with zero prompt or output tokens; expected counts >= 1"),
+    ("arrival_s,prompt_tokens,output_tokens\n0,0,1\n0,4,4\n", "1 rows with zero prompt or output tokens; expected counts >= 1"),
+    ("arrival_s,prompt_tokens,output_tokens\n0,10,0\n", "no requests left: 1 rows read, dropped: .*zero_output 1"),
 ])
 def test_malformed_traces_name_the_line_and_field(tmp_path, text, message):
     path = tmp_path / "t.csv"

@@ -60,7 +60,7 @@ def _operations(path):
 
 
 def _trace(path):
-    from depgraph.serving.arrivals import read_trace
+    from depgraph.serving.traces import read_trace
     return read_trace(path)
 
 

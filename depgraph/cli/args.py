@@ -231,3 +231,50 @@ def _gb_bytes(flag: str, gb: float) -> int:
     if not (math.isfinite(gb) and 0 < gb <= 1e6):
         raise DepgraphError(f"{flag}: expected a size in GB above 0 and at most 1e6; got {gb:g}")
     return max(1, int(gb * 1e9))
+
+
+def add_trace_flags(p, replaces: str) -> None:
+    """--trace and its selection, and prefix caching (vLLM's flag names), for loadtest and plan."""
+    from ..serving.traces import TRACE_FORMATS
+
+    p.add_argument("--trace", default=None, metavar="FILE",
+                   help=f"replay a request trace ({replaces}): depgraph's CSV (arrival_s,prompt_tokens,"
+                        "output_tokens), or a published one as it is: Azure's LLM inference CSV, Mooncake's JSONL "
+                        "(with hash_ids: its shared prompt blocks), BurstGPT's CSV; recognised by its header")
+    p.add_argument("--trace-format", default=None, metavar="F",
+                   help=f"the trace's format ({', '.join(TRACE_FORMATS)}), when its header should be checked "
+                        "against one")
+    p.add_argument("--trace-slice", default=None, metavar="START:END",
+                   help="replay the trace's rows START to END (0-based, as published; either side may be empty)")
+    p.add_argument("--trace-window", default=None, metavar="START:END",
+                   help="replay the rows from START to END seconds after the trace's first row")
+    p.add_argument("--trace-speed", type=_number(float, "--trace-speed"), default=1.0, metavar="X",
+                   help="replay X times as fast (2: arrivals twice as dense; default 1)")
+    p.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction, default=True,
+                   help="every server that holds KV keeps a prefix cache, as vLLM's V1 engine does by default: "
+                        "cached prompt blocks are not prefilled again, and the handoff moves only the KV the "
+                        "decode server lacks")
+    p.add_argument("--prefix-share", type=_number(int, "--prefix-share"), default=0, metavar="N",
+                   help="every request starts with the same N-token system prompt (generated traffic, or a trace "
+                        "without hash_ids); default 0")
+
+
+def trace_values(args) -> dict:
+    """The trace and prefix-caching flags, as loadtest()'s keywords (only those given)."""
+    out: dict = {"enable_prefix_caching": args.enable_prefix_caching}
+    if args.prefix_share:
+        out["prefix_share_tokens"] = args.prefix_share
+    if args.trace is not None:
+        out["trace"] = args.trace
+    for flag, name, value in (("--trace-format", "trace_format", args.trace_format),
+                              ("--trace-slice", "trace_slice", args.trace_slice),
+                              ("--trace-window", "trace_window_s", args.trace_window)):
+        if value is not None:
+            if args.trace is None:
+                raise DepgraphError(f"{flag}: selects from a trace; give --trace")
+            out[name] = value
+    if args.trace_speed != 1.0:
+        if args.trace is None:
+            raise DepgraphError("--trace-speed: replays a trace faster or slower; give --trace")
+        out["trace_speed"] = args.trace_speed
+    return out

@@ -1,24 +1,22 @@
 """The client's side of a load test: when requests arrive and how long they are.
 
 :func:`arrivals` draws them as ``vllm bench serve`` does (constant, Poisson or
-gamma gaps; fixed or uniformly varied lengths); :func:`read_trace` reads them
-from a CSV trace, strictly and within bounds.
+gamma gaps; fixed or uniformly varied lengths); :func:`checked_trace` holds a
+trace given as a DataFrame to the trace files' rules
+(:mod:`depgraph.serving.traces` reads the files).
 """
 
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from .._files import read_text_limited, shown_path
-from .._validate import one_of, parse_csv, positive_int, positive_number
+from .._validate import one_of, positive_int, positive_number
 from ..errors import ConfigError
 
-__all__ = ["ARRIVAL_PROCESSES", "MAX_REQUESTS", "MAX_ARRIVAL_S", "arrivals", "read_trace",
-           "checked_trace"]
+__all__ = ["ARRIVAL_PROCESSES", "MAX_REQUESTS", "MAX_ARRIVAL_S", "arrivals", "checked_trace"]
 
 #: How generated requests arrive (:func:`arrivals`).
 ARRIVAL_PROCESSES = ("poisson", "constant", "gamma")
@@ -39,35 +37,14 @@ MAX_ARRIVAL_S = 1e7
 
 
 
-#: The longest field of a trace read, in characters (a time or a count needs at most about 25).
-MAX_TRACE_FIELD_CHARS = 1_000
-
 _TRACE_COLUMNS = ["arrival_s", "prompt_tokens", "output_tokens"]
 
 
 _ARRIVAL_WORDS = f"a finite number >= 0 and <= {MAX_ARRIVAL_S:g} (seconds; MAX_ARRIVAL_S)"
 
 
-def _clip(text: str, limit: int = 80) -> str:
-    return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
-
-
-def read_trace(path: str | Path) -> pd.DataFrame:
-    """Read an arrival trace in depgraph's own format: CSV with columns ``arrival_s``, ``prompt_tokens``,
-    ``output_tokens`` (a header row; times non-decreasing, in ``[0, MAX_ARRIVAL_S]``; counts >= 1), as
-    :func:`depgraph.serving.traces.load_trace` reads it (the one reader of every trace format). A row with a zero count is refused here; ``load_trace`` drops and counts it."""
-    from .traces import load_trace
-
-    trace = load_trace(path, format="depgraph")
-    zero = trace.dropped["zero_prompt"] + trace.dropped["zero_output"]
-    if zero:
-        raise ConfigError(f"{trace.path}: {zero:,} rows with zero prompt or output tokens; expected counts >= 1 "
-                          "(depgraph.serving.traces.load_trace drops and counts them)")
-    return trace.table
-
-
 def checked_trace(table: pd.DataFrame) -> pd.DataFrame:
-    """A trace given as a DataFrame, held to :func:`read_trace`'s rules: the three columns, 1 to
+    """A trace given as a DataFrame, held to :func:`~depgraph.serving.traces.read_trace`'s rules: the three columns, 1 to
     :data:`MAX_REQUESTS` rows, times non-decreasing in ``[0, MAX_ARRIVAL_S]``, integer counts in range."""
     missing = [c for c in _TRACE_COLUMNS if c not in table.columns]
     if missing:

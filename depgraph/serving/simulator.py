@@ -42,9 +42,9 @@ from ..specs.cost import CostModel
 from ..specs.models import ModelSpec, load_model
 from ..specs.predictor import ServingPredictor, StepPredictor
 from .arrivals import (ARRIVAL_PROCESSES, MAX_ARRIVAL_S, MAX_REQUESTS, arrivals,  # noqa: F401
-                       checked_trace, read_trace)
+                       checked_trace)
 from .config import ServingConfig, resolve  # noqa: F401
-from .traces import MAX_TRACE_READ_BYTES, TRACE_FORMATS, Trace, as_range, load_trace  # noqa: F401
+from .traces import MAX_TRACE_READ_BYTES, TRACE_FORMATS, Trace, as_range, load_trace, read_trace  # noqa: F401
 from .params import (HANDOFFS, ROUTERS, SLOT_SCOPES, EngineConfig, LoadModel, default_max_num_batched_tokens,  # noqa: F401
                      parse_deployment)
 from .disaggregated import DisaggregatedSimulation

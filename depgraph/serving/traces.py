@@ -4,7 +4,7 @@
 (:data:`TRACE_FORMATS`), recognised from the file's first line:
 
 * ``depgraph``: CSV ``arrival_s,prompt_tokens,output_tokens`` (seconds), the
-  format of :func:`depgraph.serving.arrivals.read_trace`;
+  format of :func:`read_trace`;
 * ``azure``: the Azure LLM inference traces 2023
   (``Azure/AzurePublicDataset``, ``AzureLLMInferenceTrace_{code,conv}.csv``),
   CSV ``TIMESTAMP,ContextTokens,GeneratedTokens`` with timestamps such as
@@ -49,7 +49,7 @@ from ..errors import ConfigError
 from . import arrivals as _arrivals  # MAX_REQUESTS and MAX_ARRIVAL_S, read where they live (one knob each)
 
 __all__ = ["TRACE_FORMATS", "MOONCAKE_BLOCK_TOKENS", "MAX_TRACE_READ_BYTES", "Trace", "parse_range", "as_range",
-           "load_trace"]
+           "load_trace", "read_trace"]
 
 #: The formats :func:`load_trace` reads, by name.
 TRACE_FORMATS = ("depgraph", "azure", "mooncake", "burstgpt")
@@ -65,7 +65,7 @@ MAX_TRACE_READ_BYTES = 1024**3
 #: 200 kB; any other line needs under 200 bytes).
 MAX_TRACE_LINE_BYTES = 1024 * 1024
 
-#: The largest counts read, as :func:`depgraph.serving.arrivals.read_trace` allows.
+#: The largest counts read (a request's prompt and output).
 MAX_PROMPT_TOKENS = 10_000_000
 MAX_OUTPUT_TOKENS = 1_000_000
 
@@ -184,6 +184,19 @@ def parse_range(text: str, *, field: str, integer: bool) -> tuple[float | int | 
     if start is not None and end is not None and end <= start:
         raise ConfigError(f"{field}: expected START:END with END > START; got {shown}")
     return start, end
+
+
+def read_trace(path: str | os.PathLike) -> pd.DataFrame:
+    """Read an arrival trace in depgraph's own format: CSV with columns ``arrival_s``, ``prompt_tokens``,
+    ``output_tokens`` (a header row; times non-decreasing, in ``[0, MAX_ARRIVAL_S]``; counts >= 1), as
+    :func:`load_trace` reads it (one reader of every trace format); the times as written. A row with a
+    zero count is refused here; ``load_trace`` drops and counts it."""
+    trace = load_trace(path, format="depgraph")
+    zero = trace.dropped["zero_prompt"] + trace.dropped["zero_output"]
+    if zero:
+        raise ConfigError(f"{trace.path}: {zero:,} rows with zero prompt or output tokens; expected counts >= 1 "
+                          "(depgraph.serving.traces.load_trace drops and counts them)")
+    return trace.table
 
 
 def as_range(value: Any, *, field: str, integer: bool) -> tuple | None:
@@ -438,9 +451,13 @@ class _Lines:
             number += 1
             total += len(raw)
             if total > cap:
-                raise ConfigError(f"{self.shown}: line {number}: the trace file is more than {cap:,} bytes; at most "
-                                  f"{cap:,} bytes are read (depgraph.serving.traces.MAX_TRACE_READ_BYTES); select "
-                                  "an earlier part with --trace-slice or --trace-window")
+                try:
+                    size = f"{os.fstat(self.file.fileno()).st_size:,} bytes"
+                except OSError:
+                    size = f"more than {cap:,} bytes"
+                raise ConfigError(f"{self.shown}: line {number}: the trace file is {size}; at most {cap:,} bytes are "
+                                  "read (depgraph.serving.traces.MAX_TRACE_READ_BYTES); select an earlier part with "
+                                  "--trace-slice or --trace-window")
             if not raw.endswith(b"\n") and len(raw) > MAX_TRACE_LINE_BYTES:
                 raise ConfigError(f"{self.shown}: line {number}: a line of more than {MAX_TRACE_LINE_BYTES:,} bytes; "
                                   f"at most {MAX_TRACE_LINE_BYTES:,} are read")
@@ -509,9 +526,14 @@ def _csv_fields(line: str) -> list[str]:
         return line.split(",")
 
 
+#: The longest number read, in characters (a count or a time needs at most about 25; a longer one is
+#: refused before it is converted: Python refuses to convert integers of more than 4,300 digits).
+MAX_TRACE_NUMBER_CHARS = 64
+
+
 def _count(text: str, shown: str, number: int, field: str, upper: int) -> int:
     text = text.strip()
-    value = int(text) if _INTEGER.fullmatch(text) else None
+    value = int(text) if len(text) <= MAX_TRACE_NUMBER_CHARS and _INTEGER.fullmatch(text) else None
     if value is None or not 0 <= value <= upper:
         raise ConfigError(f"{shown}: line {number}: {field}: expected an integer from 0 to {upper:,}; "
                           f"got {_clip(repr(text))}")
@@ -520,7 +542,7 @@ def _count(text: str, shown: str, number: int, field: str, upper: int) -> int:
 
 def _seconds(text: str, shown: str, number: int, field: str) -> float:
     text = text.strip()
-    value = float(text) if _NUMBER.fullmatch(text) else math.nan
+    value = float(text) if len(text) <= MAX_TRACE_NUMBER_CHARS and _NUMBER.fullmatch(text) else math.nan
     if not (math.isfinite(value) and 0 <= value <= 1e15):
         raise ConfigError(f"{shown}: line {number}: {field}: expected a finite number >= 0 and <= 1e+15 (seconds); "
                           f"got {_clip(repr(text))}")
