@@ -118,9 +118,10 @@ class DecodeServer:
         if r.grow_iter >= 0 and r.grow_iter != n:
             self.grow_at[r.grow_iter].remove(i)
         r.grow_iter = -1
-        self.pool.release(r)
-        if self.cache is not None:
+        if self.cache is not None:  # its blocks stay cached, free (evictions owed first)
+            self.cache.fit_pool(self.pool)
             self.cache.release(i)
+        self.pool.release(r)
         r.preemptions += 1
         sim.preemptions += 1
         r.recompute = context
@@ -172,7 +173,9 @@ class DecodeServer:
         self.free_slots += 1
         sim.router.done(self.k)
         sim.log_held(t, -1)
-        if self.cache is not None:  # its blocks stay cached, free
+        if self.cache is not None:  # its blocks stay cached, free (evictions owed first)
+            if self.pool is not None:
+                self.cache.fit_pool(self.pool)
             self.cache.release(i)
         if self.pool is not None:  # admitted by the loop, after the running requests' blocks (see admit)
             self.pool.release(sim.reqs[i])
@@ -275,8 +278,7 @@ class DecodeServer:
         if pool is not None:  # the running requests' blocks first, then, if none was preempted, admissions
             if not (n in self.grow_at and self.grow(t, n)) and self.slot_queue and self.free_slots > 0:
                 self.admit(t)
-            if self.cache is not None:  # free cached blocks beyond what the running requests leave are evicted
-                self.cache.fit(pool.free_tokens())
+
         start = t
         if self.pending_posting:
             posting, self.pending_posting = self.pending_posting, []

@@ -52,7 +52,7 @@ from .kvpool import KVPool
 from .memory import decode_pools
 from .handoff import WHOLE, NICs, move, profile_builder
 from .prefill import PrefillPool, pick_batching_server
-from .prefixcache import PrefixCache, request_segments
+from .prefixcache import PrefixCache, any_shared, request_segments
 from ..specs.memory import prefix_cache_block
 from .request import HandoffRequest, check_clock
 
@@ -95,12 +95,17 @@ class DisaggregatedSimulation:
         self.caching = cfg.cache.enable_prefix_caching
         self.prefix_aware = dec.router == "prefix-aware"
         pre_caches = self._prefill_caches(model, cfg, cost, table) if self.caching else []
+        # traffic whose prompts share nothing (generated, no --prefix-share; no hash_ids) can hit nothing here:
+        # a prefill server never looks a prompt up twice, a decode server only for others' prompts. The caches
+        # then stay empty (the run is the same, to the bit) and cost nothing per request
+        self.shared = self.caching and any_shared(r.segments for r in self.reqs)
+        live = pre_caches if self.shared else []
         self.prefill_pool = PrefillPool(0 if self.batching else pre.servers, self.predict.prefill_s,
-                                        caches=[] if self.batching else pre_caches,
+                                        caches=[] if self.batching else live,
                                         prefill_cached_s=self.predict.prefill_cached_s,
                                         prefix_aware=self.prefix_aware)
         self.pre = [EngineServer(k, step_cost=self.predict.engine_step(pre.tp), budget=pre.max_num_batched_tokens,
-                                 prefill_only=True, cache=pre_caches[k] if pre_caches else None)
+                                 prefill_only=True, cache=live[k] if live else None)
                     for k in range(pre.servers)] if self.batching else []
         self.prefill_caches = pre_caches
         if self.caching:
@@ -150,12 +155,12 @@ class DisaggregatedSimulation:
         """Prompt tokens whose KV ``r``'s decode server already holds (its prefix cache), as its handoff
         starts: the handoff moves the rest. The server holds all the prompt's blocks from here until ``r``
         leaves it."""
-        if not self.caching:
+        if not self.shared:
             return 0
         d = self.dec[r.server]
         cache = d.cache
         if d.pool is not None:
-            cache.fit(d.pool.free_tokens())
+            cache.fit_pool(d.pool)
         hit = cache.lookup(r.segments, r.prompt)
         cache.insert(r.i, r.segments, r.prompt)
         r.dec_cached = hit
@@ -181,7 +186,7 @@ class DisaggregatedSimulation:
         r = self.reqs[i]
         r.arrival = t
         # prefix-aware: the fewest outstanding, then the most of the prompt's KV already there (not moved)
-        r.server = self.router.pick([(out, -d.cache.lookup(r.segments, r.prompt)) for out, d in
+        r.server = self.router.pick([(out, -d.cache.lookup(r.segments, r.prompt) if self.shared else 0) for out, d in
                                      zip(self.router.outstanding, self.dec)] if self.prefix_aware else None)
         if self.handoff == "push" and self.reserved:
             self.dec[r.server].want_slot(t, i)

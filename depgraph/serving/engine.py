@@ -64,7 +64,7 @@ from .params import Deployment, EngineConfig, default_max_num_batched_tokens, pa
 from .graphs import colocated_graph
 from .kernel import EventKernel
 from .kvpool import KVPool
-from .prefixcache import PrefixCache, request_segments
+from .prefixcache import PrefixCache, any_shared, request_segments
 from .config import CacheSection
 from ..specs.memory import prefix_cache_block
 from .memory import StagePool, check_server_memory
@@ -83,7 +83,7 @@ class EngineServer:
     (``woke_by``: the request whose arrival woke the idle server, else -1)."""
 
     __slots__ = ("k", "waiting", "running", "pool", "busy", "current", "steps", "woke_by", "budget", "max_seqs",
-                 "chunked", "step_cost", "prefill_only", "preemptions", "cache", "align", "saved")
+                 "chunked", "step_cost", "prefill_only", "preemptions", "cache", "align", "saved", "partial")
 
     def __init__(self, k: int, *, step_cost: StepCost, budget: int, max_num_seqs: int | None = None,
                  chunked: bool = True, pool: KVPool | None = None, prefill_only: bool = False,
@@ -104,6 +104,7 @@ class EngineServer:
         self.cache = cache
         self.align = cache.block_tokens if cache is not None and cache.state_points else 0
         self.saved: list[tuple[Request, int]] = []  # recurrent states the running step keeps: (request, point)
+        self.partial: set[int] = set()  # running requests whose prompt (or recompute) a later step continues
 
     def submit(self, r: Request) -> bool:
         """``r`` joins the waiting queue; whether it woke the server (it was idle: the caller schedules
@@ -127,9 +128,11 @@ class EngineServer:
     def _preempt(self, r: Request) -> None:
         """Recompute preemption: ``r`` frees its blocks and goes back to the head of the queue, to prefill
         its prompt and the tokens it had generated when it runs again."""
-        self.pool.release(r)
-        if self.cache is not None:
+        if self.cache is not None:  # its blocks stay cached, free (evictions owed first)
+            self.cache.fit_pool(self.pool)
             self.cache.release(r.i)
+        self.pool.release(r)
+        self.partial.discard(r.i)
         r.computed = 0
         r.target = r.prompt + r.generated
         r.preemptions += 1
@@ -160,41 +163,64 @@ class EngineServer:
         left = self.budget
         out: list[tuple[Request, int]] = []
         preempted = False
-        running, pool, cache, align = self.running, self.pool, self.cache, self.align
+        running, pool, cache, align, partial = self.running, self.pool, self.cache, self.align, self.partial
         block = pool.block_tokens if pool is not None else 0
         idx = 0
-        while idx < len(running) and left > 0:
-            r = running[idx]
-            n = min(r.target - r.computed, left)
-            if align and r.computed < r.prompt:
-                n = self._aligned(r.computed, n, r.target)
-                if not n:  # no whole block fits what is left of the budget: it waits for the next step
-                    idx += 1
-                    continue
-            # within the blocks it holds (the common case, inline), else grow them if they fit
-            fits = pool is None or -(-(r.computed + n) // block) * block <= r.kv_alloc or self._allocate(r, n)
-            while not fits:
-                victim = running.pop()
-                self._preempt(victim)
-                preempted = True
-                if victim is r:
+        if not partial:  # no prompt continues (the common step: decode tokens), inline
+            while idx < len(running) and left > 0:
+                r = running[idx]
+                n = min(r.target - r.computed, left)
+                fits = pool is None or -(-(r.computed + n) // block) * block <= r.kv_alloc or self._allocate(r, n)
+                while not fits:
+                    victim = running.pop()
+                    self._preempt(victim)
+                    preempted = True
+                    if victim is r:
+                        break
+                    fits = self._allocate(r, n)
+                if not fits:
                     break
-                fits = self._allocate(r, n)
-            if not fits:
-                break
-            out.append((r, n))
-            if cache is not None and r.computed < r.prompt:
-                self._cached(r, n)
-            left -= n
-            idx += 1
+                out.append((r, n))
+                left -= n
+                idx += 1
+        else:
+            while idx < len(running) and left > 0:
+                r = running[idx]
+                n = min(r.target - r.computed, left)
+                # a request continuing its prompt (or recompute): the only kind a chunk rule or the cache concerns
+                continuing = r.i in partial
+                if continuing and align and r.computed < r.prompt:
+                    n = self._aligned(r.computed, n, r.target)
+                    if not n:  # no whole block fits what is left of the budget: it waits for the next step
+                        idx += 1
+                        continue
+                # within the blocks it holds (the common case, inline), else grow them if they fit
+                fits = pool is None or -(-(r.computed + n) // block) * block <= r.kv_alloc or self._allocate(r, n)
+                while not fits:
+                    victim = running.pop()
+                    self._preempt(victim)
+                    preempted = True
+                    if victim is r:
+                        break
+                    fits = self._allocate(r, n)
+                if not fits:
+                    break
+                out.append((r, n))
+                if continuing:
+                    if cache is not None and r.computed < r.prompt:
+                        self._cached(r, n)
+                    if r.computed + n >= r.target:
+                        partial.discard(r.i)
+                left -= n
+                idx += 1
         if not preempted:
             waiting, max_seqs, chunked = self.waiting, self.max_seqs, self.chunked
             while waiting and left > 0 and (max_seqs is None or len(running) < max_seqs):
                 r = waiting[0]
                 hit = 0
-                if cache is not None and not r.computed:  # its prompt's blocks this server holds
+                if cache is not None and not r.computed and (cache.shared or r.cached >= 0):  # blocks held here
                     if pool is not None:
-                        cache.fit(pool.free_tokens())
+                        cache.fit_pool(pool)
                     hit = cache.lookup(r.segments, r.target)
                 start = r.computed + hit
                 need = r.target - start
@@ -219,9 +245,9 @@ class EngineServer:
                 out.append((r, n))
                 if cache is not None:
                     self._cached(r, n)
+                if r.computed + n < r.target:
+                    partial.add(r.i)
                 left -= n
-        if cache is not None and pool is not None:
-            cache.fit(pool.free_tokens())
         return out
 
     def start_step(self, t: float) -> float | None:
@@ -261,15 +287,21 @@ class EngineServer:
         prefix-aware router's cost)."""
         queued = sum(q.target - q.computed for q in self.waiting)
         queued += sum(q.prompt - q.computed for q in self.running if q.computed < q.prompt)
+        if self.cache is None:
+            return queued + r.prompt
+        if self.pool is not None:  # evictions owed first: the router sees what a lookup here would
+            self.cache.fit_pool(self.pool)
         return queued + r.prompt - self.cache.lookup(r.segments, r.prompt)
 
     def finish(self, r: Request) -> None:
         """``r`` leaves the server (its last token, or its prompt handed off): its memory is free."""
         self.running.remove(r)
+        if self.cache is not None:  # its blocks stay cached, free (evictions owed first)
+            if self.pool is not None:
+                self.cache.fit_pool(self.pool)
+            self.cache.release(r.i)
         if self.pool is not None:
             self.pool.release(r)
-        if self.cache is not None:
-            self.cache.release(r.i)
 
 
 @dataclass
@@ -402,16 +434,19 @@ def simulate_colocated(model: ModelSpec, cost: CostModel, table: pd.DataFrame, *
     reqs = [Request(i, float(a), int(p), int(o)) for i, (a, p, o) in
             enumerate(zip(table.arrival_s.to_numpy(), table.prompt_tokens.to_numpy(), table.output_tokens.to_numpy()))]
     cache = CacheSection() if cache is None else cache
+    shared = False
     if cache.enable_prefix_caching:
-        for r, seg in zip(reqs, request_segments(table, shared_tokens=cache.prefix_share_tokens,
-                                                 hash_block_tokens=cache.hash_block_tokens)):
+        segments = request_segments(table, shared_tokens=cache.prefix_share_tokens,
+                                    hash_block_tokens=cache.hash_block_tokens)
+        for r, seg in zip(reqs, segments):
             r.segments = seg
+        shared = any_shared(segments)
         block, hybrid = prefix_cache_block(model, tp=tp, block_size=config.block_tokens)
     for r in reqs:
         r.arrival, r.server = math.nan, -1
     srv = [EngineServer(k, step_cost=step_cost, budget=budget, max_num_seqs=config.max_num_seqs,
                         chunked=config.chunked_prefill, pool=KVPool([stage], block_tokens=config.block_tokens),
-                        cache=PrefixCache(block_tokens=block, state_points=hybrid)
+                        cache=PrefixCache(block_tokens=block, state_points=hybrid, shared=shared)
                         if cache.enable_prefix_caching else None)
            for k in range(servers)]
     sim = _Colocated(reqs, srv, Client(config.max_concurrency), Router(config.router, servers))

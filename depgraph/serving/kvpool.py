@@ -29,27 +29,36 @@ class KVPool:
     """Free bytes per stage (``free``, a list replaced, never changed in place, so a step's record can
     keep the one it ran with) of a server holding ``stages``' requests in blocks of ``block_tokens``."""
 
-    __slots__ = ("stages", "free", "block_tokens", "block_bytes", "_one")
+    __slots__ = ("stages", "free", "block_tokens", "block_bytes", "_one", "_token_bytes", "low")
 
     def __init__(self, stages: Sequence[StagePool], *, block_tokens: int) -> None:
         self.stages = list(stages)
         self.free = [pool.pool_bytes for pool in self.stages]
+        #: the least free memory since the prefix cache last fitted to it (``free`` as it was then): the
+        #: cache evicts to it before its next lookup or release (:meth:`PrefixCache.fit_pool`)
+        self.low = self.free
         self.block_tokens = block_tokens
         #: the bytes one more block takes on each stage (a request that already holds its state), where no
         #: layer has a window (else worked out each time: a window's KV stops growing)
         self.block_bytes = ([pool.full_kv_bytes_per_token * block_tokens for pool in self.stages]
                             if not any(pool.windows for pool in self.stages) else None)
         self._one = self.stages[0] if len(self.stages) == 1 else None
+        #: each stage's KV bytes per token (0: no KV, a recurrent-only stage)
+        self._token_bytes = [pool.full_kv_bytes_per_token for pool in self.stages]
 
     @property
     def pool_bytes(self) -> list[int]:
         """Each stage's whole pool, per GPU."""
         return [pool.pool_bytes for pool in self.stages]
 
-    def free_tokens(self) -> int:
-        """Tokens of KV the free memory holds on every stage (what a prefix cache may keep of free blocks)."""
-        return min((f // pool.full_kv_bytes_per_token if pool.full_kv_bytes_per_token else 1 << 62)
-                   for f, pool in zip(self.free, self.stages))
+    def free_tokens(self, free: list[int] | None = None) -> int:
+        """Tokens of KV the free memory (``free``: another record of it, such as ``low``) holds on every
+        stage: what a prefix cache may keep of free cached blocks."""
+        free = self.free if free is None else free
+        if self._one is not None:
+            b = self._token_bytes[0]
+            return free[0] // b if b else 1 << 62
+        return min((f // b if b else 1 << 62) for f, b in zip(free, self._token_bytes))
 
     def blocks(self, tokens: int) -> int:
         """Tokens of the whole blocks that hold ``tokens`` tokens."""
@@ -70,8 +79,11 @@ class KVPool:
         """``r`` now holds blocks of ``tokens`` tokens (``need`` bytes more per stage)."""
         if len(need) == 1:
             self.free = [self.free[0] - need[0]]
+            if self.free[0] < self.low[0]:
+                self.low = self.free
         else:
             self.free = [f - n for f, n in zip(self.free, need)]
+            self.low = [min(a, b) for a, b in zip(self.low, self.free)]
         r.kv_alloc = tokens
 
     def grow(self, r: Any, tokens: int) -> bool:
@@ -86,6 +98,8 @@ class KVPool:
             if need > self.free[0]:
                 return False
             self.free = [self.free[0] - need]
+            if self.free[0] < self.low[0]:
+                self.low = self.free
             r.kv_alloc = tokens
             return True
         need = self.need(old, tokens)
@@ -98,4 +112,5 @@ class KVPool:
         """``r`` frees every block and its state."""
         if r.kv_alloc:
             self.free = [f + pool.request_bytes(r.kv_alloc) for f, pool in zip(self.free, self.stages)]
+            self.low = self.free  # a cache fits before it releases: what it freed is room for what it keeps
             r.kv_alloc = 0

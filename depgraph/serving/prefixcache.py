@@ -48,11 +48,10 @@ request, so the pool is never optimistic.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from typing import Sequence
 
-__all__ = ["PrefixCache", "prompt_segments", "chain_segments", "request_segments", "unlimited_hit_rate",
-           "SHARED_PREFIX_KEY"]
+__all__ = ["PrefixCache", "prompt_segments", "chain_segments", "request_segments", "any_shared",
+           "unlimited_hit_rate", "SHARED_PREFIX_KEY"]
 
 #: The key of the shared system prompt (``--prefix-share``): the same content in every request.
 SHARED_PREFIX_KEY = -1
@@ -102,16 +101,20 @@ class PrefixCache:
     ``evicted_tokens``."""
 
     __slots__ = ("block_tokens", "state_points", "capacity_tokens", "entries", "lru", "free_tokens", "held",
-                 "queried_tokens", "hit_tokens", "lookups", "hits", "evicted_tokens")
+                 "queried_tokens", "hit_tokens", "lookups", "hits", "evicted_tokens", "shared")
 
-    def __init__(self, *, block_tokens: int, state_points: bool = False, capacity_tokens: int | None = None) -> None:
+    def __init__(self, *, block_tokens: int, state_points: bool = False, capacity_tokens: int | None = None,
+                 shared: bool = True) -> None:
         self.block_tokens = block_tokens
+        #: whether any two requests' prompts share a segment: if not, a prompt's first lookup misses for sure
+        #: (only a preempted request, looking its own blocks up again, can hit), and is skipped
+        self.shared = shared
         self.state_points = state_points
         self.capacity_tokens = capacity_tokens
         #: key -> [cached tokens, running requests holding it, saved recurrent-state offsets (hybrid) or None]
         self.entries: dict[int, list] = {}
-        #: the entries no running request holds, least recently used first
-        self.lru: OrderedDict[int, None] = OrderedDict()
+        #: the entries no running request holds, least recently used first (a dict keeps insertion order)
+        self.lru: dict[int, None] = {}
         self.free_tokens = 0  # cached tokens in those entries
         self.held: dict[int, list[int]] = {}  # request -> the keys it holds
         self.queried_tokens = self.hit_tokens = self.lookups = self.hits = self.evicted_tokens = 0
@@ -214,6 +217,18 @@ class PrefixCache:
         if self.capacity_tokens is not None:
             self.fit(self.capacity_tokens)
 
+    def fit_pool(self, pool) -> None:
+        """:meth:`fit` to the least free memory ``pool`` (a :class:`~depgraph.serving.kvpool.KVPool`) had
+        since the last fit (its ``low``), then start a new low at what it has now. A server calls it before
+        each lookup and each release: between them the cached free blocks only wait (a release adds the
+        newest, a lookup reads), so evicting then to the lowest point reached evicts exactly what evicting
+        at every allocation would have."""
+        if self.free_tokens:
+            low = pool.free_tokens(pool.low)
+            if self.free_tokens > low:
+                self.fit(low)
+        pool.low = pool.free
+
     def fit(self, free_capacity_tokens: int) -> None:
         """Evict least recently used free cached blocks until they fit ``free_capacity_tokens`` (the tokens
         the server's free memory holds)."""
@@ -261,6 +276,12 @@ def request_segments(table, *, shared_tokens: int = 0, hash_block_tokens: int | 
         return [chain_segments(ids, int(p), block_tokens=hash_block_tokens, chains=chains)
                 for ids, p in zip(table["hash_ids"], prompts)]
     return [prompt_segments(i, int(p), shared_tokens=shared_tokens) for i, p in enumerate(prompts)]
+
+
+def any_shared(segments) -> bool:
+    """Whether any segment of these prompts can be another prompt's too (a trace's blocks, the shared
+    system prompt); ``False``: every prompt is only its own."""
+    return any(key >= SHARED_PREFIX_KEY for seg in segments for key, _ in seg)
 
 
 def unlimited_hit_rate(table, *, block_tokens: int = 16, hash_block_tokens: int = 512) -> float:

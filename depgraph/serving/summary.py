@@ -310,7 +310,8 @@ def disaggregated_result(sim: Any, **meta) -> LoadResult:
                      # prefix caching: prompt tokens its prefill server held, and whose KV its decode server
                      # held (not moved); the handoff's bytes (what moved)
                      "cached_tokens": max(r.cached, 0), "decode_cached_tokens": r.dec_cached,
-                     "bytes_moved": float(sum(sim.predict.moved_bytes(r.prompt, r.dec_cached).values())),
+                     "bytes_moved": float(sum(sim.predict.moved_bytes(r.prompt, r.dec_cached).values()))
+                     if r.dec_cached else float(sim.predict.handoff_bytes(r.prompt)),
                      **(_gated_row(r) if sim.gated else {}),
                      **_wait_row(sim, r, parts, r.first_token - decode_s, first)})
     df = pd.DataFrame(rows)
