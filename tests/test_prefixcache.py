@@ -301,3 +301,31 @@ def test_the_traffic_study_reads_its_scenario_and_says_what_caching_changed(tmp_
                    '[[deployment]]\ndeployment = "colocated"\ntp = 1\n[load]\ngpu = "h100"\n')
     with pytest.raises(dg.ConfigError, match="grid.caching: expected one of on, prefix-aware, off"):
         read_traffic(bad)
+
+
+# -- nothing is reused before it exists (found by review)
+
+def test_a_prompt_does_not_hit_blocks_a_prefill_is_still_computing():
+    # an unbounded prefill pool runs both prompts at once: the second cannot reuse the first's blocks,
+    # which are not computed until 1.6 s; ten seconds later a third can
+    rows = [(0.0, 16000, 4), (0.01, 16000, 4), (10.0, 16000, 4)]
+    r = dg.loadtest("qwen3-32b", handoff="push", trace=frame(rows), prefix_share_tokens=15000, tp=2)
+    assert r.requests.cached_tokens.tolist() == [0, 0, 14992]
+    assert r.requests.prefill_s[1] == r.requests.prefill_s[0] > 1.0 > r.requests.prefill_s[2]
+
+
+def test_a_handoff_does_not_skip_blocks_still_in_flight_to_the_decode_server():
+    # two handoffs to one decode server at the same time: neither holds the other's blocks yet
+    rows = [(0.0, 16000, 4), (0.0, 16000, 4), (10.0, 16000, 4)]
+    for kw in (dict(handoff="push"), dict(handoff="pull"), dict(handoff="push", policy="layer")):
+        r = dg.loadtest("qwen3-32b", deployment="2P1D", trace=frame(rows), prefix_share_tokens=15000, tp=2, **kw)
+        assert r.requests.decode_cached_tokens.tolist() == [0, 0, 14992], kw
+        assert r.requests.ttft_s[0] == pytest.approx(r.requests.ttft_s[1], rel=0.05), kw
+        S = dg.schedule(r.graph())
+        for row in r.requests.itertuples():
+            assert S.finish_s[f"r{row.request}:token"] - row.arrival_s == pytest.approx(row.ttft_s, abs=1e-9)
+
+
+def test_a_trace_refuses_generated_traffic_settings():
+    with pytest.raises(dg.ConfigError, match="qps: a trace gives its own arrivals and lengths"):
+        dg.loadtest("qwen3-32b", handoff="push", trace=MOONCAKE, qps=2)

@@ -153,8 +153,9 @@ class DisaggregatedSimulation:
 
     def decode_cached(self, r: HandoffRequest) -> int:
         """Prompt tokens whose KV ``r``'s decode server already holds (its prefix cache), as its handoff
-        starts: the handoff moves the rest. The server holds all the prompt's blocks from here until ``r``
-        leaves it."""
+        starts: the handoff moves the rest. ``r`` holds those blocks from here; the rest join the cache when
+        its last byte lands (:meth:`landed`; vLLM caches remotely loaded blocks only once they are in), and it
+        holds them all until it leaves the server."""
         if not self.shared:
             return 0
         d = self.dec[r.server]
@@ -162,9 +163,17 @@ class DisaggregatedSimulation:
         if d.pool is not None:
             cache.fit_pool(d.pool)
         hit = cache.lookup(r.segments, r.prompt)
-        cache.insert(r.i, r.segments, r.prompt)
+        cache.insert(r.i, r.segments, hit)
         r.dec_cached = hit
         return hit
+
+    def _on_landed(self, t: float, i: int) -> None:
+        """Request ``i``'s handoff has landed: its prompt's blocks join its decode server's cache (if it is
+        still there)."""
+        r = self.reqs[i]
+        cache = self.dec[r.server].cache
+        if i in cache.held:
+            cache.insert(i, r.segments, r.prompt)
 
     @property
     def concurrency(self) -> int | None:
@@ -238,7 +247,8 @@ class DisaggregatedSimulation:
                     "prefill_wake": self.prefill_step, "prefill_step": self.prefill_step_end,
                     "prefilled": self._on_prefilled,
                     "relayed": self._on_relayed, "posted": self._on_posted, "ready": self._on_ready,
-                    "first_token": self._on_first_token, "decode_wake": self._on_decode_wake})
+                    "first_token": self._on_first_token, "decode_wake": self._on_decode_wake,
+                    "landed": self._on_landed})
         check_clock(self.reqs, self.cost.gpu.name)
         lost = [r.i for r in self.reqs if not r.last_token >= r.arrival]  # NaN: never finished
         if lost:  # a request the loops never served is a bug of this simulation, not of its inputs
@@ -260,6 +270,8 @@ class DisaggregatedSimulation:
         count_up = r.prefill_server >= 0  # an unbounded prefill pool's uplinks never contend
         r.gated = move(profile, self.nics, gate_s=gate, scale=factor, up_server=r.prefill_server,
                        down_server=r.server, count_up=count_up, who=i, now=now)
+        if self.shared:
+            self.kernel.push(r.gated.end_s, "landed", i)
         self.kernel.push(r.gated.first_ready_s, "ready", i)
 
     def _on_prefilled(self, t: float, i: int) -> None:
@@ -269,8 +281,7 @@ class DisaggregatedSimulation:
             if self.gated:
                 self._move(t, i)
                 return
-            r = self.reqs[i]
-            self.kernel.push(t + self.predict.moved_transfer_s(r.prompt, self.decode_cached(r)), "ready", i)
+            self._transfer(t, self.reqs[i])
         else:  # the router relays where the blocks are
             self.kernel.push(t + self.cfg.handoff.relay_s, "relayed", i)
 
@@ -285,8 +296,14 @@ class DisaggregatedSimulation:
         if self.gated:
             self._move(t, i)
             return
-        r = self.reqs[i]
-        self.kernel.push(t + self.predict.moved_transfer_s(r.prompt, self.decode_cached(r)), "ready", i)
+        self._transfer(t, self.reqs[i])
+
+    def _transfer(self, t: float, r: HandoffRequest) -> None:
+        """A whole handoff from ``t``: the blocks the decode server lacks, in one transfer; ready when in."""
+        end = t + self.predict.moved_transfer_s(r.prompt, self.decode_cached(r))
+        if self.shared:
+            self.kernel.push(end, "landed", r.i)
+        self.kernel.push(end, "ready", r.i)
 
     def _on_decode_wake(self, t: float, k: int) -> None:
         """A loop that idled until a streaming request may join: its next iteration starts now (a timer

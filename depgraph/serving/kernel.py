@@ -24,8 +24,9 @@ TIE_ORDERS: dict[str, dict[str, int]] = {
     # the study's load model and <P>P<D>D: a request's handoff events before new arrivals, then the decode
     # loops' steps (a loop sees every request that became ready at that instant), then the batching prefill
     # servers' step ends and wake-ups; a per-layer handoff's own first tokens (async admission) and the wake-up
-    # of a loop that idles until a streaming request may join
-    "disaggregated": {"release": 0, "ready": 1, "posted": 2, "prefilled": 3, "relayed": 4, "arrive": 5, "loop": 6,
+    # of a loop that idles until a streaming request may join; first of all, a handoff's last byte landing
+    # (its blocks join the decode server's prefix cache: a handoff starting at that instant finds them)
+    "disaggregated": {"landed": -1, "release": 0, "ready": 1, "posted": 2, "prefilled": 3, "relayed": 4, "arrive": 5, "loop": 6,
                       "prefill_step": 7, "prefill_wake": 8, "first_token": 9, "decode_wake": 10},
     # colocated: steps end (freeing memory and slots; a busy server schedules its next step right there,
     # before the instant's arrivals), then requests arrive, then the idle servers they woke schedule

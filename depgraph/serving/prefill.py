@@ -11,6 +11,7 @@ prompts not yet done.
 
 from __future__ import annotations
 
+import heapq
 from typing import Any, Callable, Sequence
 
 __all__ = ["PrefillPool", "pick_batching_server"]
@@ -23,7 +24,7 @@ class PrefillPool:
     the time of a prompt whose first tokens are cached, and ``prefix_aware`` sends a prompt to the
     server that would finish it first, its cached prefix skipped (instead of the one free first)."""
 
-    __slots__ = ("free_at", "last", "prefill_s", "caches", "prefill_cached_s", "prefix_aware")
+    __slots__ = ("free_at", "last", "prefill_s", "caches", "prefill_cached_s", "prefix_aware", "pending")
 
     def __init__(self, servers: int, prefill_s: Callable[[int], float], *, caches: Sequence[Any] = (),
                  prefill_cached_s: Callable[[int, int], float] | None = None, prefix_aware: bool = False) -> None:
@@ -33,6 +34,8 @@ class PrefillPool:
         self.caches = list(caches)
         self.prefill_cached_s = prefill_cached_s
         self.prefix_aware = prefix_aware
+        #: per cache, the prefills under way: (end, request, its record); their blocks join the cache at the end
+        self.pending: list[list] = [[] for _ in self.caches]
 
     def start(self, t: float, r: Any) -> float:
         """Prefill ``r`` from ``t`` on (once a server is free); when its prefill ends."""
@@ -41,7 +44,7 @@ class PrefillPool:
             start, k = t, 0
         else:
             if self.prefix_aware and caches:  # the server that would finish it first, its cached prefix skipped
-                done = [max(free_at[j], t) + self.prefill_cached_s(r.prompt, caches[j].lookup(r.segments, r.prompt))
+                done = [max(free_at[j], t) + self.prefill_cached_s(r.prompt, self._lookup(j, max(free_at[j], t), r))
                         for j in range(len(free_at))]
                 k = min(range(len(free_at)), key=lambda s: (done[s], s))
             else:
@@ -50,7 +53,7 @@ class PrefillPool:
             r.prefill_server, r.prefill_after = k, self.last[k]
             self.last[k] = r.i
         if caches:
-            duration = self._cached(caches[k], r)
+            duration = self._cached(k, start, r)
         else:
             duration = self.prefill_s(r.prompt)
         if free_at:
@@ -59,18 +62,29 @@ class PrefillPool:
         r.prefill_end = start + duration
         return r.prefill_end
 
-    def _cached(self, cache: Any, r: Any) -> float:
-        """``r``'s prefill on the server whose prefix cache is ``cache``: the tokens it holds are skipped;
-        the prompt's blocks are cached (a hybrid model's recurrent state at its last whole block, where
+    def _lookup(self, k: int, at: float, r: Any) -> int:
+        """``r``'s cached prompt tokens on server ``k`` for a prefill starting at ``at``: the blocks of the
+        prefills that ended by then are in its cache (a prefill still running has cached nothing yet)."""
+        cache, pending = self.caches[k], self.pending[k]
+        while pending and pending[0][0] <= at:
+            _, _, done = heapq.heappop(pending)
+            point = done.prompt - done.prompt % cache.block_tokens if cache.state_points else 0
+            cache.insert(done.i, done.segments, done.prompt, state_at=point if point > done.cached else 0)
+            cache.release(done.i)  # free once handed off (capacity: the server's KV)
+        return cache.lookup(r.segments, r.prompt)
+
+    def _cached(self, k: int, start: float, r: Any) -> float:
+        """``r``'s prefill on server ``k`` from ``start``: the tokens its cache holds then are skipped; its
+        blocks join the cache when it ends (a hybrid model's recurrent state at its last whole block, where
         vLLM's align mode ends a chunk)."""
-        hit = cache.lookup(r.segments, r.prompt)
+        cache = self.caches[k]
+        hit = self._lookup(k, start, r)
         if r.cached < 0:
             r.cached = hit
             cache.count(r.prompt, hit)
-        point = r.prompt - r.prompt % cache.block_tokens if cache.state_points else 0
-        cache.insert(r.i, r.segments, r.prompt, state_at=point if point > hit else 0)
-        cache.release(r.i)  # its blocks stay cached, free once the handoff has them (capacity: the server's KV)
-        return self.prefill_cached_s(r.prompt, hit)
+        duration = self.prefill_cached_s(r.prompt, hit)
+        heapq.heappush(self.pending[k], (start + duration, r.i, r))
+        return duration
 
 
 def pick_batching_server(servers: Sequence[Any], r: Any = None, *, prefix_aware: bool = False) -> int:

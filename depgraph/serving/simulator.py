@@ -179,6 +179,11 @@ def loadtest(model: ModelSpec | str, *, handoff: str | None = None, qps: float |
     if trace is not None:
         if burstiness is not None or range_ratio:
             raise ConfigError("burstiness, range_ratio: a trace gives its own arrivals and lengths; leave them out")
+        for name, value in (("qps", qps), ("prompt_tokens", prompt_tokens), ("out_tokens", out_tokens),
+                            ("num_prompts", num_prompts)):
+            if value is not None:
+                raise ConfigError(f"{name}: a trace gives its own arrivals and lengths; leave it out (--trace-speed "
+                                  "replays it faster, --trace-slice takes part of it)")
         if isinstance(trace, (str, os.PathLike)):  # any published format, selected, filtered (counted), scaled
             trace = load_trace(trace, format=trace_format, rows=as_range(trace_slice, field="trace_slice", integer=True),
                                window_s=as_range(trace_window_s, field="trace_window_s", integer=False), speed=trace_speed,

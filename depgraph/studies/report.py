@@ -194,6 +194,11 @@ def _traffic_section(ctx: dict) -> str:
         "TPOT p50 ms": [f"{v * 1e3:.1f}" for v in t.tpot_p50_s],
         "GB moved": [f"{v / 1e9:,.1f}" if v else "-" for v in t.bytes_moved],
         "steady": ["yes" if v else "no" for v in t.steady_state]})
+    unlimited = ctx.get("traffic_unlimited")
+    if unlimited is None:
+        from .traffic import mooncake_unlimited_hit_rate
+
+        unlimited = mooncake_unlimited_hit_rate()
     moon = f[f.trace.str.startswith("mooncake")]
     azure = f[f.trace.str.startswith("azure")]
     lines = []
@@ -233,7 +238,7 @@ What caching changed against caching off:
 
 - **Mooncake** (the hits are the trace's own):
 {chr(10).join(lines)}
-- The excerpt is the trace's cold start: with an unlimited cache, {100 * ctx.get("traffic_unlimited", 0):.1f}% of
+- The excerpt is the trace's cold start: with an unlimited cache, {100 * unlimited:.1f}% of
   its 300 rows' prompt tokens repeat an earlier prompt, against {100 * MOONCAKE_FULL_HIT_RATE:.1f}% over all
   12,031 rows (computed from the full file, not shipped). Longer slices of the full file (`--trace`,
   `--trace-slice`) reuse more.
