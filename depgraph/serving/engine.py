@@ -139,6 +139,18 @@ class EngineServer:
         self.preemptions += 1
         self.waiting.appendleft(r)
 
+    def _make_room(self, r: Request, n: int) -> bool:
+        """``r``'s ``n`` tokens do not fit: preempt the newest running request until they do, or until ``r``
+        itself is the one preempted; whether they fit."""
+        running = self.running
+        while True:
+            victim = running.pop()
+            self._preempt(victim)
+            if victim is r:
+                return False
+            if self._allocate(r, n):
+                return True
+
     def _aligned(self, start: int, n: int, target: int) -> int:
         """A hybrid model's chunk under vLLM's align Mamba cache mode (``Scheduler._mamba_block_aligned_split``):
         before the prompt's last whole block, a whole number of blocks ending at most there (0: none fits
@@ -170,16 +182,10 @@ class EngineServer:
             while idx < len(running) and left > 0:
                 r = running[idx]
                 n = min(r.target - r.computed, left)
-                fits = pool is None or -(-(r.computed + n) // block) * block <= r.kv_alloc or self._allocate(r, n)
-                while not fits:
-                    victim = running.pop()
-                    self._preempt(victim)
+                if not (pool is None or -(-(r.computed + n) // block) * block <= r.kv_alloc or self._allocate(r, n)):
                     preempted = True
-                    if victim is r:
+                    if not self._make_room(r, n):
                         break
-                    fits = self._allocate(r, n)
-                if not fits:
-                    break
                 out.append((r, n))
                 left -= n
                 idx += 1
@@ -195,16 +201,10 @@ class EngineServer:
                         idx += 1
                         continue
                 # within the blocks it holds (the common case, inline), else grow them if they fit
-                fits = pool is None or -(-(r.computed + n) // block) * block <= r.kv_alloc or self._allocate(r, n)
-                while not fits:
-                    victim = running.pop()
-                    self._preempt(victim)
+                if not (pool is None or -(-(r.computed + n) // block) * block <= r.kv_alloc or self._allocate(r, n)):
                     preempted = True
-                    if victim is r:
+                    if not self._make_room(r, n):
                         break
-                    fits = self._allocate(r, n)
-                if not fits:
-                    break
                 out.append((r, n))
                 if continuing:
                     if cache is not None and r.computed < r.prompt:
