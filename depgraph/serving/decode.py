@@ -278,7 +278,6 @@ class DecodeServer:
         if pool is not None:  # the running requests' blocks first, then, if none was preempted, admissions
             if not (n in self.grow_at and self.grow(t, n)) and self.slot_queue and self.free_slots > 0:
                 self.admit(t)
-
         start = t
         if self.pending_posting:
             posting, self.pending_posting = self.pending_posting, []
