@@ -206,7 +206,7 @@ def _traffic_section(ctx: dict) -> str:
         on, aware = g[g.caching == "on"].iloc[0], g[g.caching == "prefix-aware"].iloc[0]
         moved = (f"; bytes moved {pct(on.bytes_moved_change)}" if on.bytes_moved_change == on.bytes_moved_change
                  and on.bytes_moved_change is not None else "")
-        lines.append(f"  - {on.model}, {on.deployment}: {100 * on.hit_rate:.1f}% of prompt tokens hit, mean TTFT "
+        lines.append(f"- **Mooncake**, {on.model}, {on.deployment}: {100 * on.hit_rate:.1f}% of prompt tokens hit, mean TTFT "
                      f"{pct(on.ttft_mean_change)}{moved}; with the prefix-aware router {100 * aware.hit_rate:.1f}% and "
                      f"{pct(aware.ttft_mean_change)}")
     hybrid = t[(t.prefix_cache_block_tokens.fillna(16) > 16)]
@@ -234,9 +234,8 @@ cached; "decode held": prompt tokens whose KV the decode server held, so the han
 
 {_table_md(show)}
 
-What caching changed against caching off:
+What caching changed against caching off (on Mooncake the hits are the trace's own):
 
-- **Mooncake** (the hits are the trace's own):
 {chr(10).join(lines)}
 - The excerpt is the trace's cold start: with an unlimited cache, {100 * unlimited:.1f}% of
   its 300 rows' prompt tokens repeat an earlier prompt, against {100 * MOONCAKE_FULL_HIT_RATE:.1f}% over all
@@ -244,7 +243,7 @@ What caching changed against caching off:
   `--trace-slice`) reuse more.
 - **Azure**: the trace has no prompt content, so nothing hits and an attention-only model runs exactly as
   with caching off; a shared system prompt is an assumption to state (`--prefix-share N`).{cut}
-- **Hybrid models** hit less than attention-only ones on the same prompts: vLLM's align mode keeps a
+- **Hybrid models** hit less than attention-only ones on the same trace: vLLM's align mode keeps a
   recurrent state only where a prefill chunk ended on a block boundary, so a shared prefix is reused up to
   the last such point (Mooncake, the best of each model's runs: {', '.join(f'{m} {100 * h:.1f}%' for m, h in
 moon.groupby('model', sort=False).hit_rate.max().items())}).
