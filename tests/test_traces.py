@@ -472,3 +472,13 @@ def test_the_user_doc_example_runs(monkeypatch):
     result = doctest.testfile(str(root / "docs" / "traces.md"), module_relative=False,
                               optionflags=doctest.NORMALIZE_WHITESPACE)
     assert result.attempted == 4 and result.failed == 0
+
+
+def test_azure_times_with_and_without_an_offset_are_not_mixed(tmp_path):
+    path = write(tmp_path, "a.csv", ["TIMESTAMP,ContextTokens,GeneratedTokens", "2023-11-16 18:15:46.0+05:00,10,2",
+                                     "2023-11-16 18:15:47.0,10,2"])
+    with pytest.raises(ConfigError, match=r"line 3: TIMESTAMP: expected every time with a UTC offset, as the first"):
+        load_trace(path)
+    same = write(tmp_path, "b.csv", ["TIMESTAMP,ContextTokens,GeneratedTokens", "2023-11-16 18:15:46.0+05:00,10,2",
+                                     "2023-11-16 14:15:47.0+01:00,10,2"])
+    assert load_trace(same).table.arrival_s.tolist() == [0.0, 1.0]

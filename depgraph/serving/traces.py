@@ -290,7 +290,8 @@ def load_trace(path: str | os.PathLike, *, format: str | None = None,
                     columns = {name: header.index(name) for name in _BURSTGPT_HEADER}
                     width = len(header)
                 else:
-                    columns, width = None, len(header) if header else 0
+                    # azure: whether its times carry a UTC offset (a file mixing the two is refused)
+                    columns, width = ({} if kind == "azure" else None), len(header) if header else 0
                 if kind != "mooncake":
                     continue  # the header line
             if not line.strip():
@@ -565,14 +566,20 @@ def _parse_depgraph(line: str, shown: str, number: int, width: int, columns) -> 
 
 def _parse_azure(line: str, shown: str, number: int, width: int, columns) -> tuple:
     f = _fields(line, shown, number, 3, _AZURE_HEADER)
-    return (_azure_ns(f[0], shown, number),
+    ns, offset = _azure_ns(f[0], shown, number)
+    if columns is not None and columns.setdefault("offset", offset) != offset:
+        first = "with" if columns["offset"] else "without"
+        raise ConfigError(f"{shown}: line {number}: TIMESTAMP: expected every time {first} a UTC offset, as the "
+                          f"first; got {_clip(repr(f[0].strip()))} (a file mixing the two has no one clock)")
+    return (ns,
             _count(f[1], shown, number, "ContextTokens", MAX_PROMPT_TOKENS),
             _count(f[2], shown, number, "GeneratedTokens", MAX_OUTPUT_TOKENS), None)
 
 
-def _azure_ns(text: str, shown: str, number: int) -> int:
+def _azure_ns(text: str, shown: str, number: int) -> tuple[int, bool]:
     """An Azure timestamp as integer nanoseconds since 0001-01-01 (UTC when it carries an offset;
-    as written when it carries none: the published files are naive, and no local time zone is used)."""
+    as written when it carries none: the published files are naive, and no local time zone is used),
+    and whether it carries one."""
     match = _AZURE_TIME.fullmatch(text.strip())
     try:
         if match is None:
@@ -589,7 +596,7 @@ def _azure_ns(text: str, shown: str, number: int) -> int:
     if offset and offset != "Z":
         sign = 1 if offset[0] == "+" else -1
         seconds -= sign * (int(offset[1:3]) * 3600 + int(offset[4:6]) * 60)
-    return seconds * 10**9 + int(fraction.ljust(9, "0") or 0)
+    return seconds * 10**9 + int(fraction.ljust(9, "0") or 0), offset is not None
 
 
 def _parse_burstgpt(line: str, shown: str, number: int, width: int, columns: dict[str, int]) -> tuple:
