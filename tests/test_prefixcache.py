@@ -329,3 +329,11 @@ def test_a_handoff_does_not_skip_blocks_still_in_flight_to_the_decode_server():
 def test_a_trace_refuses_generated_traffic_settings():
     with pytest.raises(dg.ConfigError, match="qps: a trace gives its own arrivals and lengths"):
         dg.loadtest("qwen3-32b", handoff="push", trace=MOONCAKE, qps=2)
+
+
+def test_a_dataframe_trace_with_bad_hash_ids_is_refused_in_one_line():
+    for bad in (None, (), ("a", 1), (-1,), 7):
+        t = frame([(0.0, 100, 2)])
+        t["hash_ids"] = pd.Series([bad], dtype=object)
+        with pytest.raises(dg.ConfigError, match=r"trace: row 0: hash_ids: expected a non-empty list of integers"):
+            dg.loadtest("qwen3-32b", deployment="colocated", trace=t)

@@ -76,7 +76,13 @@ def checked_trace(table: pd.DataFrame) -> pd.DataFrame:
         raise ConfigError(f"trace: row {row}: arrival_s: expected non-decreasing times; got "
                           f"{float(columns['arrival_s'][row])!r} after {float(columns['arrival_s'][row - 1])!r}")
     if "hash_ids" in table.columns:  # a Mooncake-style trace's prompt blocks (the prefix cache reads them)
-        columns["hash_ids"] = table["hash_ids"].to_numpy(dtype=object)
+        ids = table["hash_ids"].to_numpy(dtype=object)
+        for row, value in enumerate(ids):
+            if not (isinstance(value, (tuple, list)) and value
+                    and all(isinstance(h, int) and not isinstance(h, bool) and h >= 0 for h in value)):
+                raise ConfigError(f"trace: row {row}: hash_ids: expected a non-empty list of integers >= 0 (the "
+                                  f"prompt's blocks); got {value!r:.80}")
+        columns["hash_ids"] = ids
     return pd.DataFrame(columns)
 
 
