@@ -337,3 +337,18 @@ def test_a_dataframe_trace_with_bad_hash_ids_is_refused_in_one_line():
         t["hash_ids"] = pd.Series([bad], dtype=object)
         with pytest.raises(dg.ConfigError, match=r"trace: row 0: hash_ids: expected a non-empty list of integers"):
             dg.loadtest("qwen3-32b", deployment="colocated", trace=t)
+
+
+def test_plan_runs_every_candidate_under_the_router_asked_for():
+    kw = dict(gpus=4, trace=MOONCAKE, trace_slice="0:60", slo_ttft_s=30.0, slo_tpot_s=0.2, tps=(2,), max_num_seqs=(64,),
+              workers=1, disaggregated=False)
+    rows = dg.plan("qwen3-32b", router="prefix-aware", **kw)
+    two = next(r for r in rows if r["deployment"] == "colocated:2")
+    assert "--router prefix-aware" in two["loadtest"]
+    again = dg.loadtest("qwen3-32b", trace=MOONCAKE, trace_slice="0:60", deployment="colocated:2", tp=2,
+                        max_num_seqs=64, router="prefix-aware", slo_ttft_s=30.0, slo_tpot_s=0.2)
+    assert again.summary["slo_attainment"] == two["slo_attainment"]
+    plain = dg.plan("qwen3-32b", **kw)
+    assert "--router" not in next(r for r in plain if r["deployment"] == "colocated:2")["loadtest"]
+    with pytest.raises(dg.ConfigError, match="router: prefix-aware .* needs prefix caching on"):
+        dg.plan("qwen3-32b", router="prefix-aware", enable_prefix_caching=False, **kw)

@@ -316,6 +316,9 @@ def add_plan_command(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--link", default=None, metavar="L",
                    help=f"{LINK_HELP}; between the prefill and decode servers (default {DEFAULT_LINK})")
     p.add_argument("--only", default=None, help="colocated or disaggregated: try only those")
+    p.add_argument("--router", default="round-robin",
+                   help="how every candidate's servers are picked: round-robin, least-outstanding or prefix-aware "
+                        "(by what their prefix caches hold, weighed against load); default round-robin")
     p.add_argument("--max-candidates", type=_number(int, "--max-candidates"), default=100, metavar="K")
     p.add_argument("--seed", type=_number(int, "--seed"), default=0)
     p.add_argument("--workers", type=_workers_arg, default=None, metavar="N",
@@ -360,7 +363,8 @@ def run_plan_command(args) -> int:
                 slo_tpot_s=positive("--slo-tpot-ms", args.slo_tpot_ms) / 1e3, attainment=args.attainment,
                 num_prompts=args.num_prompts, seed=args.seed, **grid, max_candidates=args.max_candidates,
                 workers=args.workers, calibration=args.calibration, expert_routing=args.expert_routing,
-                max_prompts=args.max_prompts, verify_prompts=args.verify_prompts, progress=True, link=args.link)
+                max_prompts=args.max_prompts, verify_prompts=args.verify_prompts, progress=True, link=args.link,
+                router=args.router)
     if args.plot:
         from ..serving.plots import plot_plan
 

@@ -201,7 +201,8 @@ def _label(row: dict[str, Any]) -> str:
 
 
 def loadtest_flags(model: str, row: dict[str, Any], traffic: dict[str, Any], *, gpu: str, num_prompts: int,
-                   calibration: str | None = None, expert_routing: str = "uniform", link: str | None = None) -> str:
+                   calibration: str | None = None, expert_routing: str = "uniform", link: str | None = None,
+                   router: str = "round-robin") -> str:
     """The ``depgraph loadtest`` command line that runs ``row``'s candidate on ``traffic`` (the plan's)."""
     parts = [f"depgraph loadtest {model} --deployment {row['deployment']}"]
     if row.get("tp") is not None:
@@ -214,6 +215,8 @@ def loadtest_flags(model: str, row: dict[str, Any], traffic: dict[str, Any], *, 
         parts.append(f"--policy {row['policy']}")
     if link is not None:
         parts.append(f"--link {link}")
+    if router != "round-robin":
+        parts.append(f"--router {router}")
     trace = traffic.get("trace")
     if trace:
         parts.append(f"--max-num-seqs {row['max_num_seqs']} --gpu {gpu} --trace {trace['trace']}")
@@ -352,8 +355,9 @@ def evaluate(point: dict[str, Any]) -> list[dict[str, Any]]:
     link = point.get("link")
     row["link"] = link if link is not None else LoadModel().link
     name = model if isinstance(model, str) else model.name
+    router = point.get("router", "round-robin")
     flags = dict(gpu=gpu, calibration=point.get("calibration"), expert_routing=point.get("expert_routing", "uniform"),
-                 link=link)
+                 link=link, router=router)
     spec = load_model(model)
     nan = math.nan
     empty = {"slo_attainment": 0.0, "ttft_p90_s": nan, "tpot_p90_s": nan, "steady_state": None,
@@ -384,6 +388,8 @@ def evaluate(point: dict[str, Any]) -> list[dict[str, Any]]:
                 kw["policy"] = c["policy"]
         if link is not None:
             kw["link"] = link
+        if router != "round-robin":  # every deployment's servers (a one-server side has nothing to pick)
+            kw["router"] = router
         if t.trace:  # a trace is run whole, once: its verdict is that run's
             result = loadtest(model, **kw)
             result.summary["steady_state_runs"] = [t.num_prompts]
@@ -497,7 +503,7 @@ def plan(model, *, gpu: str = DEFAULT_GPU, gpus: int, qps: float | None = None, 
          policies=(WHOLE,), link: str | None = None, trace: str | Path | None = None,
          trace_format: str | None = None, trace_slice: str | tuple | None = None,
          trace_window_s: str | tuple | None = None, trace_speed: float = 1.0, enable_prefix_caching: bool = True,
-         prefix_share_tokens: int = 0) -> PlanResult:
+         prefix_share_tokens: int = 0, router: str = "round-robin") -> PlanResult:
     """Rank deployments of ``model`` on at most ``gpus`` GPUs of type ``gpu``
     for ``qps`` requests per second of ``prompt_tokens`` and ``out_tokens``,
     under TTFT <= ``slo_ttft_s`` and TPOT <= ``slo_tpot_s`` for at least
@@ -553,6 +559,12 @@ def plan(model, *, gpu: str = DEFAULT_GPU, gpus: int, qps: float | None = None, 
     caching = {"enable_prefix_caching": boolean("enable_prefix_caching", enable_prefix_caching),
                "prefix_share_tokens": positive_int("prefix_share_tokens", prefix_share_tokens, allow_zero=True,
                                                    upper=10_000_000)}
+    from ..serving.client import ROUTERS
+
+    router = one_of("router", router, ROUTERS)
+    if router == "prefix-aware" and not caching["enable_prefix_caching"]:
+        raise ConfigError("router: prefix-aware routes by what the servers' prefix caches hold; it needs prefix "
+                          "caching on (leave --no-enable-prefix-caching out)")
     replay = None
     if trace is not None:  # the trace's own rate and lengths; each candidate replays it whole
         qps, prompt_tokens, out_tokens, num_prompts, replay = _trace_traffic(
@@ -617,7 +629,7 @@ def plan(model, *, gpu: str = DEFAULT_GPU, gpus: int, qps: float | None = None, 
     # the model travels by name when it has one in the catalog (workers load it), else as the spec
     jobs = [{"model": model if isinstance(model, str) else model_spec, "gpu": gpu, "candidate": c,
              "traffic": _as_dict(traffic), "calibration": calibration, "expert_routing": str(expert_routing),
-             "intervals": intervals, "calibrated": calibrated, "link": link} for c in found]
+             "intervals": intervals, "calibrated": calibrated, "link": link, "router": router} for c in found]
     bar = Progress("plan", len(jobs), 0, enabled=progress, unit="candidates")
     try:
         rows = _map(jobs, workers=workers, client=client, progress=bar)
