@@ -287,7 +287,11 @@ def test_a_killed_worker_is_exit_1_and_a_rerun_resumes(tmp_path):
             proc.wait()
     assert proc.returncode == 1 and out == ""
     assert len(err.splitlines()) == 1, err
-    assert err.startswith("depgraph: error: sweep slow: a worker process died (killed by SIGKILL")
+    # how it died is read from the pool's process records; when the executor's own management thread reaped
+    # the worker first, its status is lost (multiprocessing records 255 or nothing) and the message says so
+    # instead (seen once in about ten full runs on 2 loaded cores)
+    assert err.startswith(("depgraph: error: sweep slow: a worker process died (killed by SIGKILL",
+                           "depgraph: error: sweep slow: a worker process died (it ended abruptly)")), err
     assert err.rstrip().endswith("points saved in out/.parts/slow; rerun the same command to resume")
     saved = int(err.split("; ")[-2].split()[0])
     assert saved == len(list((tmp_path / "out/.parts/slow").glob("*.json"))) >= 1
