@@ -16,7 +16,8 @@ import pandas as pd
 from .._validate import one_of, positive_int, positive_number
 from ..errors import ConfigError
 
-__all__ = ["ARRIVAL_PROCESSES", "MAX_REQUESTS", "MAX_ARRIVAL_S", "arrivals", "checked_trace"]
+__all__ = ["ARRIVAL_PROCESSES", "MAX_REQUESTS", "MAX_ARRIVAL_S", "MAX_PROMPT_TOKENS", "MAX_OUTPUT_TOKENS", "arrivals",
+           "checked_trace"]
 
 #: How generated requests arrive (:func:`arrivals`).
 ARRIVAL_PROCESSES = ("poisson", "constant", "gamma")
@@ -25,6 +26,10 @@ ARRIVAL_PROCESSES = ("poisson", "constant", "gamma")
 #: The largest load test simulated in one call, in requests (``num_prompts``, or a trace's rows: counted
 #: while the trace is read, so a longer one is refused before anything is built).
 MAX_REQUESTS = 1_000_000
+
+#: The longest prompt and the most output tokens a request may have, generated or read from a trace.
+MAX_PROMPT_TOKENS = 10_000_000
+MAX_OUTPUT_TOKENS = 1_000_000
 
 
 #: The latest arrival simulated, in seconds (1e7 s, about 116 days). The simulation keeps absolute times in
@@ -44,8 +49,8 @@ _ARRIVAL_WORDS = f"a finite number >= 0 and <= {MAX_ARRIVAL_S:g} (seconds; MAX_A
 
 
 def checked_trace(table: pd.DataFrame) -> pd.DataFrame:
-    """A trace given as a DataFrame, held to :func:`~depgraph.serving.traces.read_trace`'s rules: the three columns, 1 to
-    :data:`MAX_REQUESTS` rows, times non-decreasing in ``[0, MAX_ARRIVAL_S]``, integer counts in range."""
+    """A trace given as a DataFrame, held to :func:`~depgraph.serving.traces.read_trace`'s rules: the three
+    columns, 1 to :data:`MAX_REQUESTS` rows, times non-decreasing in ``[0, MAX_ARRIVAL_S]``, integer counts in range."""
     missing = [c for c in _TRACE_COLUMNS if c not in table.columns]
     if missing:
         raise ConfigError(f"trace: expected the columns {', '.join(_TRACE_COLUMNS)}; missing {', '.join(missing)}")
@@ -55,7 +60,8 @@ def checked_trace(table: pd.DataFrame) -> pd.DataFrame:
         raise ConfigError(f"trace: {len(table):,} requests; a load test simulates at most {MAX_REQUESTS:,} "
                           "(MAX_REQUESTS)")
     columns = {}
-    for name, upper in (("arrival_s", MAX_ARRIVAL_S), ("prompt_tokens", 10_000_000), ("output_tokens", 1_000_000)):
+    for name, upper in (("arrival_s", MAX_ARRIVAL_S), ("prompt_tokens", MAX_PROMPT_TOKENS),
+                        ("output_tokens", MAX_OUTPUT_TOKENS)):
         col = table[name]
         if pd.api.types.is_bool_dtype(col) or not pd.api.types.is_numeric_dtype(col):
             raise ConfigError(f"trace: {name}: expected numbers, got a column of {col.dtype}")
@@ -111,8 +117,8 @@ def arrivals(*, qps: float, num_prompts: int, prompt_tokens: int, out_tokens: in
         raise ConfigError(f"qps: {qps:g} req/s spreads {num_prompts:,} arrivals over {num_prompts / qps:.3g} s; "
                           f"expected at least {num_prompts / MAX_ARRIVAL_S:.3g} req/s (arrivals within "
                           f"{MAX_ARRIVAL_S:.0e} s, where the simulation's clock still resolves nanoseconds)")
-    prompt_tokens = positive_int("prompt_tokens", prompt_tokens, upper=10_000_000)
-    out_tokens = positive_int("out_tokens", out_tokens, upper=1_000_000)
+    prompt_tokens = positive_int("prompt_tokens", prompt_tokens, upper=MAX_PROMPT_TOKENS)
+    out_tokens = positive_int("out_tokens", out_tokens, upper=MAX_OUTPUT_TOKENS)
     process = one_of("arrival", process, ARRIVAL_PROCESSES)
     burstiness = positive_number("burstiness", burstiness, upper=1e6)
     if isinstance(range_ratio, bool) or not isinstance(range_ratio, (int, float)) or not 0 <= range_ratio < 1:

@@ -238,7 +238,6 @@ class EngineServer:
                 waiting.popleft()
                 if cache is not None and r.cached < 0:  # its first admission: the hit the run reports
                     r.cached = hit
-                    cache.count(r.prompt, hit)
                 if self.prefill_only or r.prefill_start != r.prefill_start:  # colocated: its first step only
                     r.prefill_start = t
                 running.append(r)

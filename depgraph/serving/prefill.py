@@ -81,7 +81,6 @@ class PrefillPool:
         hit = self._lookup(k, start, r)
         if r.cached < 0:
             r.cached = hit
-            cache.count(r.prompt, hit)
         duration = self.prefill_cached_s(r.prompt, hit)
         heapq.heappush(self.pending[k], (start + duration, r.i, r))
         return duration

@@ -97,11 +97,11 @@ class PrefixCache:
     ``block_tokens``: the cache's block (vLLM's ``block_size``; a hybrid model's aligned block);
     ``state_points``: hybrid (a hit only where a recurrent state was kept); ``capacity_tokens``: the most
     tokens of free cached blocks it keeps (``None``: set by :meth:`fit` from the server's free memory, or
-    unlimited). Counters: ``queried_tokens`` (prompt tokens looked up), ``hit_tokens``, ``lookups``,
-    ``evicted_tokens``."""
+    unlimited). ``evicted_tokens`` counts what it evicted; the hits a run reports are each request's own
+    (its ``cached`` tokens)."""
 
     __slots__ = ("block_tokens", "state_points", "capacity_tokens", "entries", "lru", "free_tokens", "held",
-                 "queried_tokens", "hit_tokens", "lookups", "hits", "evicted_tokens", "shared")
+                 "evicted_tokens", "shared")
 
     def __init__(self, *, block_tokens: int, state_points: bool = False, capacity_tokens: int | None = None,
                  shared: bool = True) -> None:
@@ -117,7 +117,7 @@ class PrefixCache:
         self.lru: dict[int, None] = {}
         self.free_tokens = 0  # cached tokens in those entries
         self.held: dict[int, list[int]] = {}  # request -> the keys it holds
-        self.queried_tokens = self.hit_tokens = self.lookups = self.hits = self.evicted_tokens = 0
+        self.evicted_tokens = 0
 
     # -- lookup
     def lookup(self, segments: Sequence[tuple[int, int]], prompt_tokens: int) -> int:
@@ -138,13 +138,6 @@ class PrefixCache:
         if self.state_points and hit:
             hit = self._saved_state_at_most(segments, hit)
         return hit
-
-    def count(self, prompt_tokens: int, hit_tokens: int) -> None:
-        """A request of ``prompt_tokens`` was admitted with ``hit_tokens`` of them found here."""
-        self.lookups += 1
-        self.queried_tokens += prompt_tokens
-        self.hit_tokens += hit_tokens
-        self.hits += hit_tokens > 0
 
     def _saved_state_at_most(self, segments: Sequence[tuple[int, int]], limit: int) -> int:
         """The furthest point at most ``limit`` where a recurrent state of this prefix was kept (0: none)."""
@@ -254,11 +247,6 @@ class PrefixCache:
                 if e[0] == 0 and not e[2]:
                     del lru[key]
                     del entries[key]
-
-    @property
-    def hit_rate(self) -> float:
-        """Prompt tokens found cached over prompt tokens looked up (0 before any lookup)."""
-        return self.hit_tokens / self.queried_tokens if self.queried_tokens else 0.0
 
 
 def request_segments(table, *, shared_tokens: int = 0, hash_block_tokens: int | None = None) -> list[tuple]:

@@ -65,9 +65,8 @@ MAX_TRACE_READ_BYTES = 1024**3
 #: 200 kB; any other line needs under 200 bytes).
 MAX_TRACE_LINE_BYTES = 1024 * 1024
 
-#: The largest counts read (a request's prompt and output).
-MAX_PROMPT_TOKENS = 10_000_000
-MAX_OUTPUT_TOKENS = 1_000_000
+#: The largest counts read (a request's prompt and output): the load test's, where they live.
+MAX_PROMPT_TOKENS, MAX_OUTPUT_TOKENS = _arrivals.MAX_PROMPT_TOKENS, _arrivals.MAX_OUTPUT_TOKENS
 
 #: The largest Mooncake timestamp, in milliseconds (2**53: every integer up to it is a double).
 _MAX_MOONCAKE_MS = 2**53
@@ -335,8 +334,8 @@ def load_trace(path: str | os.PathLike, *, format: str | None = None,
                                   "shorter part with --trace-slice or --trace-window, or raise --trace-speed")
             if len(prompts) >= _arrivals.MAX_REQUESTS:
                 raise ConfigError(f"{shown}: line {number}: more than {_arrivals.MAX_REQUESTS:,} requests kept; a "
-                                  f"load test simulates at most {_arrivals.MAX_REQUESTS:,} (MAX_REQUESTS); slice it with --trace-slice "
-                                  "or --trace-window")
+                                  f"load test simulates at most {_arrivals.MAX_REQUESTS:,} (MAX_REQUESTS); slice it "
+                                  "with --trace-slice or --trace-window")
             raw_times.append(t)
             prompts.append(p)
             outputs.append(o)
@@ -431,7 +430,8 @@ class _Lines:
     def _check_regular(self, mode: int) -> None:
         if not stat.S_ISREG(mode):
             through = " (through a symlink)" if self.path.is_symlink() else ""
-            raise ConfigError(f"{self.shown}: expected the trace file as a regular file, got {file_kind(mode)}{through}")
+            raise ConfigError(f"{self.shown}: expected the trace file as a regular file, got "
+                              f"{file_kind(mode)}{through}")
 
     def __exit__(self, *exc) -> None:
         if self.file is not None:
