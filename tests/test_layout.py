@@ -28,6 +28,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("depgraph._validate",),  # the readers' rules: bounded reads (_files) within the memory budget (_memory)
     ("depgraph.core", "depgraph.specs"),
     ("depgraph.io",),
+    ("depgraph.profiler",),  # times the specs' operators with PyTorch (an optional dependency)
     ("depgraph.workloads",),
     ("depgraph.serving",),
     ("depgraph.sweeps",),

@@ -28,6 +28,7 @@ from .args import _flag_value
 from .catalog import _cmd_bytes, _cmd_gpus, _cmd_links, _cmd_memory, _cmd_models, _cmd_schedule
 from .parser import _build_parser
 from .calibrate import run_calibrate_command
+from .profile import run_profile_command
 from .serving import _cmd_loadtest, run_capacity_command, run_plan_command
 from .single import _cmd_draw, _cmd_frontier, _cmd_trace, _cmd_ttft
 from .sweep import _cmd_reproduce, run_anomalies_command, run_sweep_command
@@ -49,7 +50,8 @@ _COMMANDS = {"models": _cmd_models, "gpus": _cmd_gpus, "links": _cmd_links, "byt
              "trace": _cmd_trace, "sweep": run_sweep_command, "loadtest": _cmd_loadtest,
              "schedule": _cmd_schedule, "reproduce": _cmd_reproduce,
              "capacity": run_capacity_command, "anomalies": run_anomalies_command, "plan": run_plan_command,
-             "calibrate": run_calibrate_command, "validate": run_validate_command}
+             "calibrate": run_calibrate_command, "validate": run_validate_command,
+             "profile": run_profile_command}
 
 
 def _warm_up(argv: Sequence[str]) -> None:

@@ -1,5 +1,6 @@
 """``depgraph calibrate``: the load model fitted to measured ``vllm bench serve`` runs (or one profiled
-server's operations), or the cost model to Vidur-format operator profiles (``--profile``)."""
+server's operations), or the cost model to operator profiles (``--profile``: ``depgraph profile``'s CSV or
+Vidur's folders)."""
 
 from __future__ import annotations
 
@@ -23,10 +24,10 @@ def add_calibrate_command(subparsers) -> argparse.ArgumentParser:
                    help="vllm bench serve --save-result JSON files (--save-detailed for per-request fits), or one "
                         "per-operation CSV (op,prompt_tokens,batch,context_tokens,seconds) for a profiled server")
     p.add_argument("--gpu", required=True, help="GPU type the runs were measured on (depgraph gpus)")
-    p.add_argument("--profile", default=None, metavar="DIR",
-                   help="fit the cost model's fitted terms to Vidur-format operator profiles measured on --gpu "
-                        "(mlp.csv, attention.csv, all_reduce.csv under DIR); -o writes a --hardware file whose "
-                        "GPU carries the fit, for every command")
+    p.add_argument("--profile", default=None, metavar="PATH",
+                   help="fit the cost model's fitted terms to operator profiles measured on --gpu: a CSV "
+                        "'depgraph profile' wrote, or a folder of Vidur-format ones (mlp.csv, attention.csv, "
+                        "all_reduce.csv); -o writes a --hardware file whose GPU carries the fit, for every command")
     p.add_argument("--tp", type=_number(int, "--tp"), default=1, metavar="T", help="tensor-parallel size (default 1)")
     p.add_argument("--prefill-tp", type=_number(int, "--prefill-tp"), default=None, metavar="P",
                    help="a disaggregated deployment's prefill side (default --tp)")
@@ -63,30 +64,58 @@ def add_calibrate_command(subparsers) -> argparse.ArgumentParser:
 
 
 def _calibrate_profile(args) -> int:
-    """``calibrate --profile DIR --gpu G [-o FILE.toml] [--json]``: the cost model fitted to a user's
-    operator profiles (:func:`~depgraph.specs.profile_fit.fit_profile_dir`)."""
+    """``calibrate --profile PATH --gpu G [-o FILE.toml] [--json]``: the cost model fitted to a user's
+    operator profiles (:func:`~depgraph.specs.profile_fit.fit_profile`)."""
     from ..io.atomic import atomic_write_text
-    from ..specs.profile_fit import fit_profile_dir
+    from ..specs.profile_fit import fit_profile
 
     if args.model is not None or args.files:
         raise DepgraphError("--profile: fits operator profiles, not a model's runs; leave MODEL and FILE out")
-    fit = fit_profile_dir(args.profile, args.gpu)
+    fit = fit_profile(args.profile, args.gpu, bootstrap=args.bootstrap)
     if args.output:
         atomic_write_text(Path(args.output), _hardware_toml(fit.gpu, fit.hardware_entry()))
     if args.json:
         print(_dumps(_json_safe(fit.as_dict()), indent=1))
         return 0
-    print(f"{fit.gpu}: the cost model fitted to the profiles in {fit.where}")
-    for name, value in fit.values.items():
-        print(f"  {name:<26} {value * 1e6:.3g} us" if name.endswith("_s") else f"  {name:<26} {value:.4g}")
-    print(f"  {'regime':<20} {'points':>6} {'median |err|':>12} {'p90 |err|':>9}   at the shipped defaults")
-    for regime, s in fit.stats.items():
-        b = fit.before[regime]
-        print(f"  {regime:<20} {s['n']:>6} {100 * s['median_abs_error']:>11.1f}% {100 * s['p90_abs_error']:>8.1f}%"
-              f"   {100 * b['median_abs_error']:.1f}% / {100 * b['p90_abs_error']:.1f}%")
+    print(profile_fit_text(fit, bootstrap=args.bootstrap))
     if args.output:
         print(f"wrote {args.output}: give it as --hardware {args.output} to any command (its {fit.gpu} carries the fit)")
     return 0
+
+
+def _value(name: str, value: float) -> str:
+    return f"{value * 1e6:.4g} us" if name.endswith("_s") else f"{value:.4g}"
+
+
+def profile_fit_text(fit, *, bootstrap: int) -> str:
+    """A :class:`~depgraph.specs.profile_fit.ProfileFit` as text: what was measured on, each fitted value
+    with its interval, each regime's error at the fit, held out and at the shipped defaults."""
+    meta = fit.meta
+    lines = [f"{fit.gpu}: the cost model fitted to the profiles in {fit.where}"]
+    if meta:
+        on = ", ".join(f"{k} {meta[k]}" for k in ("gpu", "driver", "torch", "cuda", "date") if k in meta)
+        lines.append(f"  measured on: {on}; model {meta.get('model_name', meta.get('model'))} at TP {meta.get('tp', '?')}")
+        if meta.get("device") == "cpu":
+            lines.append("  (a CPU smoke test: these numbers are not a GPU's, only the pipeline is checked)")
+    interval = f"{bootstrap} bootstrap refits, 5-95%" if bootstrap else "no bootstrap (--bootstrap 0)"
+    lines.append(f"  {'fitted value':<26} {'value':>12}   interval ({interval})")
+    for name in fit.fitted:
+        lo_hi = fit.intervals.get(name)
+        span = f"{_value(name, lo_hi[0])} to {_value(name, lo_hi[1])}" if lo_hi else "-"
+        lines.append(f"  {name:<26} {_value(name, fit.values[name]):>12}   {span}")
+    kept = [k for k in fit.values if k not in fit.fitted]
+    if kept:
+        lines.append(f"  kept at the GPU's shipped fit (no rows identify them): {', '.join(kept)}")
+    lines.append(f"  {'regime':<20} {'points':>6} {'median |err|':>12} {'p90 |err|':>9}  {'held out':>15}"
+                 "   at the shipped defaults")
+    for regime, s in fit.stats.items():
+        b, h = fit.before[regime], fit.held_out.get(regime)
+        held = f"{100 * h['median_abs_error']:.1f}% / {100 * h['p90_abs_error']:.1f}%" if h else "-"
+        note = "  (compared, not fitted)" if regime.startswith("recurrent") else ""
+        lines.append(f"  {regime:<20} {s['n']:>6} {100 * s['median_abs_error']:>11.1f}% "
+                     f"{100 * s['p90_abs_error']:>8.1f}%  {held:>15}   {100 * b['median_abs_error']:.1f}% / "
+                     f"{100 * b['p90_abs_error']:.1f}%{note}")
+    return "\n".join(lines)
 
 
 def _hardware_toml(name: str, entry: dict) -> str:
@@ -129,7 +158,7 @@ def run_calibrate_command(args) -> int:
     if args.profile is not None:
         return _calibrate_profile(args)
     if args.model is None or not args.files:
-        raise DepgraphError("calibrate: expected MODEL and at least one FILE (or --profile DIR)")
+        raise DepgraphError("calibrate: expected MODEL and at least one FILE (or --profile PATH)")
     csvs = [f for f in args.files if Path(f).suffix.lower() == ".csv"]
     if csvs:
         from ..serving.calibrate import calibrate_operations

@@ -9,6 +9,7 @@ import argparse
 from .args import _budget_arg, _Parser
 from .catalog import add_bytes_command, add_catalog_commands, add_memory_command, add_schedule_command
 from .calibrate import add_calibrate_command
+from .profile import add_profile_command
 from .serving import (add_capacity_command, add_loadtest_command,
                       add_plan_command)
 from .single import add_request_commands
@@ -32,6 +33,7 @@ def _build_parser() -> argparse.ArgumentParser:
     add_capacity_command(sub)
     add_anomalies_command(sub)
     add_plan_command(sub)
+    add_profile_command(sub)
     add_calibrate_command(sub)
     add_validate_command(sub)
     add_schedule_command(sub)

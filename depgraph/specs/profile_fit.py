@@ -54,7 +54,8 @@ from .hardware import GPU, load_gpu
 
 __all__ = ["MLP_OPERATORS", "REGIMES", "read_profile_dir", "Profiles", "operator_rows", "allreduce_rows",
            "predict_rows", "predict_allreduce", "fit_profiles", "fit_allreduce", "error_stats", "MAX_PROFILE_BYTES",
-           "MAX_PROFILE_FILES", "ProfileFit", "fit_profile_dir", "shipped_fits"]
+           "MAX_PROFILE_FILES", "ProfileFit", "fit_profile", "shipped_fits", "PROFILE_COLUMNS", "PROFILE_FORMAT",
+           "read_profile_csv", "ProfileCsv", "read_profile", "compare_profile"]
 
 #: The operators of ``mlp.csv`` one layer runs, each once, as Vidur's predictor adds them (its ``add`` is the one
 #: residual add it times).
@@ -216,7 +217,11 @@ def layer_model(key: tuple):
 
 #: The regimes of :func:`operator_rows`: the layer's non-attention operators (mlp.csv) at a prefill of
 #: ``tokens`` or a decode batch of ``tokens``; the attention kernel alone; and the two summed.
-REGIMES = ("prefill", "decode", "attention-prefill", "attention-decode", "layer-prefill", "layer-decode")
+REGIMES = ("prefill", "decode", "attention-prefill", "attention-decode", "layer-prefill", "layer-decode",
+           "recurrent-prefill", "recurrent-decode")
+#: The regimes compared but never fitted: a recurrent layer's step as ``depgraph profile`` times it (a PyTorch
+#: reference of the recurrence, not vLLM's fused kernels; docs/profiling.md).
+REPORTED_ONLY = ("recurrent-prefill", "recurrent-decode")
 #: The ranges compared (each point a profile measured within them): prompts, decode batches, decode contexts.
 PREFILL_TOKENS = (512, 4096)
 DECODE_BATCHES = (1, 256)
@@ -299,6 +304,15 @@ def operator_rows(p: Profiles) -> pd.DataFrame:
 
 
 def _one_layer(models: dict, key: tuple):
+    """The model and layer a row's ``key`` names: a profile's Llama-shaped dimensions (Vidur's), or
+    ``("model", name, index)``, layer ``index`` of a model ``load_model`` reads (depgraph's own profiles)."""
+    if key[0] == "model":
+        m = models.get(key[1])
+        if m is None:
+            from .models import load_model
+
+            m = models[key[1]] = load_model(key[1])
+        return m, m.layers[key[2]]
     m = models.get(key)
     if m is None:
         m = models[key] = layer_model(key)
@@ -384,7 +398,7 @@ def _robust_fit(a: np.ndarray, measured: np.ndarray, lower: np.ndarray, weight: 
     return x
 
 
-def fit_profiles(rows: pd.DataFrame, gpu: GPU | str) -> dict[str, float]:
+def fit_profiles(rows: pd.DataFrame, gpu: GPU | str, *, features: dict[str, np.ndarray] | None = None) -> dict[str, float]:
     """The fitted fields the rows can identify, fitting them best (the sum of absolute relative errors,
     each regime weighted alike, efficiencies at most 1, fixed costs at least 0):
 
@@ -392,10 +406,12 @@ def fit_profiles(rows: pd.DataFrame, gpu: GPU | str) -> dict[str, float]:
       and ``prefill_layer_overhead_s`` (a decode row is memory- or compute-bound as the fit in force
       says: the fit alternates a solve with that assignment until it holds);
     - from the ``attention-*`` rows: ``attention_mfu``, ``kv_hbm_efficiency`` and ``attention_floor_s``.
+
+    ``features``: the rows' :func:`_features`, where the caller has them already (a bootstrap's resample).
     """
     gpu = load_gpu(gpu)
     out: dict[str, float] = {}
-    f = _features(rows, gpu) if len(rows) else {}
+    f = (_features(rows, gpu) if features is None else features) if len(rows) else {}
     m = rows["measured_s"].to_numpy(dtype=float) if len(rows) else np.zeros(0)
     regime = rows["regime"].to_numpy() if len(rows) else np.zeros(0, dtype=object)
 
@@ -566,20 +582,154 @@ if __name__ == "__main__":
     raise SystemExit(main())
 
 
+# ------------------------------------------------------------------ depgraph's own profile file
+
+#: The first line of a profile ``depgraph profile`` writes (docs/profiling.md): the format and its version.
+PROFILE_FORMAT = "# depgraph profile 1"
+#: Its columns. ``operator``: ``projections`` (a layer's step apart from the attention kernel: norms, the
+#: mixer's projections, rotary or the recurrence, the MLP or the experts, the residual adds), ``attention``
+#: (the attention kernel and its KV-cache write) or ``all_reduce``; ``phase``: ``prefill`` (one prompt of
+#: ``tokens``) or ``decode`` (``tokens`` requests, ``context_tokens`` cached each); ``layer``: the index of the
+#: layer whose shapes were timed (``layer_kind`` names its kind); an all-reduce moves ``bytes`` over
+#: ``ranks`` GPUs. Times in seconds: the median, 10th and 90th percentiles of ``repeats`` timings.
+PROFILE_COLUMNS = ("operator", "phase", "layer", "layer_kind", "tp", "tokens", "context_tokens", "bytes", "ranks",
+                   "median_s", "p10_s", "p90_s", "repeats")
+#: The metadata a profile must carry (``# key = value`` lines after the first).
+PROFILE_REQUIRED_META = ("model", "device")
+_INT_COLUMNS = ("layer", "tp", "tokens", "context_tokens", "ranks", "repeats")
+
+
+@dataclass(frozen=True)
+class ProfileCsv:
+    """A profile ``depgraph profile`` wrote: its ``meta`` (``# key = value`` lines: the model, the GPU, the
+    driver, torch, memory, clocks), its operator ``rows`` (as :func:`operator_rows` gives Vidur's) and its
+    ``allreduce`` rows (as :func:`allreduce_rows`)."""
+
+    meta: dict[str, str]
+    rows: pd.DataFrame
+    allreduce: pd.DataFrame
+    where: str
+
+
+def read_profile_csv(path: str | os.PathLike) -> ProfileCsv:
+    """A ``depgraph profile`` CSV, checked: the first line :data:`PROFILE_FORMAT`, ``# key = value``
+    metadata, then :data:`PROFILE_COLUMNS`. Each row becomes one regime's point: ``projections`` of an
+    attention or MLP layer is ``prefill`` / ``decode``, of a recurrent layer ``recurrent-prefill`` /
+    ``recurrent-decode`` (:data:`REPORTED_ONLY`); ``attention`` is ``attention-prefill`` /
+    ``attention-decode``; its ``key`` names the layer of the model the metadata names, so the cost model
+    predicts each row for the very layer measured. Refused in one line naming the file, line and field."""
+    from .models import load_model
+
+    shown = shown_path(path)
+    text = read_text_limited(path, what="profile", max_bytes=MAX_PROFILE_BYTES,
+                             cap="depgraph.specs.profile_fit.MAX_PROFILE_BYTES").removeprefix("\ufeff")
+    lines = text.splitlines()
+    if not lines or lines[0].strip() != PROFILE_FORMAT:
+        raise ConfigError(f"{shown}: line 1: expected {PROFILE_FORMAT!r} (a profile 'depgraph profile' writes; "
+                          "a folder of Vidur's mlp.csv and attention.csv is given as the folder)")
+    meta: dict[str, str] = {}
+    n = 1
+    while n < len(lines) and lines[n].startswith("#"):
+        key, eq, value = lines[n][1:].partition("=")
+        if not eq or not key.strip():
+            raise ConfigError(f"{shown}: line {n + 1}: expected '# key = value'")
+        meta[key.strip()] = value.strip()
+        n += 1
+    for key in PROFILE_REQUIRED_META:
+        if key not in meta:
+            raise ConfigError(f"{shown}: {key}: missing from the metadata ('# {key} = ...' lines at the top)")
+    # the comment lines kept as blank lines, so that the CSV rules' line numbers are the file's
+    records = parse_csv("\n" * n + "\n".join(lines[n:]), where=shown, max_rows=MAX_PROFILE_ROWS,
+                        max_field_chars=MAX_PROFILE_FIELD_CHARS)
+    if not records or tuple(c.strip() for c in records[0][1]) != PROFILE_COLUMNS:
+        raise ConfigError(f"{shown}: line {records[0][0] if records else n + 1}: expected the header "
+                          f"{','.join(PROFILE_COLUMNS)}")
+    model = load_model(meta["model"])
+    ops, ar = [], []
+    for line, fields in records[1:]:
+        if len(fields) != len(PROFILE_COLUMNS):
+            raise ConfigError(f"{shown}: line {line}: expected {len(PROFILE_COLUMNS)} fields, got {len(fields)}")
+        row = dict(zip(PROFILE_COLUMNS, (f.strip() for f in fields)))
+
+        def num(name: str, *, low: float, integer: bool = False) -> float:
+            value = row[name]
+            try:
+                x = int(value) if integer else float(value)
+            except ValueError:
+                x = math.nan
+            if not (isinstance(x, int) or math.isfinite(x)) or x < low or (integer and x > 10**12):
+                what = "a whole number" if integer else "a finite number"
+                raise ConfigError(f"{shown}: line {line}: {name}: expected {what} >= {low:g}, got {value[:40]!r}")
+            return x
+
+        t = num("median_s", low=0.0)
+        if t <= 0:
+            raise ConfigError(f"{shown}: line {line}: median_s: expected a time > 0 s, got {row['median_s'][:40]!r}")
+        op = row["operator"]
+        if op == "all_reduce":
+            ar.append(dict(bytes=num("bytes", low=1.0), ranks=num("ranks", low=2, integer=True),
+                           devices_per_node=num("ranks", low=2, integer=True), t=t, where=shown))
+            continue
+        if op not in ("projections", "attention"):
+            raise ConfigError(f"{shown}: line {line}: operator: expected projections, attention or all_reduce, "
+                              f"got {op[:40]!r}")
+        phase = row["phase"]
+        if phase not in ("prefill", "decode"):
+            raise ConfigError(f"{shown}: line {line}: phase: expected prefill or decode, got {phase[:40]!r}")
+        index = num("layer", low=0, integer=True)
+        if index >= model.num_layers:
+            raise ConfigError(f"{shown}: line {line}: layer: expected 0 to {model.num_layers - 1} "
+                              f"({model.name} has {model.num_layers} layers), got {index}")
+        layer = model.layers[index]
+        tokens, context = num("tokens", low=1, integer=True), num("context_tokens", low=0, integer=True)
+        if op == "attention":
+            if not layer.attention_width:
+                raise ConfigError(f"{shown}: line {line}: layer: {model.name}'s layer {index} has no attention")
+            regime = f"attention-{phase}"
+        else:
+            regime = f"recurrent-{phase}" if layer.recurrent_state_elems else phase
+        ops.append(dict(regime=regime, model=model.name, tp=num("tp", low=1, integer=True), tokens=tokens,
+                        context=context if phase == "decode" else 0, measured_s=t,
+                        key=("model", meta["model"], index)))
+    if not ops and not ar:
+        raise ConfigError(f"{shown}: no rows after the header")
+    rows = pd.DataFrame(ops)
+    if len(rows):
+        rows["regime"] = pd.Categorical(rows["regime"], categories=REGIMES, ordered=True)
+        rows = rows.sort_values(["regime", "tp", "tokens", "context"], kind="mergesort")
+        rows["regime"] = rows["regime"].astype(str)
+        rows = rows.reset_index(drop=True)
+    allreduce = pd.DataFrame(ar)
+    if len(allreduce):
+        allreduce = allreduce.sort_values(["ranks", "bytes"], kind="mergesort").reset_index(drop=True)
+    return ProfileCsv(meta, rows, allreduce, str(path))
+
+
 # ------------------------------------------------------------------ a user's own profiles
+
+#: The bootstrap's interval: the 5th and 95th percentiles of the refitted values.
+INTERVAL = (0.05, 0.95)
+#: The fewest points a regime needs for its held-out error (each half fitted on the other's).
+MIN_HELD_OUT_POINTS = 4
 
 
 @dataclass(frozen=True)
 class ProfileFit:
-    """What :func:`fit_profile_dir` returns: the fitted ``values`` (fields of the cost model), the error of
-    each regime at them (``stats``: regime -> :func:`error_stats`) and at the shipped defaults
-    (``before``), the ``gpu`` and the folder (``where``)."""
+    """What :func:`fit_profile` returns: the fitted ``values`` (fields of the cost model) with their
+    bootstrap ``intervals`` (field -> (low, high), :data:`INTERVAL`; empty without a bootstrap), the error
+    of each regime at them (``stats``: regime -> :func:`error_stats`), at the shipped defaults (``before``)
+    and, where each half of the points can be fitted apart, predicted by a fit to the other half
+    (``held_out``); the ``gpu``, the file or folder (``where``) and a profile's ``meta``."""
 
     gpu: str
     where: str
     values: dict[str, float]
     stats: dict[str, dict[str, float]]
     before: dict[str, dict[str, float]]
+    intervals: dict[str, tuple[float, float]]
+    held_out: dict[str, dict[str, float]]
+    meta: dict[str, str]
+    fitted: tuple[str, ...]
 
     def hardware_entry(self) -> dict[str, Any]:
         """A ``--hardware`` entry for the GPU carrying this fit (the catalog's datasheet fields, and ``fit``)."""
@@ -597,41 +747,145 @@ class ProfileFit:
         return entry
 
     def as_dict(self) -> dict[str, Any]:
-        return {"gpu": self.gpu, "profiles": self.where, "values": self.values, "errors": self.stats,
-                "errors_at_shipped_defaults": self.before}
+        return {"gpu": self.gpu, "profiles": self.where, "values": self.values, "fitted": list(self.fitted),
+                "intervals": {k: list(v) for k, v in self.intervals.items()}, "errors": self.stats,
+                "errors_at_shipped_defaults": self.before, "errors_held_out": self.held_out, "meta": self.meta}
 
 
-def fit_profile_dir(path: str | os.PathLike, gpu: GPU | str) -> ProfileFit:
-    """Fit the cost model to the Vidur-format profiles under ``path`` (``mlp.csv``, ``attention.csv``,
-    ``all_reduce.csv``, as :func:`read_profile_dir` reads them) measured on ``gpu``: the terms the files
-    identify (:func:`fit_profiles`, :func:`fit_allreduce`), the others kept at the GPU's shipped fit."""
+def _fit_all(rows: pd.DataFrame, features: dict[str, np.ndarray] | None, ar: pd.DataFrame,
+             gpu: GPU) -> dict[str, float]:
+    values: dict[str, float] = {}
+    fit_rows = ~rows["regime"].isin(REPORTED_ONLY).to_numpy() if len(rows) else np.zeros(0, dtype=bool)
+    if fit_rows.any():
+        sub = {k: v[fit_rows] for k, v in features.items()} if features is not None else None
+        values.update(fit_profiles(rows[fit_rows].reset_index(drop=True), gpu, features=sub))
+    if len(ar):
+        values.update(fit_allreduce(ar, gpu))
+    return values
+
+
+def _resample(frame: pd.DataFrame, by: str | None, rng: np.random.Generator) -> np.ndarray:
+    """Indices of ``frame`` drawn with replacement within each ``by`` group (all rows when ``by`` is None)."""
+    if not len(frame):
+        return np.zeros(0, dtype=int)
+    groups = [np.arange(len(frame))] if by is None else \
+        [np.flatnonzero((frame[by] == g).to_numpy()) for g in pd.unique(frame[by])]
+    return np.concatenate([g[rng.integers(0, len(g), len(g))] for g in groups])
+
+
+def fit_profile(path: str | os.PathLike, gpu: GPU | str, *, bootstrap: int = 200, seed: int = 0) -> ProfileFit:
+    """Fit the cost model to profiles measured on ``gpu``: a ``depgraph profile`` CSV
+    (:func:`read_profile_csv`) or a folder of Vidur-format ones (``mlp.csv``, ``attention.csv``,
+    ``all_reduce.csv``, as :func:`read_profile_dir` reads them). The terms the rows identify are fitted
+    (:func:`fit_profiles`, :func:`fit_allreduce`; the :data:`REPORTED_ONLY` regimes are compared, not
+    fitted), the others kept at the GPU's shipped fit. ``bootstrap`` refits on rows resampled within each
+    regime give each fitted value its :data:`INTERVAL` (seeded: the same inputs, the same intervals)."""
     from .cost import CostModel
 
     gpu = load_gpu(gpu)
-    p = read_profile_dir(path)
-    rows = operator_rows(p)
-    ar = allreduce_rows(p)
-    values: dict[str, float] = {}
-    if len(rows):
-        values.update(fit_profiles(rows, gpu))
-    if len(ar):
-        values.update(fit_allreduce(ar, gpu))
-    if not values:
-        raise ConfigError(f"--profile: {shown_path(path)}: no rows on the grid (prompts of {PREFILL_TOKENS[0]:,} to "
-                          f"{PREFILL_TOKENS[1]:,} tokens, decode batches of {DECODE_BATCHES[0]} to "
-                          f"{DECODE_BATCHES[1]}, all-reduces within a server)")
+    rows, ar, meta = read_profile(path)
+    features = _features(rows, gpu) if len(rows) else None
+    fitted = _fit_all(rows, features, ar, gpu)
+    if not fitted:
+        raise ConfigError(f"--profile: {shown_path(path)}: no rows to fit (prefill or decode projections, "
+                          f"attention kernels, all-reduces within a server; Vidur's on the grid of prompts of "
+                          f"{PREFILL_TOKENS[0]:,} to {PREFILL_TOKENS[1]:,} tokens and decode batches of "
+                          f"{DECODE_BATCHES[0]} to {DECODE_BATCHES[1]})")
+    rng = np.random.default_rng(seed)
+    draws: dict[str, list[float]] = {k: [] for k in fitted}
+    for _ in range(bootstrap):
+        i = _resample(rows, "regime", rng)
+        j = _resample(ar, "ranks", rng)
+        sub = rows.iloc[i].reset_index(drop=True) if len(rows) else rows
+        feats = {k: v[i] for k, v in features.items()} if features is not None else None
+        for k, v in _fit_all(sub, feats, ar.iloc[j].reset_index(drop=True) if len(ar) else ar, gpu).items():
+            if k in draws:
+                draws[k].append(v)
+    intervals = {k: (float(f"{np.quantile(v, INTERVAL[0]):.6g}"), float(f"{np.quantile(v, INTERVAL[1]):.6g}"))
+                 for k, v in draws.items() if v}
     shipped = CostModel(gpu=gpu)
     base = dict(shipped.fit.values) if shipped.fit is not None else {}
-    values = {k: float(f"{float(v):.6g}") for k, v in {**base, **values}.items()}
-    fitted = CostModel(gpu=gpu, **values)
-    stats, before = {}, {}
+    values = {k: float(f"{float(v):.6g}") for k, v in {**base, **fitted}.items()}
+    model = CostModel(gpu=gpu, **values)
+    halves = _held_out(rows, features, ar, gpu, base)
+    stats, before, held = {}, {}, {}
     for regime in REGIMES:
         k = (rows["regime"] == regime).to_numpy() if len(rows) else np.zeros(0, dtype=bool)
         if k.any():
             m = rows["measured_s"].to_numpy()[k]
-            stats[regime] = error_stats(predict_rows(rows[k], fitted), m)
+            stats[regime] = error_stats(predict_rows(rows[k], model), m)
             before[regime] = error_stats(predict_rows(rows[k], shipped), m)
+            if halves is not None and k.sum() >= MIN_HELD_OUT_POINTS and np.isfinite(halves[0][k]).all():
+                held[regime] = error_stats(halves[0][k], m)
     if len(ar):
-        stats["all-reduce"] = error_stats(predict_allreduce(ar, fitted), ar["t"].to_numpy())
+        stats["all-reduce"] = error_stats(predict_allreduce(ar, model), ar["t"].to_numpy())
         before["all-reduce"] = error_stats(predict_allreduce(ar, shipped), ar["t"].to_numpy())
-    return ProfileFit(gpu.name, str(path), values, stats, before)
+        if halves is not None and len(ar) >= MIN_HELD_OUT_POINTS and np.isfinite(halves[1]).all():
+            held["all-reduce"] = error_stats(halves[1], ar["t"].to_numpy())
+    return ProfileFit(gpu.name, str(path), values, stats, before, intervals, held, meta, tuple(sorted(fitted)))
+
+
+def _held_out(rows: pd.DataFrame, features, ar: pd.DataFrame, gpu: GPU, base: dict) -> tuple | None:
+    """Each row predicted by a fit to the other half of its regime's points (alternate points, in the
+    order of the grid), or ``None`` where a half has too few points to fit alone."""
+    from .cost import CostModel
+
+    def halves(frame: pd.DataFrame, by: str) -> np.ndarray:
+        half = np.zeros(len(frame), dtype=int)
+        for g in pd.unique(frame[by]) if len(frame) else ():
+            idx = np.flatnonzero((frame[by] == g).to_numpy())
+            half[idx[1::2]] = 1
+        return half
+
+    h_rows, h_ar = halves(rows, "regime"), halves(ar, "ranks")
+    op_pred, ar_pred = np.full(len(rows), np.nan), np.full(len(ar), np.nan)
+    for h in (0, 1):
+        train_rows, train_ar = h_rows != h, h_ar != h
+        try:
+            fitted = _fit_all(rows[train_rows].reset_index(drop=True) if len(rows) else rows,
+                              {k: v[train_rows] for k, v in features.items()} if features is not None else None,
+                              ar[train_ar].reset_index(drop=True) if len(ar) else ar, gpu)
+        except ConfigError:
+            return None
+        model = CostModel(gpu=gpu, **{**base, **fitted})
+        if len(rows) and (~train_rows).any():
+            op_pred[~train_rows] = predict_rows(rows[~train_rows], model)
+        if len(ar) and (~train_ar).any():
+            ar_pred[~train_ar] = predict_allreduce(ar[~train_ar], model)
+    return op_pred, ar_pred
+
+
+def read_profile(path: str | os.PathLike) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, str]]:
+    """The operator rows, all-reduce rows and metadata of a ``depgraph profile`` CSV or a folder of
+    Vidur-format profiles (no metadata)."""
+    if Path(path).is_file():
+        prof = read_profile_csv(path)
+        return prof.rows, prof.allreduce, prof.meta
+    p = read_profile_dir(path)
+    return operator_rows(p), allreduce_rows(p), {}
+
+
+def compare_profile(path: str | os.PathLike, cost) -> tuple[pd.DataFrame, dict[str, dict[str, float]]]:
+    """Every point of a profile (:func:`read_profile`) against ``cost`` (a
+    :class:`~depgraph.specs.cost.CostModel` on the profiled GPU, with whatever fit is in force): the points
+    (``regime``, ``tp``, ``tokens``, ``context``, ``measured_s``, ``predicted_s``) and each regime's
+    :func:`error_stats` with its largest error (``max_abs_error``)."""
+    rows, ar, _ = read_profile(path)
+    frames = []
+    if len(rows):
+        frames.append(rows.drop(columns=["key"]).assign(predicted_s=predict_rows(rows, cost)))
+    if len(ar):
+        frames.append(pd.DataFrame({"regime": "all-reduce", "model": "", "tp": ar["ranks"], "tokens": 0,
+                                    "context": 0, "bytes": ar["bytes"], "measured_s": ar["t"],
+                                    "predicted_s": predict_allreduce(ar, cost)}))
+    if not frames:
+        raise ConfigError(f"--profile: {shown_path(path)}: no points to compare")
+    points = pd.concat(frames, ignore_index=True)
+    stats = {}
+    for regime in list(REGIMES) + ["all-reduce"]:
+        pts = points[points["regime"] == regime]
+        if len(pts):
+            s = error_stats(pts["predicted_s"].to_numpy(), pts["measured_s"].to_numpy())
+            s["max_abs_error"] = float(np.max(np.abs(pts["predicted_s"].to_numpy() / pts["measured_s"].to_numpy() - 1)))
+            stats[regime] = s
+    return points, stats

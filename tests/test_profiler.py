@@ -1,0 +1,349 @@
+"""``depgraph profile``: the shapes it times hold the parameters the cost model charges; its CSV is read
+back strictly; a profile the cost model itself generated is fitted back to the values that made it; and,
+where PyTorch is installed, the same code runs on the CPU (the smoke test) into a file calibrate and
+validate read."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import depgraph as dg
+from depgraph.cli import main
+from depgraph.errors import ConfigError
+from depgraph.profiler import GRIDS, TORCH_MISSING, Point, layer_shapes, plan_profile, representative_layers
+from depgraph.specs.cost import CostModel
+from depgraph.specs.fitted import gpu_fit
+from depgraph.specs.profile_fit import (PROFILE_COLUMNS, PROFILE_FORMAT, compare_profile, fit_profile,
+                                        read_profile_csv)
+
+CATALOG = ["qwen3-32b", "qwen3.6-35b-a3b", "granite-4.0-h-tiny", "nemotron-3-nano-30b-a3b", "falcon-h1-7b-instruct",
+           "gpt-oss-20b", "jamba-mini-1.5", "mistral-7b-v0.1"]
+try:
+    import torch  # noqa: F401
+    HAVE_TORCH = True
+except ImportError:
+    HAVE_TORCH = False
+#: run.sh sets it where it installed PyTorch: the smoke test must then run, not skip
+REQUIRE_TORCH = os.environ.get("DEPGRAPH_REQUIRE_TORCH") == "1"
+needs_torch = pytest.mark.skipif(not HAVE_TORCH and not REQUIRE_TORCH,
+                                 reason="PyTorch not installed (pip install 'depgraph[profile]')")
+
+
+def tiny_hybrid(tmp_path: Path) -> Path:
+    """A Qwen3.6-shaped config (Gated DeltaNet and attention layers, experts and a shared expert), tiny."""
+    from importlib import resources
+
+    cfg = json.loads((resources.files("depgraph.specs") / "data" / "models" / "qwen3.6-35b-a3b.json").read_text())
+    cfg["text_config"].update(hidden_size=64, head_dim=16, num_attention_heads=4, num_key_value_heads=2,
+                              linear_key_head_dim=16, linear_value_head_dim=16, linear_num_key_heads=2,
+                              linear_num_value_heads=4, moe_intermediate_size=32, shared_expert_intermediate_size=32,
+                              num_experts=8, num_experts_per_tok=2, num_hidden_layers=4, vocab_size=1000)
+    path = tmp_path / "tiny-hybrid" / "config.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps(cfg))
+    return path
+
+
+# ------------------------------------------------------------------ shapes and the plan
+
+
+@pytest.mark.parametrize("name", CATALOG)
+def test_the_timed_gemms_hold_the_parameters_the_cost_model_charges(name):
+    """At TP 1 each representative layer's GEMM weights add up to the layer's parameters as depgraph
+    parses them (the mixer's, the dense MLP's, the router's and every expert's), within what norms, biases
+    and the convolution's few weights leave out."""
+    m = dg.load_model(name)
+    for layer in representative_layers(m):
+        s = layer_shapes(m, layer, 1)
+        h = s.hidden
+        mixer = h * s.attn_in + s.attn_out * h + h * s.rec_in + s.rec_heads * s.rec_dv * h
+        assert mixer == pytest.approx(layer.mixer_params, rel=0.02), (name, layer.index, "mixer")
+        assert 3 * h * s.ffn_inter + h * s.experts == pytest.approx(layer.ffn_dense_params, rel=0.01, abs=h * 3)
+        assert 3 * h * s.expert_inter == pytest.approx(layer.expert_params, rel=0.01, abs=h * 3)
+        if layer.recurrent_state_elems:  # the reference's state is the layer's, element for element
+            assert s.rec_heads * s.rec_dk * s.rec_dv == layer.recurrent_state_elems
+            assert s.conv_channels * (s.conv_kernel - 1) * m.dtype_bytes == layer.conv_bytes
+        if layer.attention_width:
+            assert s.q_heads * s.head_dim == layer.attention_width
+
+
+def test_a_rank_holds_its_share_and_replicates_too_few_kv_heads():
+    m = dg.load_model("qwen3-32b")  # 64 query heads, 8 KV heads
+    one, four, sixteen = (layer_shapes(m, m.layers[0], tp) for tp in (1, 4, 16))
+    assert (four.q_heads, four.kv_heads, four.ffn_inter * 4) == (16, 2, one.ffn_inter)
+    assert (sixteen.q_heads, sixteen.kv_heads) == (4, 1)  # 8 KV heads over 16 ranks: one each, replicated
+    with pytest.raises(ConfigError, match="query heads"):
+        layer_shapes(m, m.layers[0], 3)
+
+
+def test_the_plan_covers_each_kind_of_layer_and_says_what_it_skips():
+    m = dg.load_model("gpt-oss-20b")  # alternate sliding-window and full-attention layers
+    plan = plan_profile(m, grid="quick", ranks=2)
+    kinds = {(p.shapes.index, bool(p.shapes.window)) for p in plan.points if p.shapes is not None}
+    assert kinds == {(0, True), (1, False)}
+    g = GRIDS["quick"]
+    attn = [p for p in plan.points if p.operator == "attention"]
+    assert len(attn) == len(g["tokens"]) + len(g["batches"]) * len(g["contexts"])  # the full layer's only
+    assert {p.shapes.index for p in attn} == {1} and "sliding-window" in plan.skipped[0]
+    assert [p.nbytes for p in plan.points if p.operator == "all_reduce"] == \
+        [n * m.hidden_size * 2 for n in g["allreduce_tokens"]]
+    hybrid = plan_profile(dg.load_model("qwen3.6-35b-a3b"))
+    assert {p.shapes.kind for p in hybrid.points} == {"gdn", "attention"}
+    assert plan.warmup == g["warmup"] and plan.repeats == g["repeats"]
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(tokens=[0]), "--tokens"), (dict(batches=[]), "--batch"), (dict(contexts=[2_000_000]), "--context"),
+    (dict(ranks=1), "--ranks"), (dict(tp=0), "--tp"), (dict(grid="huge"), "grid"), (dict(repeats=0), "--repeats"),
+    (dict(tokens=[300_000]), "context"),
+])
+def test_the_plan_refuses_bad_grids(kwargs, match):
+    with pytest.raises(ConfigError, match=match):
+        plan_profile(dg.load_model("qwen3-32b"), **kwargs)
+
+
+# ------------------------------------------------------------------ the file, read back strictly
+
+
+def synthetic_profile(path: Path, model: str, cost: CostModel, *, tp: int = 1, ranks: int = 0,
+                      noise: float = 0.0) -> Path:
+    """A profile of ``model`` whose every time is ``cost``'s own prediction (times ``1 + noise x N(0,1)``):
+    the file ``depgraph profile`` writes, made without PyTorch."""
+    from depgraph.profiler.measure import profile_text
+
+    m = dg.load_model(model)
+    plan = plan_profile(m, tp=tp, ranks=ranks)
+    rng = np.random.default_rng(7)
+    rows = []
+    for p in plan.points:
+        if p.operator == "all_reduce":
+            t = cost.allreduce_s(p.nbytes, p.ranks)
+        else:
+            layer = m.layers[p.shapes.index]
+            prefill = p.phase == "prefill"
+            parts = cost.operator_parts_s(m, layer, prefill_tokens=p.tokens if prefill else 0,
+                                          context_tokens=() if prefill else [p.context] * p.tokens, tp=tp)
+            t = parts["attention" if p.operator == "attention" else "projections"]
+        t *= 1 + noise * rng.standard_normal()
+        rows.append(dict(operator=p.operator, phase=p.phase, layer=p.shapes.index if p.shapes else 0,
+                         layer_kind=p.shapes.kind if p.shapes else "", tp=tp, tokens=p.tokens,
+                         context_tokens=p.context, bytes=p.nbytes, ranks=p.ranks, median_s=t, p10_s=t, p90_s=t,
+                         repeats=25))
+    path.write_text(profile_text(plan, rows, {"device": "cuda:0", "gpu": "synthetic"}, model_ref=model,
+                                 skipped=list(plan.skipped), wall_s=0.0, command="test"))
+    return path
+
+
+#: Values unlike any GPU's shipped fit, to be found again.
+TRUTH = dict(mfu=0.5, attention_mfu=0.3, hbm_efficiency=0.7, kv_hbm_efficiency=0.6, decode_layer_overhead_s=20e-6,
+             prefill_layer_overhead_s=50e-6, attention_floor_s=8e-6, collective_latency_s=15e-6,
+             collective_hop_latency_s=1e-6, collective_efficiency=0.9)
+
+
+@pytest.mark.parametrize("model, tp", [("qwen3-32b", 1), ("qwen3-32b", 4), ("qwen3.6-35b-a3b", 1),
+                                       ("granite-4.0-h-tiny", 2)])
+def test_a_profile_the_cost_model_made_is_fitted_back_to_the_values_that_made_it(tmp_path, model, tp):
+    """The round trip through the file: every fitted value found again to 0.5%, every regime predicted to
+    0.5%, held out too; the intervals hold the truth."""
+    path = synthetic_profile(tmp_path / "p.csv", model, CostModel(gpu="h100-sxm", **TRUTH), tp=tp, ranks=8)
+    fit = fit_profile(path, "h100-sxm", bootstrap=20)
+    assert set(fit.fitted) == set(TRUTH)
+    for name, value in TRUTH.items():
+        assert fit.values[name] == pytest.approx(value, rel=5e-3, abs=1e-9), name
+        lo, hi = fit.intervals[name]
+        assert lo * (1 - 5e-3) - 1e-9 <= value <= hi * (1 + 5e-3) + 1e-9, name
+    for regime, s in fit.stats.items():
+        assert s["median_abs_error"] < 5e-3, regime
+    assert fit.held_out and all(s["median_abs_error"] < 5e-3 for s in fit.held_out.values())
+    assert fit.meta["gpu"] == "synthetic" and fit.meta["model"] == model
+
+
+def test_a_noisy_profile_gives_intervals_that_widen_with_the_noise(tmp_path):
+    truth = CostModel(gpu="h100-sxm", **TRUTH)
+    quiet = fit_profile(synthetic_profile(tmp_path / "a.csv", "qwen3-32b", truth, noise=0.01), "h100-sxm",
+                        bootstrap=40)
+    loud = fit_profile(synthetic_profile(tmp_path / "b.csv", "qwen3-32b", truth, noise=0.10), "h100-sxm",
+                       bootstrap=40)
+    width = (lambda f, k: f.intervals[k][1] - f.intervals[k][0])
+    assert width(loud, "mfu") > width(quiet, "mfu") > 0
+    assert quiet.values["mfu"] == pytest.approx(0.5, rel=0.02)
+    again = fit_profile(tmp_path / "b.csv", "h100-sxm", bootstrap=40)
+    assert again.intervals == loud.intervals  # seeded: the same file, the same intervals
+
+
+def test_recurrent_rows_are_compared_but_never_fitted(tmp_path):
+    """A recurrent layer's projections (a PyTorch reference of its recurrence) made 10x slower move no
+    fitted value: they are reported in their own regimes."""
+    truth = CostModel(gpu="h100-sxm", **TRUTH)
+    path = synthetic_profile(tmp_path / "p.csv", "qwen3.6-35b-a3b", truth)
+    lines = path.read_text().splitlines()
+    out = []
+    for line in lines:
+        f = line.split(",")
+        if len(f) == len(PROFILE_COLUMNS) and f[3] == "gdn":
+            f[9] = f"{float(f[9]) * 10:.6e}"
+        out.append(",".join(f))
+    path.write_text("\n".join(out) + "\n")
+    fit = fit_profile(path, "h100-sxm", bootstrap=0)
+    assert fit.values["mfu"] == pytest.approx(0.5, rel=5e-3) and not fit.intervals
+    assert fit.stats["recurrent-decode"]["median_error"] == pytest.approx(-0.9, abs=0.01)
+    points, stats = compare_profile(path, CostModel(gpu="h100-sxm", **TRUTH))
+    assert stats["prefill"]["median_abs_error"] < 1e-5 and "recurrent-prefill" in stats
+    assert set(points["regime"]) >= {"prefill", "decode", "attention-prefill", "attention-decode",
+                                     "recurrent-prefill", "recurrent-decode"}
+
+
+def _file(tmp_path, body: str, head: str = PROFILE_FORMAT + "\n# model = qwen3-32b\n# device = cuda:0\n") -> Path:
+    path = tmp_path / "p.csv"
+    path.write_text(head + ",".join(PROFILE_COLUMNS) + "\n" + body)
+    return path
+
+
+GOOD = "projections,prefill,0,attention,1,512,0,0,0,1e-3,1e-3,1e-3,5\n"
+
+
+@pytest.mark.parametrize("body, head, match", [
+    (GOOD, "# depgraph profile 9\n# model = qwen3-32b\n# device = x\n", "line 1: expected"),
+    (GOOD, PROFILE_FORMAT + "\n# device = cuda:0\n", "model: missing"),
+    (GOOD, PROFILE_FORMAT + "\n# model qwen3-32b\n", "line 2: expected '# key = value'"),
+    ("projections,prefill,0,attention,1,512,0,0,0,1e-3,1e-3,1e-3\n", None, "line 5: expected 13 fields"),
+    ("softmax,prefill,0,attention,1,512,0,0,0,1e-3,1e-3,1e-3,5\n", None, "line 5: operator"),
+    ("projections,later,0,attention,1,512,0,0,0,1e-3,1e-3,1e-3,5\n", None, "phase"),
+    ("projections,prefill,64,attention,1,512,0,0,0,1e-3,1e-3,1e-3,5\n", None, "layer: expected 0 to 63"),
+    ("projections,prefill,0,attention,1,512,0,0,0,nan,1e-3,1e-3,5\n", None, "median_s: expected a finite"),
+    ("projections,prefill,0,attention,1,512,0,0,0,0,0,0,5\n", None, "median_s: expected a time > 0"),
+    ("projections,prefill,0,attention,1,1.5,0,0,0,1e-3,1e-3,1e-3,5\n", None, "tokens: expected a whole"),
+    ("all_reduce,,0,,1,1,0,128,1,1e-5,1e-5,1e-5,5\n", None, "ranks: expected a whole number >= 2"),
+    ("", None, "no rows"),
+])
+def test_a_bad_profile_is_refused_by_line_and_field(tmp_path, body, head, match):
+    path = _file(tmp_path, body, head) if head else _file(tmp_path, body)
+    with pytest.raises(ConfigError, match=match):
+        read_profile_csv(path)
+
+
+def test_an_attention_row_of_a_layer_without_attention_is_refused(tmp_path):
+    head = PROFILE_FORMAT + "\n# model = qwen3.6-35b-a3b\n# device = cuda:0\n"  # layer 0: Gated DeltaNet
+    path = _file(tmp_path, "attention,decode,0,gdn,1,4,512,0,0,1e-4,1e-4,1e-4,5\n", head)
+    with pytest.raises(ConfigError, match="layer 0 has no attention"):
+        read_profile_csv(path)
+
+
+def test_calibrate_and_validate_take_a_profile_file(tmp_path, capsys):
+    """calibrate --profile FILE prints the fit with intervals and writes a --hardware file; validate
+    --profile then reports the error of the cost model in force, at the shipped fit and at the user's."""
+    path = synthetic_profile(tmp_path / "p.csv", "qwen3-32b", CostModel(gpu="h100-sxm", **TRUTH), ranks=8)
+    out = tmp_path / "mine.toml"
+    assert main(["calibrate", "--profile", str(path), "--gpu", "h100-sxm", "--bootstrap", "20", "-o", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "interval (20 bootstrap refits, 5-95%)" in text and "measured on: gpu synthetic" in text
+    assert main(["validate", "--profile", str(path), "--gpu", "h100-sxm", "--json"]) == 0
+    shipped = json.loads(capsys.readouterr().out)
+    assert shipped["regimes"]["prefill"]["median_abs_error"] > 0.1  # TRUTH is not the H100's fit
+    assert main(["--hardware", str(out), "validate", "--profile", str(path), "--gpu", "h100-sxm",
+                 "--points-csv", str(tmp_path / "pts.csv")]) == 0
+    text = capsys.readouterr().out
+    assert "fitted to profiles in" in text
+    for line in text.splitlines()[2:]:
+        assert line.split()[2] == "0.0%", line  # every regime's median error at the user's own fit
+    assert (tmp_path / "pts.csv").read_text().startswith("regime,")
+    assert main(["validate", "--profile", str(path)]) == 2
+    assert main(["validate", "--gpu", "h100-sxm"]) == 2
+
+
+def test_profile_refuses_bad_input_before_it_needs_pytorch(tmp_path, capsys):
+    assert main(["profile", "qwen3-32b", "-o", str(tmp_path / "p.json")]) == 2
+    with pytest.raises(SystemExit) as exc:
+        main(["profile", "qwen3-32b", "--tokens", "512,x", "-o", str(tmp_path / "p.csv")])
+    assert exc.value.code == 2 and "--tokens: expected whole numbers" in capsys.readouterr().err
+    assert main(["profile", "no-such-model", "-o", str(tmp_path / "p.csv")]) == 2
+
+
+def test_without_pytorch_profile_says_how_to_install_it_in_one_line(tmp_path, capsys, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "torch", None)  # import torch now raises ImportError
+    assert main(["profile", "qwen3-32b", "-o", str(tmp_path / "p.csv")]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and TORCH_MISSING in err and "depgraph[profile]" in err
+    assert not (tmp_path / "p.csv").exists()
+
+
+# ------------------------------------------------------------------ with PyTorch: the CPU smoke test
+
+
+@needs_torch
+def test_without_a_gpu_profile_refuses_in_one_line(tmp_path, capsys):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    assert main(["profile", "qwen3-32b", "-o", str(tmp_path / "p.csv")]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no CUDA GPU" in err and "--device cpu" in err
+
+
+@needs_torch
+def test_the_cpu_smoke_test_profiles_a_hybrid_into_a_file_calibrate_reads(tmp_path, capsys):
+    """The same operators on the CPU at the smoke test's tiny sizes, a Gated DeltaNet + attention model
+    with experts, and an all-reduce over two gloo ranks: every planned point timed, the metadata written,
+    and calibrate and validate read the file."""
+    config = tiny_hybrid(tmp_path)
+    out = tmp_path / "tiny.csv"
+    assert main(["profile", str(config), "--device", "cpu", "--ranks", "2", "-o", str(out)]) == 0
+    captured = capsys.readouterr()
+    assert "profile: [1/" in captured.err and f"wrote {out}" in captured.out
+    prof = read_profile_csv(out)
+    plan = plan_profile(dg.load_model(config), grid="cpu", ranks=2)
+    assert len(prof.rows) + len(prof.allreduce) == len(plan.points)
+    assert set(prof.rows["regime"]) == {"prefill", "decode", "attention-prefill", "attention-decode",
+                                        "recurrent-prefill", "recurrent-decode"}
+    assert (prof.rows["measured_s"] > 0).all() and len(prof.allreduce) == len(GRIDS["cpu"]["allreduce_tokens"])
+    import torch
+
+    assert prof.meta["torch"] == torch.__version__ and prof.meta["device"] == "cpu"
+    assert prof.meta["model"] == str(config.resolve()) and prof.meta["gpu"] == "none (cpu)"
+    assert float(prof.meta["wall_s"]) > 0 and int(prof.meta["repeats"]) == GRIDS["cpu"]["repeats"]
+    assert main(["calibrate", "--profile", str(out), "--gpu", "h100-sxm", "--bootstrap", "10"]) == 0
+    assert "a CPU smoke test" in capsys.readouterr().out
+    assert main(["validate", "--profile", str(out), "--gpu", "h100-sxm"]) == 0
+
+
+@needs_torch
+def test_the_reference_recurrence_matches_a_token_by_token_one():
+    """The chunked prefill recurrence (Mamba-2's scalar decay) gives what stepping the state one token at
+    a time gives: the reference computes what it says it does."""
+    import torch
+
+    from depgraph.profiler.measure import _Layer
+
+    m = dg.load_model("granite-4.0-h-tiny")
+    s = layer_shapes(m, m.layers[0], 1)
+    s = type(s)(**{**{k: getattr(s, k) for k in s.__slots__}, "rec_heads": 2, "rec_dk": 4, "rec_dv": 3,
+                   "conv_channels": 5, "dtype_bytes": 4, "state_dtype_bytes": 4, "hidden": 8, "rec_in": 8,
+                   "ffn_inter": 0, "experts": 0})
+    layer = _Layer(torch, s, "cpu", torch.Generator().manual_seed(1))
+    n = 150  # three chunks, the last one short
+    g = torch.Generator().manual_seed(2)
+    x = torch.randn(1, 5, n, generator=g)
+    q, k, v = torch.randn(2, n, 4, generator=g), torch.randn(2, n, 4, generator=g), torch.randn(2, n, 3, generator=g)
+    a = -torch.rand(2, n, generator=g) * 0.2
+    y = layer.recurrent_prefill((x, q, k, v, a))
+    state = torch.zeros(2, 4, 3)
+    for t in range(n):
+        state = state * torch.exp(a[:, t])[:, None, None] + k[:, t, :, None] * v[:, t, None, :]
+        expect = torch.einsum("hkv,hk->hv", state, q[:, t])
+        assert torch.allclose(y[:, t], expect, rtol=1e-4, atol=1e-4), t
+
+
+def test_point_descriptions_name_the_layer_and_the_work():
+    s = layer_shapes(dg.load_model("qwen3-32b"), dg.load_model("qwen3-32b").layers[0], 1)
+    assert Point("attention", "decode", s, 64, 8192).describe() == \
+        "layer 0 (attention) attention, decode of 64 requests over 8,192 tokens"
+    assert math.isclose(s.weight_bytes(), 2 * (94371840 + 393216000), rel_tol=0.02)
