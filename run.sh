@@ -7,7 +7,8 @@
 # Set-up: a virtual environment in .venv (or $DEPGRAPH_VENV) with the package
 # and its test dependencies, and Graphviz's `dot` (apt-get when run as root or
 # with passwordless sudo; otherwise the exact install step is printed); the
-# tests also need a headless Chromium (the report.html test), installed the same way.
+# tests also need a headless Chromium (the report.html test), installed the same way, and use
+# PyTorch's CPU build where pip can get it (the profiler's smoke test; skipped, and said so, where not).
 set -euo pipefail
 cd "$(dirname "$0")"
 VENV="${DEPGRAPH_VENV:-.venv}"
@@ -110,6 +111,20 @@ setup() {
     fi
 }
 
+install_torch_cpu() {  # PyTorch's CPU build, once, for the profiler's smoke test; 1 (and a line) where it cannot be had
+    "$VENV/bin/python" -c 'import torch' >/dev/null 2>&1 && return 0
+    local args=(--retries 0 --timeout 30 --index-url https://download.pytorch.org/whl/cpu torch) plan
+    # a dry run first: a CUDA build (gigabytes of NVIDIA libraries) is never installed for a test
+    plan="$("$VENV/bin/python" -m pip install --disable-pip-version-check --dry-run "${args[@]}" 2>/dev/null |
+            grep '^Would install' || true)"
+    if [ -z "$plan" ] || echo "$plan" | grep -qiE 'nvidia|cuda'; then
+        echo "depgraph: PyTorch's CPU build cannot be installed here; the profiler's PyTorch tests will be skipped" >&2
+        return 1
+    fi
+    echo "depgraph: installing PyTorch's CPU build into $VENV, once (the profiler's smoke test runs on it)" >&2
+    pip_install "${args[@]}"
+}
+
 cmd="${1:-}"
 case "$cmd" in
     reproduce)
@@ -130,6 +145,7 @@ case "$cmd" in
         shift
         setup
         install_browser
+        if install_torch_cpu; then export DEPGRAPH_REQUIRE_TORCH=1; fi  # then its tests must run, not skip
         DEPGRAPH_REQUIRE_BROWSER=1 exec "$VENV/bin/python" -m pytest "$@"
         ;;
     depgraph)

@@ -347,3 +347,37 @@ def test_point_descriptions_name_the_layer_and_the_work():
     assert Point("attention", "decode", s, 64, 8192).describe() == \
         "layer 0 (attention) attention, decode of 64 requests over 8,192 tokens"
     assert math.isclose(s.weight_bytes(), 2 * (94371840 + 393216000), rel_tol=0.02)
+
+
+def test_the_shipped_fits_intervals_are_what_docs_validation_says():
+    """docs/validation.md's table of the shipped fits and their intervals, recomputed: each value and each
+    bound at the four significant figures the doc writes."""
+    from depgraph.specs.profile_fit import shipped_root
+
+    doc = (Path(__file__).parents[1] / "docs" / "validation.md").read_text(encoding="utf-8")
+    table = doc.split("| field | A100 80 GB | 5-95% | H100 SXM | 5-95% |")[1].split("\n\n")[0]
+    rows = {}
+    for line in table.strip().splitlines()[1:]:
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        rows[cells[0].strip("`")] = cells[1:]
+    fits = {}
+    for column, (gpu, folders) in enumerate((("a100-80g", ("compute/a100", "network/a100_dgx")),
+                                              ("h100-sxm", ("compute/h100", "network/h100_dgx")))):
+        for folder in folders:
+            f = fit_profile(shipped_root() / folder, gpu, bootstrap=200)
+            for name in f.fitted:
+                fits[(name, column)] = (f.values[name], *f.intervals[name])
+    checked = 0
+    for name, cells in rows.items():
+        for column in (0, 1):
+            value, span = cells[2 * column], cells[2 * column + 1]
+            if (name, column) not in fits:
+                assert value.startswith("(the A100"), (name, column)
+                continue
+            scale = 1e6 if name.endswith("_s") else 1.0
+            numbers = [float(x) for x in value.replace("µs", "").split()] + \
+                [float(x) for x in span.replace("µs", "").split(" to ")]
+            for shown, actual in zip(numbers, fits[(name, column)]):
+                assert float(f"{actual * scale:.4g}") == pytest.approx(shown, abs=1e-9), (name, column)
+            checked += 1
+    assert checked == 17
