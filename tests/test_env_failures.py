@@ -68,6 +68,9 @@ def files(tmp_path, monkeypatch):
     (tmp_path / "tiny.toml").write_text(TINY)
     (tmp_path / "g.json").write_text(json.dumps(GRAPH))
     _operations(tmp_path / "ops.csv")
+    from test_profiler import tiny_hybrid  # noqa: E402 - the profiler tests' tiny model, one maker
+
+    tiny_hybrid(tmp_path)
     monkeypatch.chdir(tmp_path)
     return tmp_path
 
@@ -115,11 +118,15 @@ COMMANDS = {
     "calibrate": ["calibrate", "qwen3-32b", "ops.csv", "--gpu", "h200", "--tp", "8", "--bootstrap", "0",
                   "-o", "cal.toml"],
     "validate": ["validate", "--no-serving"],
+    "profile": ["profile", "tiny-hybrid/config.json", "--device", "cpu", "--tokens", "16", "--batch", "1",
+                "--context", "16", "--repeats", "1", "--warmup", "0", "-o", "p.csv"],
 }
+#: The commands that need an optional dependency to get as far as printing.
+NEEDS = {"profile": "torch"}
 
 #: What a command wrote before it printed, complete although standard output failed after.
 WRITTEN = {"draw": ["g.dot"], "trace": ["t.json"], "sweep": ["out/tiny.csv", "out/tiny.parquet"],
-           "reproduce": ["out/report.md"], "calibrate": ["cal.toml"]}
+           "reproduce": ["out/report.md"], "calibrate": ["cal.toml"], "profile": ["p.csv"]}
 
 
 def test_the_table_names_every_command():
@@ -186,6 +193,8 @@ def test_a_full_standard_output_is_exit_1_for_every_command(command, files, caps
     """Exit 1 naming standard output, even where the command wrote its files first (the user asked for
     output they did not get); the files it wrote are whole."""
     monkeypatch.setattr("depgraph.studies.reproduce.write_reproduction", _reproduction)
+    if command in NEEDS:
+        pytest.importorskip(NEEDS[command])
     with _full_stdout(monkeypatch):
         code = main(COMMANDS[command])
     err = capsys.readouterr().err

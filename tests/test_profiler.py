@@ -381,3 +381,15 @@ def test_the_shipped_fits_intervals_are_what_docs_validation_says():
                 assert float(f"{actual * scale:.4g}") == pytest.approx(shown, abs=1e-9), (name, column)
             checked += 1
     assert checked == 17
+
+
+def test_one_rank_count_fits_no_hop_latency(tmp_path):
+    """All-reduces over one rank count cannot tell a launch from the ring's steps: the hop latency is 0 and
+    the launch holds both, its interval around its value."""
+    truth = CostModel(gpu="h100-sxm", **TRUTH)
+    fit = fit_profile(synthetic_profile(tmp_path / "p.csv", "qwen3-32b", truth, ranks=2), "h100-sxm", bootstrap=20)
+    assert fit.values["collective_hop_latency_s"] == 0 and fit.intervals["collective_hop_latency_s"] == (0, 0)
+    assert fit.values["collective_latency_s"] == pytest.approx(15e-6 + 2 * 1e-6, rel=5e-3)
+    lo, hi = fit.intervals["collective_latency_s"]
+    assert lo <= fit.values["collective_latency_s"] <= hi
+    assert fit.stats["all-reduce"]["median_abs_error"] < 5e-3

@@ -73,7 +73,7 @@ def _calibrate_profile(args) -> int:
         raise DepgraphError("--profile: fits operator profiles, not a model's runs; leave MODEL and FILE out")
     fit = fit_profile(args.profile, args.gpu, bootstrap=args.bootstrap)
     if args.output:
-        atomic_write_text(Path(args.output), _hardware_toml(fit.gpu, fit.hardware_entry()))
+        atomic_write_text(Path(args.output), _hardware_toml(fit.gpu, fit.hardware_entry(), fit))
     if args.json:
         print(_dumps(_json_safe(fit.as_dict()), indent=1))
         return 0
@@ -118,8 +118,9 @@ def profile_fit_text(fit, *, bootstrap: int) -> str:
     return "\n".join(lines)
 
 
-def _hardware_toml(name: str, entry: dict) -> str:
-    """A ``--hardware`` TOML file of one GPU entry (strings quoted as TOML basic strings; numbers as repr)."""
+def _hardware_toml(name: str, entry: dict, fit=None) -> str:
+    """A ``--hardware`` TOML file of one GPU entry (strings quoted as TOML basic strings; numbers as repr),
+    each fitted value's interval (or that it is the shipped fit's) in a comment after it."""
     def lit(v) -> str:
         if isinstance(v, str):
             return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
@@ -128,7 +129,13 @@ def _hardware_toml(name: str, entry: dict) -> str:
     lines = ["# depgraph calibrate --profile: this GPU with its own fitted cost-model terms", f"[gpus.{name}]"]
     lines += [f"{k} = {lit(v)}" for k, v in entry.items() if k != "fit"]
     lines += [f"[gpus.{name}.fit]", f"dataset = {lit(entry['fit']['dataset'])}", f"[gpus.{name}.fit.values]"]
-    lines += [f"{k} = {lit(v)}" for k, v in entry["fit"]["values"].items()]
+    for k, v in entry["fit"]["values"].items():
+        note = ""
+        if fit is not None:
+            lo_hi = fit.intervals.get(k)
+            note = (f"  # fitted; 5-95%: {lo_hi[0]!r} to {lo_hi[1]!r}" if lo_hi else "  # fitted") \
+                if k in fit.fitted else "  # the GPU's shipped fit (no rows identify it)"
+        lines.append(f"{k} = {lit(v)}{note}")
     return "\n".join(lines) + "\n"
 
 

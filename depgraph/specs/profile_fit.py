@@ -481,7 +481,9 @@ def fit_allreduce(rows: pd.DataFrame, gpu: GPU | str) -> dict[str, float]:
     """``collective_latency_s`` (a launch), ``collective_hop_latency_s`` (each ring step) and
     ``collective_efficiency`` (of the interconnect's bandwidth, as a ring moves the data) fitting the rows
     best (the sum of absolute relative errors; the latencies at least 0, the efficiency at most
-    :data:`~depgraph.specs.cost.MAX_COLLECTIVE_EFFICIENCY`)."""
+    :data:`~depgraph.specs.cost.MAX_COLLECTIVE_EFFICIENCY`). Rows of one rank count cannot tell a launch
+    from the ring's steps: the hop latency is then 0 and the launch holds both (exact at that count, an
+    extrapolation at others)."""
     gpu = load_gpu(gpu)
     if rows.empty:
         raise ConfigError("profile: no all-reduce rows to fit (all_reduce.csv within one server)")
@@ -492,6 +494,9 @@ def fit_allreduce(rows: pd.DataFrame, gpu: GPU | str) -> dict[str, float]:
     m = rows["t"].to_numpy(dtype=float)
     a = np.column_stack([np.ones_like(n), 2 * (n - 1), 2 * (n - 1) / n * rows["bytes"].to_numpy(dtype=float) / bw])
     # the efficiency may pass 1: NCCL's NVLink SHARP (NVLS) reduces in the switch and moves less than a ring
+    if len(np.unique(n)) < 2:  # one rank count: a launch and the ring's steps cannot be told apart; the launch
+        x = _robust_fit(a[:, [0, 2]], m, np.array([0.0, 1.0 / MAX_COLLECTIVE_EFFICIENCY]))  # holds both
+        return {"collective_latency_s": float(x[0]), "collective_hop_latency_s": 0.0, "collective_efficiency": 1 / x[1]}
     x = _robust_fit(a, m, np.array([0.0, 0.0, 1.0 / MAX_COLLECTIVE_EFFICIENCY]))
     return {"collective_latency_s": float(x[0]), "collective_hop_latency_s": float(x[1]),
             "collective_efficiency": 1 / x[2]}
