@@ -72,6 +72,7 @@ class LayerShapes:
     kind: str
     hidden: int
     dtype_bytes: int
+    tp: int = 1  # the tensor-parallel size whose one rank's share this is
     attn_in: int = 0  # the QKV projection's output width (with any extra: a gate, q/k norms)
     attn_out: int = 0  # the output projection's input width (query heads x head_dim)
     q_heads: int = 0
@@ -88,6 +89,7 @@ class LayerShapes:
     delta_rule: bool = False  # Gated DeltaNet's update (else Mamba-2's scalar-decay one)
     ffn_inter: int = 0  # a dense (or shared-expert) gated MLP's intermediate width
     experts: int = 0
+    router: int = 0  # the router GEMM's output width on this rank
     top_k: int = 0
     expert_inter: int = 0
 
@@ -103,7 +105,7 @@ class LayerShapes:
         """Bytes of the weights the profiler allocates for this layer."""
         h = self.hidden
         params = h * self.attn_in + self.attn_out * h + h * self.rec_in + self.rec_heads * self.rec_dv * h
-        params += 3 * h * self.ffn_inter + h * self.experts + self.experts * 3 * h * self.expert_inter
+        params += 3 * h * self.ffn_inter + h * self.router + self.experts * 3 * h * self.expert_inter
         params += self.conv_channels * self.conv_kernel
         return params * self.dtype_bytes
 
@@ -118,7 +120,7 @@ def _dv(elems_per_head: int) -> int:
 def layer_shapes(model: ModelSpec, layer: LayerSpec, tp: int = 1) -> LayerShapes:
     """The operands of ``layer`` on one of ``tp`` ranks (:class:`LayerShapes`)."""
     h, d = model.hidden_size, model.dtype_bytes
-    out: dict = dict(index=layer.index, kind=layer.kind, hidden=h, dtype_bytes=d)
+    out: dict = dict(index=layer.index, kind=layer.kind, hidden=h, dtype_bytes=d, tp=tp)
     attn_params = layer.attention_params or (layer.mixer_params if layer.attention_width else 0)
     if layer.attention_width:
         qh, kvh = layer.query_heads, layer.kv_heads
@@ -127,9 +129,11 @@ def layer_shapes(model: ModelSpec, layer: LayerSpec, tp: int = 1) -> LayerShapes
             raise ConfigError(f"--tp: {model.name} has {qh} query heads, not a whole number on each of {tp} ranks")
         std_in, std_out = (qh + 2 * kvh) * hd, qh * hd
         extra = max(0, attn_params - h * (std_in + std_out)) // h  # a gate, q/k norms: more output columns
-        kv_rank = max(1, kvh // tp)
-        out.update(attn_in=(qh // tp + 2 * kv_rank) * hd + _ceil_div(extra, tp), attn_out=std_out // tp,
-                   q_heads=qh // tp, kv_heads=kv_rank, head_dim=hd, window=layer.kv_window_tokens)
+        # the GEMM holds the rank's share of the parameters, as the cost model charges them (vLLM replicates
+        # KV heads fewer than the ranks in its QKV weights too, a few % more at TP 8 that the model leaves out);
+        # the attention kernel reads the replicated KV heads, as the cost model's KV reads do
+        out.update(attn_in=_ceil_div(std_in + extra, tp), attn_out=std_out // tp, q_heads=qh // tp,
+                   kv_heads=max(1, kvh // tp), head_dim=hd, window=layer.kv_window_tokens)
     if layer.recurrent_state_elems:
         heads = layer.state_heads
         per_head = layer.recurrent_state_elems // heads
@@ -147,9 +151,9 @@ def layer_shapes(model: ModelSpec, layer: LayerSpec, tp: int = 1) -> LayerShapes
     dense = max(0, layer.ffn_dense_params - router)
     if dense:
         out["ffn_inter"] = _ceil_div(dense // (3 * h), tp)
-    if layer.num_experts:
-        out.update(experts=layer.num_experts, top_k=layer.experts_per_token,
-                   expert_inter=_ceil_div(layer.expert_params // (3 * h), tp))
+    if layer.num_experts:  # the router's share too (vLLM keeps it whole: a GEMM of hidden x experts, small)
+        out.update(experts=layer.num_experts, router=_ceil_div(layer.num_experts, tp),
+                   top_k=layer.experts_per_token, expert_inter=_ceil_div(layer.expert_params // (3 * h), tp))
     return LayerShapes(**out)
 
 
@@ -179,7 +183,8 @@ class Point:
     def describe(self) -> str:
         if self.operator == "all_reduce":
             return f"all-reduce of {self.nbytes / 1e6:.3g} MB over {self.ranks} ranks"
-        where = f"layer {self.shapes.index} ({self.shapes.kind})"
+        where = f"layer {self.shapes.index} ({self.shapes.kind}" + \
+            (f", TP {self.shapes.tp} share)" if self.shapes.tp > 1 else ")")
         if self.phase == "prefill":
             return f"{where} {self.operator}, prefill of {self.tokens:,} tokens"
         ctx = f" over {self.context:,} tokens" if self.operator == "attention" else ""
@@ -209,13 +214,40 @@ def _grid(name: str, values: Iterable[int] | None, default: tuple[int, ...], upp
     return tuple(sorted(set(values)))
 
 
+#: Decode projections are timed at the TP and at these multiples of it (smaller shares of the same layer,
+#: where the model divides): a dense layer's memory-bound decode step reads the same weights at every
+#: batch, so only reads of other sizes tell its fixed cost from its read bandwidth (Vidur's profiles get
+#: them from other TPs too).
+DECODE_TP_SHARES = (1, 2, 4, 8)
+
+
+def _check_tp(model: ModelSpec, layers: list[LayerSpec], tp: int) -> None:
+    """Refuse a TP the cost model cannot read the rows at (a profile calibrate would refuse after)."""
+    from ..specs.cost import CostModel
+
+    cost = CostModel(fitted_defaults=False)
+    for layer in layers:
+        layer_shapes(model, layer, tp)
+        cost.operator_parts_s(model, layer, prefill_tokens=1, tp=tp)
+        cost.operator_parts_s(model, layer, context_tokens=(1,), tp=tp)
+
+
+def _takes_tp(model: ModelSpec, layers: list[LayerSpec], tp: int) -> bool:
+    try:
+        _check_tp(model, layers, tp)
+    except ConfigError:
+        return False
+    return True
+
+
 def plan_profile(model: ModelSpec, *, tp: int = 1, grid: str = "gpu", tokens: Iterable[int] | None = None,
                  batches: Iterable[int] | None = None, contexts: Iterable[int] | None = None,
                  ranks: int = 0, warmup: int | None = None, repeats: int | None = None) -> ProfilePlan:
     """The points a profile of ``model`` at ``tp`` times (:data:`GRIDS` ``grid``, or the given ``tokens``,
     ``batches`` and ``contexts``): for each of its :func:`representative_layers`, the projections and the
-    attention kernel at each prompt, the projections at each decode batch and the attention kernel at each
-    batch and context; with ``ranks`` >= 2, all-reduces of the grid's rows of the hidden width (16-bit) over 2,
+    attention kernel at each prompt, the projections at each decode batch (also at the
+    :data:`DECODE_TP_SHARES` multiples of ``tp`` the model takes) and the attention kernel at each batch
+    and context; with ``ranks`` >= 2, all-reduces of the grid's rows of the hidden width (16-bit) over 2,
     4, ... GPUs and ``ranks``."""
     from .._validate import positive_int
 
@@ -233,9 +265,12 @@ def plan_profile(model: ModelSpec, *, tp: int = 1, grid: str = "gpu", tokens: It
     model.check_context(longest, field="--tokens/--context", what="a profiled sequence")
     warmup = g["warmup"] if warmup is None else positive_int("--warmup", warmup, upper=10_000, allow_zero=True)
     repeats = g["repeats"] if repeats is None else positive_int("--repeats", repeats, upper=100_000)
+    reps = representative_layers(model)
+    _check_tp(model, reps, tp)  # the cost model must take the TP the rows are read at
+    shares = [t for t in (tp * k for k in DECODE_TP_SHARES) if t == tp or _takes_tp(model, reps, t)]
     points: list[Point] = []
     skipped: list[str] = []
-    for layer in representative_layers(model):
+    for layer in reps:
         s = layer_shapes(model, layer, tp)
         attends = s.attends and not s.window
         if s.attends and s.window:
@@ -249,6 +284,8 @@ def plan_profile(model: ModelSpec, *, tp: int = 1, grid: str = "gpu", tokens: It
             points.append(Point("projections", "decode", s, b))
             if attends:
                 points += [Point("attention", "decode", s, b, c) for c in contexts]
+        for t in shares[1:]:  # smaller shares of the layer: reads of other sizes
+            points += [Point("projections", "decode", layer_shapes(model, layer, t), b) for b in batches]
     if ranks >= 2:  # over 2, 4, ... ranks and ``ranks``: a launch's latency and each ring step's apart
         hidden_bytes = model.hidden_size * 2
         counts = sorted({r for r in (2, 4, 8, 16, 32, 64, 128, 256, 512) if r < ranks} | {ranks})

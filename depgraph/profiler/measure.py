@@ -122,7 +122,7 @@ class _Layer:
         self.w_conv = w(s.conv_channels, s.conv_kernel) if s.conv_channels else None
         self.w_gu = w(h, 2 * s.ffn_inter) if s.ffn_inter else None
         self.w_down = w(s.ffn_inter, h) if s.ffn_inter else None
-        self.w_router = w(h, s.experts) if s.experts else None
+        self.w_router = w(h, s.router) if s.experts else None
         self.w1 = w(s.experts, h, 2 * s.expert_inter) if s.experts else None
         self.w2 = w(s.experts, s.expert_inter, h) if s.experts else None
 
@@ -152,7 +152,7 @@ class _Layer:
         torch = self.torch
         s = self.s
         logits = x @ self.w_router
-        torch.topk(torch.softmax(logits.float(), dim=-1), s.top_k, dim=-1)
+        torch.topk(torch.softmax(logits.float(), dim=-1), min(s.top_k, s.router), dim=-1)
         touched, per, idx = plan
         xe = x.index_select(0, idx).view(touched, per, s.hidden)
         gu = torch.bmm(xe, self.w1[:touched])
@@ -215,10 +215,13 @@ class _Layer:
         torch, s = self.torch, self.s
         x = self.rand(n, s.hidden)
         attn_out = self.rand(n, s.attn_out) if s.attends else None
-        rope = None
+        rope = k_alone = None
+        qd, kd = s.q_heads * s.head_dim, s.kv_heads * s.head_dim
         if s.attends:
             half = s.head_dim // 2
             rope = (self.rand(n, 1, half), self.rand(n, 1, half))
+            if qd + kd > s.attn_in:  # replicated KV heads past the rank's share of the QKV GEMM
+                k_alone = self.rand(n, s.kv_heads, s.head_dim)
         rec = None
         if s.recurrent:
             if phase == "decode":
@@ -240,9 +243,8 @@ class _Layer:
             mixed = None
             if s.attends:
                 qkv = h @ self.w_qkv
-                qd, kd = s.q_heads * s.head_dim, s.kv_heads * s.head_dim
                 q = qkv[:, :qd].view(n, s.q_heads, s.head_dim)
-                k = qkv[:, qd:qd + kd].view(n, s.kv_heads, s.head_dim)
+                k = qkv[:, qd:qd + kd].view(n, s.kv_heads, s.head_dim) if k_alone is None else k_alone
                 self.rotary(q, k, *rope)
                 mixed = attn_out @ self.w_o
             if s.recurrent:
@@ -392,7 +394,7 @@ def run_plan(plan: ProfilePlan, *, device: str = "cuda", seed: int = 0,
     with torch.inference_mode():
         for i, p in enumerate(ops, 1):
             s = p.shapes
-            layer = layers.get(s.index)
+            layer = layers.get((s.index, s.tp))
             if layer is None:
                 layers.clear()  # one layer's weights at a time
                 if device != "cpu":
@@ -402,7 +404,7 @@ def run_plan(plan: ProfilePlan, *, device: str = "cuda", seed: int = 0,
                     raise OSError(f"depgraph profile: layer {s.index}'s weights ({s.weight_bytes() / 1e9:.1f} GB "
                                   f"at --tp {plan.tp}) do not fit in {device}'s free memory "
                                   f"({free / 1e9:.1f} GB); a larger --tp shards them")
-                layer = layers[s.index] = _Layer(torch, s, device, gen)
+                layer = layers[(s.index, s.tp)] = _Layer(torch, s, device, gen)
             free = _free_bytes(torch, device)
             if free is not None and _point_bytes(p) > MEMORY_SHARE * free:
                 skipped.append(f"{p.describe()}: needs about {_point_bytes(p) / 1e9:.1f} GB, "
@@ -425,7 +427,7 @@ def run_plan(plan: ProfilePlan, *, device: str = "cuda", seed: int = 0,
                 continue
             del fn
             median = _quantile(times, 0.5)
-            rows.append(dict(operator=p.operator, phase=p.phase, layer=s.index, layer_kind=s.kind, tp=plan.tp,
+            rows.append(dict(operator=p.operator, phase=p.phase, layer=s.index, layer_kind=s.kind, tp=s.tp,
                              tokens=p.tokens, context_tokens=p.context if p.phase == "decode" else 0, bytes=0,
                              ranks=0, median_s=median, p10_s=_quantile(times, 0.1), p90_s=_quantile(times, 0.9),
                              repeats=len(times)))

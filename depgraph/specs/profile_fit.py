@@ -398,6 +398,65 @@ def _robust_fit(a: np.ndarray, measured: np.ndarray, lower: np.ndarray, weight: 
     return x
 
 
+#: Singular values below this share of the largest make a fit's columns dependent (:func:`identifiable`).
+RANK_TOLERANCE = 1e-6
+
+
+def identifiable(a: np.ndarray, measured: np.ndarray) -> np.ndarray:
+    """Which unknowns of ``a x ~ measured`` the rows pin: a column is pinned when leaving it out lowers the
+    rank of the rows (each scaled by its measured time, each column to unit length). A column of zeros is
+    not; two columns the rows keep proportional (a dense layer's memory-bound decode rows: its fixed cost
+    and its weight reads, the same at every batch) are neither."""
+    s = a / measured[:, None]
+    norms = np.linalg.norm(s, axis=0)
+    out = np.zeros(a.shape[1], dtype=bool)
+    live = np.flatnonzero(norms > 0)
+    if not len(live):
+        return out
+
+    def rank(cols) -> int:
+        if not len(cols):
+            return 0
+        sv = np.linalg.svd(s[:, cols] / norms[cols], compute_uv=False)
+        return int((sv > RANK_TOLERANCE * sv[0]).sum()) if len(sv) and sv[0] > 0 else 0
+
+    whole = rank(live)
+    for j in live:
+        out[j] = rank([c for c in live if c != j]) < whole
+    return out
+
+
+def _fit_pinned(a: np.ndarray, measured: np.ndarray, lower: np.ndarray, weight: np.ndarray,
+                kept: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_robust_fit` of the columns the rows pin (:func:`identifiable`), the others held at ``kept``
+    (their contribution taken from the measured times): ``(x, pinned)``."""
+    pinned = identifiable(a, measured)
+    if pinned.all():
+        return _robust_fit(a, measured, lower, weight), pinned
+    x = kept.astype(float).copy()
+    if pinned.any():
+        held = a[:, ~pinned] @ kept[~pinned]
+        rest = measured - held
+        ok = rest > 0  # rows the held terms alone already exceed say nothing about the others
+        # |(a x + held) / measured - 1| = rest / measured x |a x / rest - 1|: a fit to ``rest``, reweighted
+        x[pinned] = _robust_fit(a[ok][:, pinned] * (measured[ok] / rest[ok])[:, None], measured[ok],
+                                lower[pinned], weight[ok] * rest[ok] / measured[ok]) if ok.any() else lower[pinned]
+    return x, pinned
+
+
+def _in_force(gpu: GPU) -> dict[str, float]:
+    """The fitted fields' values a cost model on ``gpu`` runs with by default (its shipped fit, else the
+    plain constants): what a term the rows cannot pin is kept at."""
+    from .cost import CostModel
+
+    c = CostModel(gpu=gpu)
+    return {"mfu": c.prefill_mfu, "hbm_efficiency": c.decode_hbm_efficiency, "decode_layer_overhead_s": c.layer_overhead_s,
+            "prefill_layer_overhead_s": c.prefill_overhead_s, "attention_mfu": c.attention_efficiency,
+            "kv_hbm_efficiency": c.kv_efficiency, "attention_floor_s": c.attention_fixed_s,
+            "collective_latency_s": c.allreduce_latency_s, "collective_hop_latency_s": c.allreduce_hop_latency_s,
+            "collective_efficiency": c.allreduce_efficiency}
+
+
 def fit_profiles(rows: pd.DataFrame, gpu: GPU | str, *, features: dict[str, np.ndarray] | None = None) -> dict[str, float]:
     """The fitted fields the rows can identify, fitting them best (the sum of absolute relative errors,
     each regime weighted alike, efficiencies at most 1, fixed costs at least 0):
@@ -407,13 +466,17 @@ def fit_profiles(rows: pd.DataFrame, gpu: GPU | str, *, features: dict[str, np.n
       says: the fit alternates a solve with that assignment until it holds);
     - from the ``attention-*`` rows: ``attention_mfu``, ``kv_hbm_efficiency`` and ``attention_floor_s``.
 
-    ``features``: the rows' :func:`_features`, where the caller has them already (a bootstrap's resample).
+    A field the rows do not pin (:func:`identifiable`: no row depends on it, or its column is
+    proportional to another's) is not returned, and the others are fitted with it held at the value in
+    force on ``gpu``. ``features``: the rows' :func:`_features`, where the caller has them already (a
+    bootstrap's resample).
     """
     gpu = load_gpu(gpu)
     out: dict[str, float] = {}
     f = (_features(rows, gpu) if features is None else features) if len(rows) else {}
     m = rows["measured_s"].to_numpy(dtype=float) if len(rows) else np.zeros(0)
     regime = rows["regime"].to_numpy() if len(rows) else np.zeros(0, dtype=object)
+    base = _in_force(gpu)
 
     def weights(*names: str) -> tuple[np.ndarray, np.ndarray]:
         pick = np.isin(regime, names)
@@ -428,6 +491,8 @@ def fit_profiles(rows: pd.DataFrame, gpu: GPU | str, *, features: dict[str, np.n
     if pick.any():
         pre = regime == "prefill"
         memory_bound = np.ones(len(rows), dtype=bool)
+        kept = np.array([base["decode_layer_overhead_s"], 1 / base["mfu"], 1 / base["hbm_efficiency"],
+                         base["prefill_layer_overhead_s"]])
         for _ in range(50):  # unknowns: [decode overhead_s, 1/mfu, 1/hbm, prefill overhead_s]
             a = np.zeros((len(rows), 4))
             a[~pre, 0] = 1.0
@@ -436,25 +501,27 @@ def fit_profiles(rows: pd.DataFrame, gpu: GPU | str, *, features: dict[str, np.n
             dec = regime == "decode"
             a[dec & memory_bound, 2] = f["weights"][dec & memory_bound]
             a[dec & ~memory_bound, 1] = f["gemm"][dec & ~memory_bound]
-            x = _robust_fit(a[pick], m[pick], np.array([0.0, 1.0, 1.0, 0.0]), w[pick])
+            x, pinned = _fit_pinned(a[pick], m[pick], np.array([0.0, 1.0, 1.0, 0.0]), w[pick], kept)
             now = f["weights"] * x[2] >= f["gemm"] * x[1]
             if np.array_equal(now[dec], memory_bound[dec]):
                 break
             memory_bound = now
-        out.update(mfu=1 / x[1], hbm_efficiency=1 / x[2], decode_layer_overhead_s=float(x[0]),
-                   prefill_layer_overhead_s=float(x[3]))
+        for k, (name, value) in enumerate((("decode_layer_overhead_s", float(x[0])), ("mfu", 1 / x[1]),
+                                           ("hbm_efficiency", 1 / x[2]), ("prefill_layer_overhead_s", float(x[3])))):
+            if pinned[k]:
+                out[name] = value
     pick, w = weights("attention-prefill", "attention-decode")
     if pick.any():  # unknowns: [floor_s, 1/attention, 1/kv]
         a = np.column_stack([np.ones(len(rows)), f["attn"], f["kv"]])
-        x = _robust_fit(a[pick], m[pick], np.array([0.0, 1.0, 1.0]), w[pick])
-        has = [(regime == "attention-prefill").any(), (regime == "attention-decode").any()]
-        out["attention_floor_s"] = float(x[0])
-        if has[0]:
-            out["attention_mfu"] = 1 / x[1]
-        if has[1]:
-            out["kv_hbm_efficiency"] = 1 / x[2]
+        kept = np.array([base["attention_floor_s"], 1 / base["attention_mfu"], 1 / base["kv_hbm_efficiency"]])
+        x, pinned = _fit_pinned(a[pick], m[pick], np.array([0.0, 1.0, 1.0]), w[pick], kept)
+        for k, (name, value) in enumerate((("attention_floor_s", float(x[0])), ("attention_mfu", 1 / x[1]),
+                                           ("kv_hbm_efficiency", 1 / x[2]))):
+            if pinned[k]:
+                out[name] = value
     if not out:
-        raise ConfigError("profile: no operator times to fit (mlp.csv or attention.csv rows on the grid)")
+        raise ConfigError("profile: the rows pin no fitted term (prefill prompts of two lengths or more, decode "
+                          "batches whose reads differ, attention kernels)")
     return out
 
 
@@ -494,12 +561,21 @@ def fit_allreduce(rows: pd.DataFrame, gpu: GPU | str) -> dict[str, float]:
     m = rows["t"].to_numpy(dtype=float)
     a = np.column_stack([np.ones_like(n), 2 * (n - 1), 2 * (n - 1) / n * rows["bytes"].to_numpy(dtype=float) / bw])
     # the efficiency may pass 1: NCCL's NVLink SHARP (NVLS) reduces in the switch and moves less than a ring
-    if len(np.unique(n)) < 2:  # one rank count: a launch and the ring's steps cannot be told apart; the launch
-        x = _robust_fit(a[:, [0, 2]], m, np.array([0.0, 1.0 / MAX_COLLECTIVE_EFFICIENCY]))  # holds both
-        return {"collective_latency_s": float(x[0]), "collective_hop_latency_s": 0.0, "collective_efficiency": 1 / x[1]}
-    x = _robust_fit(a, m, np.array([0.0, 0.0, 1.0 / MAX_COLLECTIVE_EFFICIENCY]))
-    return {"collective_latency_s": float(x[0]), "collective_hop_latency_s": float(x[1]),
-            "collective_efficiency": 1 / x[2]}
+    names = ("collective_latency_s", "collective_hop_latency_s", "collective_efficiency")
+    base = _in_force(gpu)
+    kept = np.array([base[names[0]], base[names[1]], 1 / base[names[2]]])
+    lower = np.array([0.0, 0.0, 1.0 / MAX_COLLECTIVE_EFFICIENCY])
+    one_count = len(np.unique(n)) < 2
+    if one_count:  # a launch and the ring's steps cannot be told apart: no hop latency, the launch holds both
+        a[:, 1] = 0.0
+        kept[1] = 0.0
+    x, pinned = _fit_pinned(a, m, lower, np.ones(len(m)), kept)
+    out = {names[k]: (1 / x[k] if k == 2 else float(x[k])) for k in range(3) if pinned[k]}
+    if one_count and pinned[0]:
+        out[names[1]] = 0.0
+    if not out:
+        raise ConfigError("profile: the all-reduce rows pin no term (sizes of two or more, or rank counts)")
+    return out
 
 
 def error_stats(predicted: np.ndarray, measured: np.ndarray) -> dict[str, float]:
@@ -759,13 +835,24 @@ class ProfileFit:
 
 def _fit_all(rows: pd.DataFrame, features: dict[str, np.ndarray] | None, ar: pd.DataFrame,
              gpu: GPU) -> dict[str, float]:
+    """What the operator rows and the all-reduce rows each pin (a part that pins nothing adds nothing;
+    :class:`ConfigError` where neither pins a term)."""
     values: dict[str, float] = {}
     fit_rows = ~rows["regime"].isin(REPORTED_ONLY).to_numpy() if len(rows) else np.zeros(0, dtype=bool)
+    reasons = []
     if fit_rows.any():
         sub = {k: v[fit_rows] for k, v in features.items()} if features is not None else None
-        values.update(fit_profiles(rows[fit_rows].reset_index(drop=True), gpu, features=sub))
+        try:
+            values.update(fit_profiles(rows[fit_rows].reset_index(drop=True), gpu, features=sub))
+        except ConfigError as exc:
+            reasons.append(str(exc))
     if len(ar):
-        values.update(fit_allreduce(ar, gpu))
+        try:
+            values.update(fit_allreduce(ar, gpu))
+        except ConfigError as exc:
+            reasons.append(str(exc))
+    if not values:
+        raise ConfigError("; ".join(reasons) or "profile: no rows to fit")
     return values
 
 
@@ -790,9 +877,12 @@ def fit_profile(path: str | os.PathLike, gpu: GPU | str, *, bootstrap: int = 200
     gpu = load_gpu(gpu)
     rows, ar, meta = read_profile(path)
     features = _features(rows, gpu) if len(rows) else None
-    fitted = _fit_all(rows, features, ar, gpu)
+    try:
+        fitted = _fit_all(rows, features, ar, gpu)
+    except ConfigError:
+        fitted = {}
     if not fitted:
-        raise ConfigError(f"--profile: {shown_path(path)}: no rows to fit (prefill or decode projections, "
+        raise ConfigError(f"--profile: {shown_path(path)}: no rows that pin a term (prefill or decode projections, "
                           f"attention kernels, all-reduces within a server; Vidur's on the grid of prompts of "
                           f"{PREFILL_TOKENS[0]:,} to {PREFILL_TOKENS[1]:,} tokens and decode batches of "
                           f"{DECODE_BATCHES[0]} to {DECODE_BATCHES[1]})")
@@ -803,8 +893,12 @@ def fit_profile(path: str | os.PathLike, gpu: GPU | str, *, bootstrap: int = 200
         j = _resample(ar, "ranks", rng)
         sub = rows.iloc[i].reset_index(drop=True) if len(rows) else rows
         feats = {k: v[i] for k, v in features.items()} if features is not None else None
-        for k, v in _fit_all(sub, feats, ar.iloc[j].reset_index(drop=True) if len(ar) else ar, gpu).items():
-            if k in draws:
+        try:
+            refit = _fit_all(sub, feats, ar.iloc[j].reset_index(drop=True) if len(ar) else ar, gpu)
+        except ConfigError:  # a resample of repeated rows that pins nothing: no draw
+            continue
+        for k, v in refit.items():
+            if k in draws:  # a term a resample cannot pin gives no draw (its interval from the others)
                 draws[k].append(v)
     intervals = {k: (float(f"{np.quantile(v, INTERVAL[0]):.6g}"), float(f"{np.quantile(v, INTERVAL[1]):.6g}"))
                  for k, v in draws.items() if v}
