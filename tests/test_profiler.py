@@ -91,14 +91,19 @@ def test_a_rank_holds_its_share_and_replicates_too_few_kv_heads():
 
 
 def test_the_plan_covers_each_kind_of_layer_and_says_what_it_skips():
-    m = dg.load_model("gpt-oss-20b")  # alternate sliding-window and full-attention layers
+    m = dg.load_model("gpt-oss-20b")  # alternate sliding-window (128 tokens) and full-attention layers
     plan = plan_profile(m, grid="quick", ranks=2)
     kinds = {(p.shapes.index, bool(p.shapes.window)) for p in plan.points if p.shapes is not None}
     assert kinds == {(0, True), (1, False)}
     g = GRIDS["quick"]
     attn = [p for p in plan.points if p.operator == "attention"]
     assert len(attn) == len(g["tokens"]) + len(g["batches"]) * len(g["contexts"])  # the full layer's only
-    assert {p.shapes.index for p in attn} == {1} and "sliding-window" in plan.skipped[0]
+    assert {p.shapes.index for p in attn} == {1} and "past its window of 128 tokens" in plan.skipped[0]
+    windowed = plan_profile(m, tokens=[64, 512], contexts=[100, 1000], batches=[1])
+    assert {(p.phase, p.tokens, p.context) for p in windowed.points
+            if p.operator == "attention" and p.shapes.index == 0} == {("prefill", 64, 0), ("decode", 1, 100)}
+    mistral = plan_profile(dg.load_model("mistral-7b-v0.1"))  # every layer windowed (4,096): timed within it
+    assert len([p for p in mistral.points if p.operator == "attention"]) == 4 + 5 * 2
     assert [p.nbytes for p in plan.points if p.operator == "all_reduce"] == \
         [n * m.hidden_size * 2 for n in g["allreduce_tokens"]]
     hybrid = plan_profile(dg.load_model("qwen3.6-35b-a3b"))
@@ -226,11 +231,21 @@ GOOD = "projections,prefill,0,attention,1,512,0,0,0,1e-3,1e-3,1e-3,5\n"
     ("projections,prefill,0,attention,1,512,0,0,0,1e-3,1e-3,1e-3\n", None, "line 5: expected 13 fields"),
     ("softmax,prefill,0,attention,1,512,0,0,0,1e-3,1e-3,1e-3,5\n", None, "line 5: operator"),
     ("projections,later,0,attention,1,512,0,0,0,1e-3,1e-3,1e-3,5\n", None, "phase"),
-    ("projections,prefill,64,attention,1,512,0,0,0,1e-3,1e-3,1e-3,5\n", None, "layer: expected 0 to 63"),
-    ("projections,prefill,0,attention,1,512,0,0,0,nan,1e-3,1e-3,5\n", None, "median_s: expected a finite"),
-    ("projections,prefill,0,attention,1,512,0,0,0,0,0,0,5\n", None, "median_s: expected a time > 0"),
+    ("projections,prefill,64,attention,1,512,0,0,0,1e-3,1e-3,1e-3,5\n", None, "layer: expected a whole number from 0 to 63"),
+    ("projections,prefill,0,attention,1,512,0,0,0,nan,1e-3,1e-3,5\n", None, "median_s: expected a number from 1e-09"),
+    ("projections,prefill,0,attention,1,512,0,0,0,0,0,0,5\n", None, "median_s: expected a number from 1e-09"),
+    ("projections,prefill,0,attention,1,512,0,0,0,1e-320,0,0,5\n", None, "median_s: expected a number from 1e-09"),
+    ("projections,prefill,0,attention,1,512,0,0,0,1e9,0,0,5\n", None, "median_s: expected a number from 1e-09 to 3600"),
     ("projections,prefill,0,attention,1,1.5,0,0,0,1e-3,1e-3,1e-3,5\n", None, "tokens: expected a whole"),
-    ("all_reduce,,0,,1,1,0,128,1,1e-5,1e-5,1e-5,5\n", None, "ranks: expected a whole number >= 2"),
+    ("projections,prefill,0,attention,1,5_12,0,0,0,1e-3,1e-3,1e-3,5\n", None, "tokens: expected a whole"),
+    ("projections,decode,0,attention,1,100000,0,0,0,1e-3,1e-3,1e-3,5\n", None, "tokens: expected a whole number from 1 to 65536"),
+    ("projections,prefill,0,attention,99999,512,0,0,0,1e-3,1e-3,1e-3,5\n", None, "tp: expected a whole number from 1 to 1024"),
+    ("projections,prefill,0,attention,1,512,0,0,0,1e-3,abc,1e-3,5\n", None, "p10_s"),
+    ("projections,prefill,0,attention,1,512,0,0,0,1e-3,1e-3,1e-3,five\n", None, "repeats"),
+    ("projections,prefill,0,gdn,1,512,0,0,0,1e-3,1e-3,1e-3,5\n", None, "layer_kind: qwen3-32b's layer 0 is 'attention'"),
+    ("all_reduce,,0,,1,1,0,128,1,1e-5,1e-5,1e-5,5\n", None, "ranks: expected a whole number from 2 to 1024"),
+    ("all_reduce,,0,,1,1,0,1e300,2,1e-5,1e-5,1e-5,5\n", None, "bytes: expected a number from 1 to 1e\\+12"),
+    (GOOD, PROFILE_FORMAT + "\n# model = /no/such/config.json\n# device = cuda:0\n", "p.csv: model: .*must exist"),
     ("", None, "no rows"),
 ])
 def test_a_bad_profile_is_refused_by_line_and_field(tmp_path, body, head, match):
@@ -427,3 +442,26 @@ def test_terms_the_rows_cannot_pin_are_kept_not_fitted(tmp_path):
     for name in ("mfu", "hbm_efficiency", "decode_layer_overhead_s", "prefill_layer_overhead_s"):
         assert fit.values[name] == shipped[name] and name not in fit.intervals
     assert fit.values["attention_mfu"] == pytest.approx(0.3, rel=5e-3)
+
+
+@needs_torch
+def test_a_failing_all_reduce_is_one_line_exit_1_and_writes_nothing(tmp_path, capsys, monkeypatch):
+    """A rank that cannot start (gloo given no network interface) ends the command in one line, at once
+    (the all-reduces run first), with no traceback and no file."""
+    monkeypatch.setenv("GLOO_SOCKET_IFNAME", "no-such-interface")
+    out = tmp_path / "p.csv"
+    assert main(["profile", str(tiny_hybrid(tmp_path)), "--device", "cpu", "--ranks", "2", "-o", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.splitlines()[-1].startswith(
+        "depgraph: error: depgraph profile: the all-reduce over 2 ranks failed (rank ")
+    assert not out.exists()
+
+
+def test_profile_refuses_what_it_can_before_timing(tmp_path, capsys):
+    (tmp_path / "d.csv").mkdir()
+    assert main(["profile", "qwen3-32b", "-o", str(tmp_path / "d.csv")]) == 2
+    assert main(["profile", "qwen3-32b", "-o", str(tmp_path / "no" / "p.csv")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    # a TP the cost model refuses, said before PyTorch is looked for
+    assert main(["profile", "falcon-h1-7b-instruct", "--device", "cpu", "--tp", "3", "-o", str(tmp_path / "p.csv")]) == 2
+    assert "num_key_value_heads" in capsys.readouterr().err

@@ -11,6 +11,9 @@ from pathlib import Path
 from ..errors import DepgraphError
 from .args import _number
 
+#: The most gloo processes a CPU smoke test's all-reduce starts.
+MAX_CPU_RANKS = 8
+
 
 def _ints(flag: str):
     def parse(text: str) -> list[int]:
@@ -63,19 +66,31 @@ def run_profile_command(args) -> int:
     out = Path(args.output)
     if out.suffix.lower() != ".csv":
         raise DepgraphError(f"-o: expected a file ending in .csv; got {args.output!r}")
+    if out.is_dir() or not out.parent.is_dir():  # said now, not after minutes of timing
+        raise DepgraphError(f"-o: {args.output!r} is a folder" if out.is_dir() else
+                            f"-o: {args.output!r}: its folder {str(out.parent)!r} does not exist")
     model = load_model(args.model)
     ref = str(Path(args.model).resolve()) if config_path(args.model) is not None and \
         Path(args.model).exists() else args.model
     cpu = args.device == "cpu"
     grid = "cpu" if cpu else "quick" if args.quick else "gpu"
-    torch = import_torch()  # before the plan: without PyTorch (or a GPU) nothing else is worth saying
+    def plan_at(ranks: int):
+        return plan_profile(model, tp=args.tp, grid=grid, tokens=args.tokens, batches=args.batch,
+                            contexts=args.context, ranks=ranks, warmup=args.warmup, repeats=args.repeats)
+
+    plan_at(args.ranks or 0)  # bad input said first, whether PyTorch is here or not
+    torch = import_torch()
     device = pick_device(torch, args.device)
     ranks = args.ranks
+    visible = 0 if cpu else torch.cuda.device_count()
     if ranks is None:
-        ranks = 0 if cpu or not torch.cuda.is_available() else min(8, torch.cuda.device_count())
-        ranks = ranks if ranks >= 2 else 0
-    plan = plan_profile(model, tp=args.tp, grid=grid, tokens=args.tokens, batches=args.batch,
-                        contexts=args.context, ranks=ranks, warmup=args.warmup, repeats=args.repeats)
+        ranks = min(8, visible) if visible >= 2 else 0
+    elif not cpu and ranks > visible:
+        raise OSError(f"depgraph profile: --ranks {ranks}: an all-reduce over {ranks} GPUs needs {ranks} visible; "
+                      f"{visible} are")
+    elif cpu and ranks > MAX_CPU_RANKS:
+        raise DepgraphError(f"--ranks: expected at most {MAX_CPU_RANKS} processes on the CPU, got {ranks}")
+    plan = plan_at(ranks)
     print(f"profile: {model.name} at TP {args.tp} on {device}: {len(plan.points)} timings of "
           f"{plan.repeats} calls each after {plan.warmup} warm-ups", file=sys.stderr, flush=True)
     for line in plan.skipped:

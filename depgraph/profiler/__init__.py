@@ -272,18 +272,19 @@ def plan_profile(model: ModelSpec, *, tp: int = 1, grid: str = "gpu", tokens: It
     skipped: list[str] = []
     for layer in reps:
         s = layer_shapes(model, layer, tp)
-        attends = s.attends and not s.window
-        if s.attends and s.window:
-            skipped.append(f"layer {s.index} ({s.kind}): its sliding-window attention kernel (only its "
-                           "projections are timed; the full-attention layers' kernel is)")
+        # a sliding window's kernel where the window does not bind: the same as a full one's (PyTorch's SDPA
+        # has no sliding-window kernel); where it binds, not timed, and said so
+        fits = (lambda keys: s.attends and (not s.window or keys <= s.window))
+        if s.attends and s.window and (max(tokens) > s.window or max(contexts) + 1 > s.window):
+            skipped.append(f"layer {s.index} ({s.kind}): its sliding-window attention kernel past its window of "
+                           f"{s.window:,} tokens (SDPA has no sliding-window kernel; only points within it are timed)")
         for n in tokens:
             points.append(Point("projections", "prefill", s, n))
-            if attends:
+            if fits(n):
                 points.append(Point("attention", "prefill", s, n))
         for b in batches:
             points.append(Point("projections", "decode", s, b))
-            if attends:
-                points += [Point("attention", "decode", s, b, c) for c in contexts]
+            points += [Point("attention", "decode", s, b, c) for c in contexts if fits(c + 1)]
         for t in shares[1:]:  # smaller shares of the layer: reads of other sizes
             points += [Point("projections", "decode", layer_shapes(model, layer, t), b) for b in batches]
     if ranks >= 2:  # over 2, 4, ... ranks and ``ranks``: a launch's latency and each ring step's apart

@@ -21,7 +21,7 @@ import socket
 import subprocess
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any, Callable
 
 from .._version import __version__
@@ -33,6 +33,8 @@ __all__ = ["import_torch", "pick_device", "machine_meta", "run_plan", "profile_t
 #: The share of the device's free memory one point's tensors may take; a point needing more is skipped
 #: (and said so).
 MEMORY_SHARE = 0.8
+#: The longest the all-reduce processes may take to start and time every size, in seconds.
+ALLREDUCE_TIMEOUT_S = 600
 
 
 def import_torch():
@@ -60,8 +62,9 @@ def pick_device(torch, device: str) -> str:
     return f"cuda:{index}"
 
 
-def _nvidia_smi(index: int) -> dict[str, str]:
-    """The driver and clocks nvidia-smi reports for GPU ``index`` (nothing where it is absent)."""
+def _nvidia_smi(index: int | str) -> dict[str, str]:
+    """The driver and clocks nvidia-smi reports for GPU ``index`` (its UUID where torch gives it: an index
+    is torch's, which ``CUDA_VISIBLE_DEVICES`` may renumber; nothing where nvidia-smi is absent)."""
     exe = shutil.which("nvidia-smi")
     if exe is None:
         return {}
@@ -96,7 +99,11 @@ def machine_meta(torch, device: str) -> dict[str, str]:
         meta["cudnn"] = str(torch.backends.cudnn.version())
     except Exception:  # noqa: BLE001 - a torch built without cuDNN
         pass
-    meta.update(_nvidia_smi(index))
+    uuid = getattr(props, "uuid", None)
+    ident = str(uuid) if uuid is not None else None
+    if ident:
+        meta["gpu_uuid"] = ident if ident.startswith("GPU-") else f"GPU-{ident}"
+    meta.update(_nvidia_smi(meta.get("gpu_uuid", index)))
     return meta
 
 
@@ -275,18 +282,20 @@ class _Layer:
             k, v = self.rand(1, s.kv_heads, n, s.head_dim), self.rand(1, s.kv_heads, n, s.head_dim)
             k_cache, v_cache = self.rand(n, s.kv_heads, s.head_dim), self.rand(n, s.kv_heads, s.head_dim)
             gqa = s.q_heads != s.kv_heads
-            try:
-                sdpa(q[..., :1, :], k[..., :1, :], v[..., :1, :], is_causal=True, enable_gqa=gqa)
-                kw = {"enable_gqa": gqa} if gqa else {}
-            except TypeError:  # a torch before 2.5: the KV heads repeated
-                kw = None
+            native = True
+            if gqa:
+                try:
+                    sdpa(q[..., :1, :], k[..., :1, :], v[..., :1, :], is_causal=True, enable_gqa=True)
+                except TypeError:  # a torch before 2.5: the KV heads repeated
+                    native = False
+            kw = {"enable_gqa": True} if gqa and native else {}
+            repeat = s.q_heads // s.kv_heads
 
             def run():
                 k_cache.copy_(k[0].transpose(0, 1))
                 v_cache.copy_(v[0].transpose(0, 1))
-                if kw is None and gqa:
-                    r = s.q_heads // s.kv_heads
-                    return sdpa(q, k.repeat_interleave(r, 1), v.repeat_interleave(r, 1), is_causal=True)
+                if not native:
+                    return sdpa(q, k.repeat_interleave(repeat, 1), v.repeat_interleave(repeat, 1), is_causal=True)
                 return sdpa(q, k, v, is_causal=True, **kw)
             return run
         if not group:
@@ -309,7 +318,7 @@ def _expert_plan(torch, s: LayerShapes, n: int, touched: float, device: str):
     if not s.experts:
         return None
     e = max(1, min(s.experts, round(touched)))
-    per = max(1, math.ceil(n * s.top_k / e))
+    per = max(1, round(n * s.top_k / e))  # the token-expert pairs n x top_k, to within half an expert's share
     idx = (torch.arange(e * per, device=device) % n).to(torch.long)
     return e, per, idx
 
@@ -364,8 +373,12 @@ def _quantile(xs: list[float], q: float) -> float:
 
 
 def _free_bytes(torch, device: str) -> int | None:
+    """The device's free memory: the GPU's (``mem_get_info``), or the machine's available memory."""
     if device == "cpu":
-        return None
+        try:
+            return int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+        except (ValueError, OSError, AttributeError):  # not on this system: no check
+            return None
     return int(torch.cuda.mem_get_info(int(device.split(":")[1]))[0])
 
 
@@ -391,8 +404,20 @@ def run_plan(plan: ProfilePlan, *, device: str = "cuda", seed: int = 0,
     reduces = [p for p in plan.points if p.operator == "all_reduce"]
     total = len(plan.points)
     start = time.perf_counter()
+    # the all-reduces first: a failing NCCL set-up is said at once, not after the operators' minutes
+    groups: dict[int, list[Point]] = {}
+    for p in reduces:
+        groups.setdefault(p.ranks, []).append(p)
+    timed = [(p, t) for group in groups.values() for p, t in zip(group, _allreduce_times(torch, group, device, plan))]
+    for j, (p, times) in enumerate(timed, 1):
+        median = _quantile(times, 0.5)
+        rows.append(dict(operator="all_reduce", phase="", layer=0, layer_kind="", tp=plan.tp, tokens=p.tokens,
+                         context_tokens=0, bytes=p.nbytes, ranks=p.ranks, median_s=median,
+                         p10_s=_quantile(times, 0.1), p90_s=_quantile(times, 0.9), repeats=len(times)))
+        say(f"profile: [{j}/{total}] {p.describe()}: {median * 1e3:.3f} ms")
+    scale = 4 // 2 if device == "cpu" else 1  # the CPU runs float32: twice a 16-bit model's bytes
     with torch.inference_mode():
-        for i, p in enumerate(ops, 1):
+        for i, p in enumerate(ops, len(timed) + 1):
             s = p.shapes
             layer = layers.get((s.index, s.tp))
             if layer is None:
@@ -400,14 +425,14 @@ def run_plan(plan: ProfilePlan, *, device: str = "cuda", seed: int = 0,
                 if device != "cpu":
                     torch.cuda.empty_cache()
                 free = _free_bytes(torch, device)
-                if free is not None and s.weight_bytes() > MEMORY_SHARE * free:
-                    raise OSError(f"depgraph profile: layer {s.index}'s weights ({s.weight_bytes() / 1e9:.1f} GB "
+                if free is not None and scale * s.weight_bytes() > MEMORY_SHARE * free:
+                    raise OSError(f"depgraph profile: layer {s.index}'s weights ({scale * s.weight_bytes() / 1e9:.1f} GB "
                                   f"at --tp {plan.tp}) do not fit in {device}'s free memory "
                                   f"({free / 1e9:.1f} GB); a larger --tp shards them")
                 layer = layers[(s.index, s.tp)] = _Layer(torch, s, device, gen)
             free = _free_bytes(torch, device)
-            if free is not None and _point_bytes(p) > MEMORY_SHARE * free:
-                skipped.append(f"{p.describe()}: needs about {_point_bytes(p) / 1e9:.1f} GB, "
+            if free is not None and scale * _point_bytes(p) > MEMORY_SHARE * free:
+                skipped.append(f"{p.describe()}: needs about {scale * _point_bytes(p) / 1e9:.1f} GB, "
                                f"{free / 1e9:.1f} GB free")
                 say(f"profile: [{i}/{total}] {p.describe()}: skipped (memory)")
                 continue
@@ -434,17 +459,6 @@ def run_plan(plan: ProfilePlan, *, device: str = "cuda", seed: int = 0,
             say(f"profile: [{i}/{total}] {p.describe()}: {median * 1e3:.3f} ms "
                 f"({time.perf_counter() - start:.0f} s so far)")
     layers.clear()
-    groups: dict[int, list[Point]] = {}
-    for p in reduces:
-        groups.setdefault(p.ranks, []).append(p)
-    timed = [(p, t) for group in groups.values() for p, t in zip(group, _allreduce_times(torch, group, device, plan))]
-    if timed:
-        for j, (p, times) in enumerate(timed, len(ops) + 1):
-            median = _quantile(times, 0.5)
-            rows.append(dict(operator="all_reduce", phase="", layer=0, layer_kind="", tp=plan.tp, tokens=p.tokens,
-                             context_tokens=0, bytes=p.nbytes, ranks=p.ranks, median_s=median,
-                             p10_s=_quantile(times, 0.1), p90_s=_quantile(times, 0.9), repeats=len(times)))
-            say(f"profile: [{j}/{total}] {p.describe()}: {median * 1e3:.3f} ms")
     return rows, meta, skipped
 
 
@@ -459,27 +473,32 @@ def _free_port() -> int:
 
 def _allreduce_worker(rank: int, world: int, port: int, device: str, sizes: list[int], warmup: int, repeats: int,
                       queue) -> None:
-    """One rank of the all-reduce timing (NCCL on GPUs, gloo on the CPU); rank 0 puts the times."""
-    import torch
-    import torch.distributed as dist
-
-    cuda = device != "cpu"
-    if cuda:
-        torch.cuda.set_device(rank)
-    dist.init_process_group("nccl" if cuda else "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
-                            world_size=world)
+    """One rank of the all-reduce timing (NCCL on GPUs, gloo on the CPU): rank 0 puts ``("ok", times)``;
+    a rank that fails puts ``("error", one line)`` and exits 1, no traceback."""
     try:
-        out = []
-        dev = f"cuda:{rank}" if cuda else "cpu"
-        for nbytes in sizes:
-            dtype = torch.bfloat16 if cuda else torch.float32  # gloo reduces no bfloat16 on every build
-            x = torch.ones(max(1, nbytes // dtype.itemsize), dtype=dtype, device=dev)
-            dist.barrier()
-            out.append(_time(torch, lambda: dist.all_reduce(x), dev, warmup, repeats))
-        if rank == 0:
-            queue.put(out)
-    finally:
-        dist.destroy_process_group()
+        import torch
+        import torch.distributed as dist
+
+        cuda = device != "cpu"
+        if cuda:
+            torch.cuda.set_device(rank)
+        dist.init_process_group("nccl" if cuda else "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                                world_size=world, timeout=timedelta(seconds=ALLREDUCE_TIMEOUT_S))
+        try:
+            out = []
+            dev = f"cuda:{rank}" if cuda else "cpu"
+            for nbytes in sizes:
+                dtype = torch.bfloat16 if cuda else torch.float32  # gloo reduces no bfloat16 on every build
+                x = torch.ones(max(1, nbytes // dtype.itemsize), dtype=dtype, device=dev)
+                dist.barrier()
+                out.append(_time(torch, lambda: dist.all_reduce(x), dev, warmup, repeats))
+            if rank == 0:
+                queue.put(("ok", out))
+        finally:
+            dist.destroy_process_group()
+    except BaseException as exc:  # noqa: BLE001 - said in one line by the parent, not as a traceback here
+        queue.put(("error", f"rank {rank}: {type(exc).__name__}: {' '.join(str(exc).split())[:200]}"))
+        sys.exit(1)
 
 
 def _allreduce_times(torch, points: list[Point], device: str, plan: ProfilePlan) -> list[list[float]]:
@@ -502,16 +521,24 @@ def _allreduce_times(torch, points: list[Point], device: str, plan: ProfilePlan)
                  for r in range(ranks)]
         for proc in procs:
             proc.start()
-        try:
-            result = queue.get(timeout=600)
-        except Exception:  # noqa: BLE001 - queue.Empty: a rank died
-            result = None
+        result, deadline = None, time.monotonic() + ALLREDUCE_TIMEOUT_S
+        while result is None and time.monotonic() < deadline:
+            try:
+                result = queue.get(timeout=1.0)
+            except Exception:  # noqa: BLE001 - queue.Empty: look whether a rank died
+                if any(proc.exitcode not in (None, 0) for proc in procs):
+                    break
+        if result is None or result[0] != "ok":
+            for proc in procs:
+                if proc.is_alive():
+                    proc.terminate()
+            for proc in procs:
+                proc.join(timeout=10)
+            why = result[1] if result else f"exit codes {[proc.exitcode for proc in procs]}"
+            raise OSError(f"depgraph profile: the all-reduce over {ranks} ranks failed ({why})")
         for proc in procs:
             proc.join(timeout=60)
-        if result is None or any(proc.exitcode for proc in procs):
-            codes = [proc.exitcode for proc in procs]
-            raise OSError(f"depgraph profile: the all-reduce processes failed (exit codes {codes})")
-        return result
+        return result[1]
     finally:
         if env:
             os.environ["PYTHONPATH"] = env

@@ -38,6 +38,7 @@ from __future__ import annotations
 import io
 import math
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
@@ -328,7 +329,7 @@ def predict_rows(rows: pd.DataFrame, cost) -> np.ndarray:
     out = np.zeros(len(rows))
     for i, r in enumerate(rows.itertuples(index=False)):
         m, layer = _one_layer(models, r.key)
-        ctx = [int(r.context)] * int(r.tokens)
+        ctx = () if r.regime.endswith("prefill") else [int(r.context)] * int(r.tokens)
         if r.regime == "layer-prefill":
             out[i] = cost.prefill_layer_s(layer, int(r.tokens), tp=int(r.tp))
         elif r.regime == "layer-decode":
@@ -677,7 +678,13 @@ PROFILE_COLUMNS = ("operator", "phase", "layer", "layer_kind", "tp", "tokens", "
                    "median_s", "p10_s", "p90_s", "repeats")
 #: The metadata a profile must carry (``# key = value`` lines after the first).
 PROFILE_REQUIRED_META = ("model", "device")
-_INT_COLUMNS = ("layer", "tp", "tokens", "context_tokens", "ranks", "repeats")
+#: The numbers a profile row may hold: a time from 1 ns to an hour, a prompt or context of at most 1M
+#: tokens, a decode batch of at most 65,536 requests (the profiler's own bounds).
+PROFILE_TIME_S = (1e-9, 3600.0)
+PROFILE_MAX_PROMPT_TOKENS = 1_048_576
+PROFILE_MAX_BATCH = 65_536
+_INT = re.compile(r"[0-9]{1,13}")
+_FLOAT = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]{1,3})?")
 
 
 @dataclass(frozen=True)
@@ -725,31 +732,36 @@ def read_profile_csv(path: str | os.PathLike) -> ProfileCsv:
     if not records or tuple(c.strip() for c in records[0][1]) != PROFILE_COLUMNS:
         raise ConfigError(f"{shown}: line {records[0][0] if records else n + 1}: expected the header "
                           f"{','.join(PROFILE_COLUMNS)}")
-    model = load_model(meta["model"])
+    try:
+        model = load_model(meta["model"])
+    except ConfigError as exc:
+        raise ConfigError(f"{shown}: model: {exc} (the profile names the model it timed: a catalog name, or a "
+                          "config.json path that must exist on this machine)") from None
     ops, ar = [], []
     for line, fields in records[1:]:
         if len(fields) != len(PROFILE_COLUMNS):
             raise ConfigError(f"{shown}: line {line}: expected {len(PROFILE_COLUMNS)} fields, got {len(fields)}")
         row = dict(zip(PROFILE_COLUMNS, (f.strip() for f in fields)))
 
-        def num(name: str, *, low: float, integer: bool = False) -> float:
+        def num(name: str, low: float, high: float, *, integer: bool = False) -> float:
             value = row[name]
-            try:
-                x = int(value) if integer else float(value)
-            except ValueError:
-                x = math.nan
-            if not (isinstance(x, int) or math.isfinite(x)) or x < low or (integer and x > 10**12):
-                what = "a whole number" if integer else "a finite number"
-                raise ConfigError(f"{shown}: line {line}: {name}: expected {what} >= {low:g}, got {value[:40]!r}")
+            ok = (_INT if integer else _FLOAT).fullmatch(value)
+            x = (int(value) if integer else float(value)) if ok else math.nan
+            if not low <= x <= high:
+                what = "a whole number" if integer else "a number"
+                raise ConfigError(f"{shown}: line {line}: {name}: expected {what} from {low:g} to {high:g}, "
+                                  f"got {value[:40]!r}")
             return x
 
-        t = num("median_s", low=0.0)
-        if t <= 0:
-            raise ConfigError(f"{shown}: line {line}: median_s: expected a time > 0 s, got {row['median_s'][:40]!r}")
+        t = num("median_s", *PROFILE_TIME_S)
+        for name in ("p10_s", "p90_s"):
+            num(name, 0.0, PROFILE_TIME_S[1])
+        num("repeats", 1, 1_000_000, integer=True)
+        tp = num("tp", 1, 1024, integer=True)
         op = row["operator"]
         if op == "all_reduce":
-            ar.append(dict(bytes=num("bytes", low=1.0), ranks=num("ranks", low=2, integer=True),
-                           devices_per_node=num("ranks", low=2, integer=True), t=t, where=shown))
+            ranks = num("ranks", 2, 1024, integer=True)
+            ar.append(dict(bytes=num("bytes", 1.0, 1e12), ranks=ranks, devices_per_node=ranks, t=t, where=shown))
             continue
         if op not in ("projections", "attention"):
             raise ConfigError(f"{shown}: line {line}: operator: expected projections, attention or all_reduce, "
@@ -757,20 +769,23 @@ def read_profile_csv(path: str | os.PathLike) -> ProfileCsv:
         phase = row["phase"]
         if phase not in ("prefill", "decode"):
             raise ConfigError(f"{shown}: line {line}: phase: expected prefill or decode, got {phase[:40]!r}")
-        index = num("layer", low=0, integer=True)
-        if index >= model.num_layers:
-            raise ConfigError(f"{shown}: line {line}: layer: expected 0 to {model.num_layers - 1} "
-                              f"({model.name} has {model.num_layers} layers), got {index}")
+        index = num("layer", 0, model.num_layers - 1, integer=True)
         layer = model.layers[index]
-        tokens, context = num("tokens", low=1, integer=True), num("context_tokens", low=0, integer=True)
+        if row["layer_kind"] != layer.kind:
+            raise ConfigError(f"{shown}: line {line}: layer_kind: {model.name}'s layer {index} is "
+                              f"{layer.kind!r}, got {row['layer_kind'][:40]!r}")
+        if phase == "prefill":
+            tokens, context = num("tokens", 1, PROFILE_MAX_PROMPT_TOKENS, integer=True), 0
+        else:
+            tokens = num("tokens", 1, PROFILE_MAX_BATCH, integer=True)
+            context = num("context_tokens", 0, PROFILE_MAX_PROMPT_TOKENS, integer=True)
         if op == "attention":
             if not layer.attention_width:
                 raise ConfigError(f"{shown}: line {line}: layer: {model.name}'s layer {index} has no attention")
             regime = f"attention-{phase}"
         else:
             regime = f"recurrent-{phase}" if layer.recurrent_state_elems else phase
-        ops.append(dict(regime=regime, model=model.name, tp=num("tp", low=1, integer=True), tokens=tokens,
-                        context=context if phase == "decode" else 0, measured_s=t,
+        ops.append(dict(regime=regime, model=model.name, tp=tp, tokens=tokens, context=context, measured_s=t,
                         key=("model", meta["model"], index)))
     if not ops and not ar:
         raise ConfigError(f"{shown}: no rows after the header")
