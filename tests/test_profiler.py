@@ -465,3 +465,30 @@ def test_profile_refuses_what_it_can_before_timing(tmp_path, capsys):
     # a TP the cost model refuses, said before PyTorch is looked for
     assert main(["profile", "falcon-h1-7b-instruct", "--device", "cpu", "--tp", "3", "-o", str(tmp_path / "p.csv")]) == 2
     assert "num_key_value_heads" in capsys.readouterr().err
+
+
+def test_the_run_time_docs_profiling_estimates_is_what_the_plans_hold():
+    """docs/profiling.md's budget estimate: each plan's timings, and the cost model's own kernel time over
+    every warm-up and repeat, on an H100 with 8 GPUs visible."""
+    doc = (Path(__file__).parents[1] / "docs" / "profiling.md").read_text(encoding="utf-8")
+    cost = CostModel()
+    seconds = []
+    for name, shown in (("qwen3-32b", 58), ("qwen3.6-35b-a3b", 82), ("gpt-oss-20b", 82),
+                        ("nemotron-3-nano-30b-a3b", 106)):
+        m = dg.load_model(name)
+        plan = plan_profile(m, ranks=8)
+        assert len(plan.points) == shown and f"{shown} " in doc
+        assert len([p for p in plan.points if p.operator == "all_reduce"]) == 15
+        assert 31 <= len(plan_profile(m, grid="quick", ranks=8).points) <= 59
+        total = 0.0
+        for p in plan.points:
+            if p.operator == "all_reduce":
+                total += cost.allreduce_s(p.nbytes, p.ranks)
+                continue
+            prefill = p.phase == "prefill"
+            parts = cost.operator_parts_s(m, m.layers[p.shapes.index], prefill_tokens=p.tokens if prefill else 0,
+                                          context_tokens=() if prefill else [p.context] * p.tokens, tp=p.shapes.tp)
+            total += parts["attention" if p.operator == "attention" else "projections"]
+        seconds.append(total * (plan.warmup + plan.repeats))
+    assert round(min(seconds), 2) == 0.45 and round(max(seconds), 2) == 0.73
+    assert "0.45 to 0.73 s on an H100" in doc
