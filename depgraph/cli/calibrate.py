@@ -101,11 +101,12 @@ def profile_fit_text(fit, *, bootstrap: int) -> str:
     lines.append(f"  {'fitted value':<26} {'value':>12}   interval ({interval})")
     for name in fit.fitted:
         lo_hi = fit.intervals.get(name)
-        span = f"{_value(name, lo_hi[0])} to {_value(name, lo_hi[1])}" if lo_hi else "-"
+        span = f"{_value(name, lo_hi[0])} to {_value(name, lo_hi[1])}" if lo_hi else \
+            f"none: {fit.no_interval[name]}" if name in fit.no_interval else "-"
         lines.append(f"  {name:<26} {_value(name, fit.values[name]):>12}   {span}")
     kept = [k for k in fit.values if k not in fit.fitted]
     if kept:
-        lines.append(f"  kept at the GPU's shipped fit (no rows identify them): {', '.join(kept)}")
+        lines.append(f"  kept at the value in force on {fit.gpu} (no rows pin them): {', '.join(kept)}")
     lines.append(f"  {'regime':<20} {'points':>6} {'median |err|':>12} {'p90 |err|':>9}  {'held out':>15}"
                  "   at the shipped defaults")
     for regime, s in fit.stats.items():
@@ -133,8 +134,9 @@ def _hardware_toml(name: str, entry: dict, fit=None) -> str:
         note = ""
         if fit is not None:
             lo_hi = fit.intervals.get(k)
-            note = (f"  # fitted; 5-95%: {lo_hi[0]!r} to {lo_hi[1]!r}" if lo_hi else "  # fitted") \
-                if k in fit.fitted else "  # the GPU's shipped fit (no rows identify it)"
+            note = (f"  # fitted; 5-95%: {lo_hi[0]!r} to {lo_hi[1]!r}" if lo_hi else
+                    f"  # fitted; no interval ({fit.no_interval.get(k, 'no bootstrap')})") \
+                if k in fit.fitted else "  # kept: the value in force on this GPU (no rows pin it)"
         lines.append(f"{k} = {lit(v)}{note}")
     return "\n".join(lines) + "\n"
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -69,6 +70,10 @@ def run_profile_command(args) -> int:
     if out.is_dir() or not out.parent.is_dir():  # said now, not after minutes of timing
         raise DepgraphError(f"-o: {args.output!r} is a folder" if out.is_dir() else
                             f"-o: {args.output!r}: its folder {str(out.parent)!r} does not exist")
+    try:  # a file can be made there (what atomic_write_text will do at the end)
+        tempfile.TemporaryFile(dir=out.parent).close()
+    except OSError as exc:
+        raise OSError(f"-o: {args.output!r}: its folder cannot be written to ({exc.strerror or exc})") from None
     model = load_model(args.model)
     ref = str(Path(args.model).resolve()) if config_path(args.model) is not None and \
         Path(args.model).exists() else args.model

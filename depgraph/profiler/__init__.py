@@ -285,8 +285,9 @@ def plan_profile(model: ModelSpec, *, tp: int = 1, grid: str = "gpu", tokens: It
         for b in batches:
             points.append(Point("projections", "decode", s, b))
             points += [Point("attention", "decode", s, b, c) for c in contexts if fits(c + 1)]
-        for t in shares[1:]:  # smaller shares of the layer: reads of other sizes
-            points += [Point("projections", "decode", layer_shapes(model, layer, t), b) for b in batches]
+        for t in shares[1:] if not s.recurrent else ():  # smaller shares: reads of other sizes (a recurrent
+            points += [Point("projections", "decode", layer_shapes(model, layer, t), b)  # layer's rows are
+                       for b in batches]  # compared, never fitted: none)
     if ranks >= 2:  # over 2, 4, ... ranks and ``ranks``: a launch's latency and each ring step's apart
         hidden_bytes = model.hidden_size * 2
         counts = sorted({r for r in (2, 4, 8, 16, 32, 64, 128, 256, 512) if r < ranks} | {ranks})

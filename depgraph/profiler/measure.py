@@ -33,6 +33,9 @@ __all__ = ["import_torch", "pick_device", "machine_meta", "run_plan", "profile_t
 #: The share of the device's free memory one point's tensors may take; a point needing more is skipped
 #: (and said so).
 MEMORY_SHARE = 0.8
+#: The buffer written before each timed GPU call, larger than any GPU's L2 cache (an H100's is 50 MB, a
+#: B200's 126 MB): the operator's weights come from HBM, not from L2 where its previous call left them.
+L2_FLUSH_BYTES = 256 * 1024 * 1024
 #: The longest the all-reduce processes may take to start and time every size, in seconds.
 ALLREDUCE_TIMEOUT_S = 600
 
@@ -343,8 +346,10 @@ def _point_bytes(p: Point) -> int:
     return extra
 
 
-def _time(torch, fn, device: str, warmup: int, repeats: int) -> list[float]:
-    """Seconds of each of ``repeats`` calls of ``fn`` after ``warmup`` (CUDA events on a GPU)."""
+def _time(torch, fn, device: str, warmup: int, repeats: int, flush=None) -> list[float]:
+    """Seconds of each of ``repeats`` calls of ``fn`` after ``warmup`` (CUDA events on a GPU; ``flush``, a
+    buffer larger than the L2 cache, written before each timed call, outside its events, so that a small
+    layer's weights are read from HBM as a step that streams every layer reads them)."""
     for _ in range(warmup):
         fn()
     if device == "cpu":
@@ -357,6 +362,8 @@ def _time(torch, fn, device: str, warmup: int, repeats: int) -> list[float]:
     torch.cuda.synchronize(device)
     events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(repeats)]
     for start, end in events:
+        if flush is not None:
+            flush.zero_()
         start.record()
         fn()
         end.record()
@@ -416,6 +423,7 @@ def run_plan(plan: ProfilePlan, *, device: str = "cuda", seed: int = 0,
                          p10_s=_quantile(times, 0.1), p90_s=_quantile(times, 0.9), repeats=len(times)))
         say(f"profile: [{j}/{total}] {p.describe()}: {median * 1e3:.3f} ms")
     scale = 4 // 2 if device == "cpu" else 1  # the CPU runs float32: twice a 16-bit model's bytes
+    flush = None if device == "cpu" else torch.empty(L2_FLUSH_BYTES, dtype=torch.uint8, device=device)
     with torch.inference_mode():
         for i, p in enumerate(ops, len(timed) + 1):
             s = p.shapes
@@ -443,7 +451,7 @@ def run_plan(plan: ProfilePlan, *, device: str = "cuda", seed: int = 0,
                 else:
                     touched = experts.distinct_experts(plan.model.layers[s.index], p.tokens)
                     fn = layer.projections(p.tokens, p.phase, _expert_plan(torch, s, p.tokens, touched, device))
-                times = _time(torch, fn, device, plan.warmup, plan.repeats)
+                times = _time(torch, fn, device, plan.warmup, plan.repeats, flush)
             except torch.cuda.OutOfMemoryError:  # the estimate was short: this point is skipped, said so
                 del fn
                 torch.cuda.empty_cache()

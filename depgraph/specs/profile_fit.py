@@ -428,10 +428,14 @@ def identifiable(a: np.ndarray, measured: np.ndarray) -> np.ndarray:
 
 
 def _fit_pinned(a: np.ndarray, measured: np.ndarray, lower: np.ndarray, weight: np.ndarray,
-                kept: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`_robust_fit` of the columns the rows pin (:func:`identifiable`), the others held at ``kept``
-    (their contribution taken from the measured times): ``(x, pinned)``."""
-    pinned = identifiable(a, measured)
+                kept: np.ndarray, hold: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_robust_fit` of the columns the rows pin (:func:`identifiable`, once the ``hold`` columns are
+    held), the others held at ``kept`` (their contribution taken from the measured times): ``(x, pinned)``."""
+    if hold is not None and hold.any():
+        pinned = np.zeros(a.shape[1], dtype=bool)
+        pinned[~hold] = identifiable(a[:, ~hold], measured)
+    else:
+        pinned = identifiable(a, measured)
     if pinned.all():
         return _robust_fit(a, measured, lower, weight), pinned
     x = kept.astype(float).copy()
@@ -439,9 +443,11 @@ def _fit_pinned(a: np.ndarray, measured: np.ndarray, lower: np.ndarray, weight: 
         held = a[:, ~pinned] @ kept[~pinned]
         rest = measured - held
         ok = rest > 0  # rows the held terms alone already exceed say nothing about the others
-        # |(a x + held) / measured - 1| = rest / measured x |a x / rest - 1|: a fit to ``rest``, reweighted
+        # |(a x + held) / measured - 1| = rest / measured x |a x / rest - 1|: a fit to ``rest``, each row
+        # reweighted by rest / measured (the weight enters _robust_fit's squares: its square root here)
         x[pinned] = _robust_fit(a[ok][:, pinned] * (measured[ok] / rest[ok])[:, None], measured[ok],
-                                lower[pinned], weight[ok] * rest[ok] / measured[ok]) if ok.any() else lower[pinned]
+                                lower[pinned], weight[ok] * np.sqrt(rest[ok] / measured[ok])) \
+            if ok.any() else lower[pinned]
     return x, pinned
 
 
@@ -494,18 +500,23 @@ def fit_profiles(rows: pd.DataFrame, gpu: GPU | str, *, features: dict[str, np.n
         memory_bound = np.ones(len(rows), dtype=bool)
         kept = np.array([base["decode_layer_overhead_s"], 1 / base["mfu"], 1 / base["hbm_efficiency"],
                          base["prefill_layer_overhead_s"]])
+        dec = regime == "decode"
+        seen: dict[bytes, np.ndarray] = {}
+        hold = np.zeros(4, dtype=bool)
         for _ in range(50):  # unknowns: [decode overhead_s, 1/mfu, 1/hbm, prefill overhead_s]
             a = np.zeros((len(rows), 4))
             a[~pre, 0] = 1.0
             a[pre, 3] = 1.0
             a[pre, 1] = f["gemm"][pre]
-            dec = regime == "decode"
             a[dec & memory_bound, 2] = f["weights"][dec & memory_bound]
             a[dec & ~memory_bound, 1] = f["gemm"][dec & ~memory_bound]
-            x, pinned = _fit_pinned(a[pick], m[pick], np.array([0.0, 1.0, 1.0, 0.0]), w[pick], kept)
+            x, pinned = _fit_pinned(a[pick], m[pick], np.array([0.0, 1.0, 1.0, 0.0]), w[pick], kept, hold)
+            seen[memory_bound[dec].tobytes()] = pinned
             now = f["weights"] * x[2] >= f["gemm"] * x[1]
             if np.array_equal(now[dec], memory_bound[dec]):
                 break
+            if now[dec].tobytes() in seen and not hold.any():  # a cycle: pinned is what every state of it pins
+                hold = ~np.logical_and.reduce(list(seen.values()))
             memory_bound = now
         for k, (name, value) in enumerate((("decode_layer_overhead_s", float(x[0])), ("mfu", 1 / x[1]),
                                            ("hbm_efficiency", 1 / x[2]), ("prefill_layer_overhead_s", float(x[3])))):
@@ -550,8 +561,8 @@ def fit_allreduce(rows: pd.DataFrame, gpu: GPU | str) -> dict[str, float]:
     ``collective_efficiency`` (of the interconnect's bandwidth, as a ring moves the data) fitting the rows
     best (the sum of absolute relative errors; the latencies at least 0, the efficiency at most
     :data:`~depgraph.specs.cost.MAX_COLLECTIVE_EFFICIENCY`). Rows of one rank count cannot tell a launch
-    from the ring's steps: the hop latency is then 0 and the launch holds both (exact at that count, an
-    extrapolation at others)."""
+    from the ring's steps: the hop latency is then held at its value in force (not fitted) and the launch
+    fitted with it (exact at that count)."""
     gpu = load_gpu(gpu)
     if rows.empty:
         raise ConfigError("profile: no all-reduce rows to fit (all_reduce.csv within one server)")
@@ -566,14 +577,10 @@ def fit_allreduce(rows: pd.DataFrame, gpu: GPU | str) -> dict[str, float]:
     base = _in_force(gpu)
     kept = np.array([base[names[0]], base[names[1]], 1 / base[names[2]]])
     lower = np.array([0.0, 0.0, 1.0 / MAX_COLLECTIVE_EFFICIENCY])
-    one_count = len(np.unique(n)) < 2
-    if one_count:  # a launch and the ring's steps cannot be told apart: no hop latency, the launch holds both
-        a[:, 1] = 0.0
-        kept[1] = 0.0
-    x, pinned = _fit_pinned(a, m, lower, np.ones(len(m)), kept)
+    # one rank count cannot tell a launch from the ring's steps: the hop latency held at its value in force
+    hold = np.array([False, len(np.unique(n)) < 2, False])
+    x, pinned = _fit_pinned(a, m, lower, np.ones(len(m)), kept, hold)
     out = {names[k]: (1 / x[k] if k == 2 else float(x[k])) for k in range(3) if pinned[k]}
-    if one_count and pinned[0]:
-        out[names[1]] = 0.0
     if not out:
         raise ConfigError("profile: the all-reduce rows pin no term (sizes of two or more, or rank counts)")
     return out
@@ -737,6 +744,9 @@ def read_profile_csv(path: str | os.PathLike) -> ProfileCsv:
     except ConfigError as exc:
         raise ConfigError(f"{shown}: model: {exc} (the profile names the model it timed: a catalog name, or a "
                           "config.json path that must exist on this machine)") from None
+    from .cost import CostModel
+
+    probe, takes = CostModel(fitted_defaults=False), set()
     ops, ar = [], []
     for line, fields in records[1:]:
         if len(fields) != len(PROFILE_COLUMNS):
@@ -754,8 +764,8 @@ def read_profile_csv(path: str | os.PathLike) -> ProfileCsv:
             return x
 
         t = num("median_s", *PROFILE_TIME_S)
-        for name in ("p10_s", "p90_s"):
-            num(name, 0.0, PROFILE_TIME_S[1])
+        if not num("p10_s", 0.0, PROFILE_TIME_S[1]) <= t <= num("p90_s", 0.0, PROFILE_TIME_S[1]):
+            raise ConfigError(f"{shown}: line {line}: median_s: expected p10_s <= median_s <= p90_s")
         num("repeats", 1, 1_000_000, integer=True)
         tp = num("tp", 1, 1024, integer=True)
         op = row["operator"]
@@ -779,6 +789,13 @@ def read_profile_csv(path: str | os.PathLike) -> ProfileCsv:
         else:
             tokens = num("tokens", 1, PROFILE_MAX_BATCH, integer=True)
             context = num("context_tokens", 0, PROFILE_MAX_PROMPT_TOKENS, integer=True)
+        if (index, tp) not in takes:  # the TP the cost model reads the row at
+            try:
+                probe.operator_parts_s(model, layer, prefill_tokens=1, tp=tp)
+                probe.operator_parts_s(model, layer, context_tokens=(1,), tp=tp)
+            except ConfigError as exc:
+                raise ConfigError(f"{shown}: line {line}: tp: {exc}") from None
+            takes.add((index, tp))
         if op == "attention":
             if not layer.attention_width:
                 raise ConfigError(f"{shown}: line {line}: layer: {model.name}'s layer {index} has no attention")
@@ -812,7 +829,9 @@ MIN_HELD_OUT_POINTS = 4
 @dataclass(frozen=True)
 class ProfileFit:
     """What :func:`fit_profile` returns: the fitted ``values`` (fields of the cost model) with their
-    bootstrap ``intervals`` (field -> (low, high), :data:`INTERVAL`; empty without a bootstrap), the error
+    bootstrap ``intervals`` (field -> (low, high), :data:`INTERVAL`; empty without a bootstrap; a fitted
+    field without one is in ``no_interval`` with why: too few points, or too few resamples pinning it), the
+    error
     of each regime at them (``stats``: regime -> :func:`error_stats`), at the shipped defaults (``before``)
     and, where each half of the points can be fitted apart, predicted by a fit to the other half
     (``held_out``); the ``gpu``, the file or folder (``where``) and a profile's ``meta``."""
@@ -826,6 +845,7 @@ class ProfileFit:
     held_out: dict[str, dict[str, float]]
     meta: dict[str, str]
     fitted: tuple[str, ...]
+    no_interval: dict[str, str]
 
     def hardware_entry(self) -> dict[str, Any]:
         """A ``--hardware`` entry for the GPU carrying this fit (the catalog's datasheet fields, and ``fit``)."""
@@ -844,7 +864,8 @@ class ProfileFit:
 
     def as_dict(self) -> dict[str, Any]:
         return {"gpu": self.gpu, "profiles": self.where, "values": self.values, "fitted": list(self.fitted),
-                "intervals": {k: list(v) for k, v in self.intervals.items()}, "errors": self.stats,
+                "intervals": {k: list(v) for k, v in self.intervals.items()}, "no_interval": self.no_interval,
+                "errors": self.stats,
                 "errors_at_shipped_defaults": self.before, "errors_held_out": self.held_out, "meta": self.meta}
 
 
@@ -885,8 +906,10 @@ def fit_profile(path: str | os.PathLike, gpu: GPU | str, *, bootstrap: int = 200
     (:func:`read_profile_csv`) or a folder of Vidur-format ones (``mlp.csv``, ``attention.csv``,
     ``all_reduce.csv``, as :func:`read_profile_dir` reads them). The terms the rows identify are fitted
     (:func:`fit_profiles`, :func:`fit_allreduce`; the :data:`REPORTED_ONLY` regimes are compared, not
-    fitted), the others kept at the GPU's shipped fit. ``bootstrap`` refits on rows resampled within each
-    regime give each fitted value its :data:`INTERVAL` (seeded: the same inputs, the same intervals)."""
+    fitted), the others kept at the value in force on ``gpu`` (its shipped fit, else the plain constants).
+    ``bootstrap`` refits on rows resampled within each regime give each fitted value its :data:`INTERVAL`
+    (seeded: the same inputs, the same intervals) where its rows have points to spare
+    (:data:`MIN_SPARE_POINTS`) and the resamples pin it (:data:`MIN_DRAW_SHARE`)."""
     from .cost import CostModel
 
     gpu = load_gpu(gpu)
@@ -915,10 +938,17 @@ def fit_profile(path: str | os.PathLike, gpu: GPU | str, *, bootstrap: int = 200
         for k, v in refit.items():
             if k in draws:  # a term a resample cannot pin gives no draw (its interval from the others)
                 draws[k].append(v)
-    intervals = {k: (float(f"{np.quantile(v, INTERVAL[0]):.6g}"), float(f"{np.quantile(v, INTERVAL[1]):.6g}"))
-                 for k, v in draws.items() if v}
+    intervals, no_interval = {}, {}
+    for k, v in draws.items() if bootstrap else ():
+        spare = _spare_points(k, rows, ar, fitted)
+        if spare < MIN_SPARE_POINTS:
+            no_interval[k] = f"{spare + _group_terms(k, fitted)} points for {_group_terms(k, fitted)} terms"
+        elif len(v) < MIN_DRAW_SHARE * bootstrap:
+            no_interval[k] = f"pinned in {len(v)} of {bootstrap} resamples: too few distinct points"
+        else:
+            intervals[k] = (float(f"{np.quantile(v, INTERVAL[0]):.6g}"), float(f"{np.quantile(v, INTERVAL[1]):.6g}"))
     shipped = CostModel(gpu=gpu)
-    base = dict(shipped.fit.values) if shipped.fit is not None else {}
+    base = _in_force(gpu)  # every field: the shipped fit's, or the plain constants where the GPU has none
     values = {k: float(f"{float(v):.6g}") for k, v in {**base, **fitted}.items()}
     model = CostModel(gpu=gpu, **values)
     halves = _held_out(rows, features, ar, gpu, base)
@@ -936,7 +966,33 @@ def fit_profile(path: str | os.PathLike, gpu: GPU | str, *, bootstrap: int = 200
         before["all-reduce"] = error_stats(predict_allreduce(ar, shipped), ar["t"].to_numpy())
         if halves is not None and len(ar) >= MIN_HELD_OUT_POINTS and np.isfinite(halves[1]).all():
             held["all-reduce"] = error_stats(halves[1], ar["t"].to_numpy())
-    return ProfileFit(gpu.name, str(path), values, stats, before, intervals, held, meta, tuple(sorted(fitted)))
+    return ProfileFit(gpu.name, str(path), values, stats, before, intervals, held, meta, tuple(sorted(fitted)),
+                      no_interval)
+
+
+#: The fitted fields of each group of rows: the projections', the attention kernel's, the all-reduce's.
+_GROUPS = {("prefill", "decode"): ("decode_layer_overhead_s", "mfu", "hbm_efficiency", "prefill_layer_overhead_s"),
+           ("attention-prefill", "attention-decode"): ("attention_floor_s", "attention_mfu", "kv_hbm_efficiency"),
+           ("all-reduce",): ("collective_latency_s", "collective_hop_latency_s", "collective_efficiency")}
+#: An interval needs this many more points in a term's group than the terms fitted from it, and this share
+#: of the bootstrap's resamples pinning the term (else it is said why there is none).
+MIN_SPARE_POINTS = 2
+MIN_DRAW_SHARE = 0.9
+
+
+def _group_of(term: str) -> tuple[str, ...]:
+    return next(g for g, terms in _GROUPS.items() if term in terms)
+
+
+def _group_terms(term: str, fitted: dict) -> int:
+    return sum(1 for t in _GROUPS[_group_of(term)] if t in fitted)
+
+
+def _spare_points(term: str, rows: pd.DataFrame, ar: pd.DataFrame, fitted: dict) -> int:
+    """The points of ``term``'s group beyond the terms fitted from it (its residual degrees of freedom)."""
+    group = _group_of(term)
+    n = len(ar) if group == ("all-reduce",) else int(rows["regime"].isin(group).sum()) if len(rows) else 0
+    return n - _group_terms(term, fitted)
 
 
 def _held_out(rows: pd.DataFrame, features, ar: pd.DataFrame, gpu: GPU, base: dict) -> tuple | None:
