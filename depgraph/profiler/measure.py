@@ -326,15 +326,17 @@ def _expert_plan(torch, s: LayerShapes, n: int, touched: float, device: str):
     return e, per, idx
 
 
-def _point_bytes(p: Point) -> int:
-    """A point's tensors beyond the layer's weights, in bytes (a bound: activations at their widest)."""
+def _point_bytes(p: Point, cpu: bool = False) -> int:
+    """A point's tensors beyond the layer's weights, in bytes (a bound: activations at their widest; on the
+    CPU, whose attention kernel holds the S x S scores, those too)."""
     s = p.shapes
     if p.operator == "all_reduce":
         return 2 * p.nbytes
     d = s.dtype_bytes
     if p.operator == "attention":
-        if p.phase == "prefill":
-            return d * p.tokens * s.head_dim * (s.q_heads * 3 + s.kv_heads * 4) + 4 * p.tokens * p.tokens
+        if p.phase == "prefill":  # flash and memory-efficient kernels hold no S x S scores (on a GPU)
+            scores = 4 * s.q_heads * p.tokens * p.tokens if cpu else 0
+            return d * p.tokens * s.head_dim * (s.q_heads * 3 + s.kv_heads * 4) + scores
         return 2 * d * p.tokens * s.kv_heads * (p.context + 1) * s.head_dim + 3 * d * p.tokens * s.q_heads * s.head_dim
     width = max(s.hidden, s.attn_in, s.rec_in, 2 * s.ffn_inter, s.experts)
     rows = p.tokens * (1 + (s.top_k if s.experts else 0))
@@ -439,8 +441,9 @@ def run_plan(plan: ProfilePlan, *, device: str = "cuda", seed: int = 0,
                                   f"({free / 1e9:.1f} GB); a larger --tp shards them")
                 layer = layers[(s.index, s.tp)] = _Layer(torch, s, device, gen)
             free = _free_bytes(torch, device)
-            if free is not None and scale * _point_bytes(p) > MEMORY_SHARE * free:
-                skipped.append(f"{p.describe()}: needs about {scale * _point_bytes(p) / 1e9:.1f} GB, "
+            need = scale * _point_bytes(p, cpu=device == "cpu")
+            if free is not None and need > MEMORY_SHARE * free:
+                skipped.append(f"{p.describe()}: needs about {need / 1e9:.1f} GB, "
                                f"{free / 1e9:.1f} GB free")
                 say(f"profile: [{i}/{total}] {p.describe()}: skipped (memory)")
                 continue
@@ -452,9 +455,11 @@ def run_plan(plan: ProfilePlan, *, device: str = "cuda", seed: int = 0,
                     touched = experts.distinct_experts(plan.model.layers[s.index], p.tokens)
                     fn = layer.projections(p.tokens, p.phase, _expert_plan(torch, s, p.tokens, touched, device))
                 times = _time(torch, fn, device, plan.warmup, plan.repeats, flush)
-            except torch.cuda.OutOfMemoryError:  # the estimate was short: this point is skipped, said so
+            except (torch.cuda.OutOfMemoryError, MemoryError) as exc:  # the estimate was short: skipped, said so
                 del fn
-                torch.cuda.empty_cache()
+                if device != "cpu":
+                    torch.cuda.empty_cache()
+                del exc
                 skipped.append(f"{p.describe()}: out of memory on {device}")
                 say(f"profile: [{i}/{total}] {p.describe()}: skipped (out of memory)")
                 continue
