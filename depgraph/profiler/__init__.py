@@ -223,13 +223,11 @@ DECODE_TP_SHARES = (1, 2, 4, 8)
 
 def _check_tp(model: ModelSpec, layers: list[LayerSpec], tp: int) -> None:
     """Refuse a TP the cost model cannot read the rows at (a profile calibrate would refuse after)."""
-    from ..specs.cost import CostModel
+    from ..specs.profile_fit import check_layer_tp
 
-    cost = CostModel(fitted_defaults=False)
     for layer in layers:
         layer_shapes(model, layer, tp)
-        cost.operator_parts_s(model, layer, prefill_tokens=1, tp=tp)
-        cost.operator_parts_s(model, layer, context_tokens=(1,), tp=tp)
+        check_layer_tp(model, layer, tp)
 
 
 def _takes_tp(model: ModelSpec, layers: list[LayerSpec], tp: int) -> bool:

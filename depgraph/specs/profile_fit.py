@@ -56,7 +56,7 @@ from .hardware import GPU, load_gpu
 __all__ = ["MLP_OPERATORS", "REGIMES", "read_profile_dir", "Profiles", "operator_rows", "allreduce_rows",
            "predict_rows", "predict_allreduce", "fit_profiles", "fit_allreduce", "error_stats", "MAX_PROFILE_BYTES",
            "MAX_PROFILE_FILES", "ProfileFit", "fit_profile", "shipped_fits", "PROFILE_COLUMNS", "PROFILE_FORMAT",
-           "read_profile_csv", "ProfileCsv", "read_profile", "compare_profile"]
+           "read_profile_csv", "ProfileCsv", "read_profile", "compare_profile", "check_layer_tp"]
 
 #: The operators of ``mlp.csv`` one layer runs, each once, as Vidur's predictor adds them (its ``add`` is the one
 #: residual add it times).
@@ -296,12 +296,16 @@ def operator_rows(p: Profiles) -> pd.DataFrame:
             layers.append(dict(regime=f"layer-{kind}", model=m["model"], tp=row["tp"], tokens=row["tokens"],
                                context=row["context"], measured_s=m["measured_s"] + row["measured_s"], key=m["key"]))
     out = pd.DataFrame(mlp_rows + attn_rows + layers)
-    if out.empty:
-        return out
-    out["regime"] = pd.Categorical(out["regime"], categories=REGIMES, ordered=True)
-    out = out.sort_values(["regime", "model", "tp", "tokens", "context"], kind="mergesort")
-    out["regime"] = out["regime"].astype(str)
-    return out.reset_index(drop=True)
+    return _in_regime_order(out)
+
+
+def _in_regime_order(rows: pd.DataFrame) -> pd.DataFrame:
+    """Operator rows sorted as :data:`REGIMES` lists the regimes, then by model, TP, tokens and context."""
+    if rows.empty:
+        return rows
+    rows = rows.assign(regime=pd.Categorical(rows["regime"], categories=REGIMES, ordered=True))
+    rows = rows.sort_values(["regime", "model", "tp", "tokens", "context"], kind="mergesort")
+    return rows.assign(regime=rows["regime"].astype(str)).reset_index(drop=True)
 
 
 def _one_layer(models: dict, key: tuple):
@@ -457,14 +461,15 @@ def _in_force(gpu: GPU) -> dict[str, float]:
     from .cost import CostModel
 
     c = CostModel(gpu=gpu)
-    return {"mfu": c.prefill_mfu, "hbm_efficiency": c.decode_hbm_efficiency, "decode_layer_overhead_s": c.layer_overhead_s,
-            "prefill_layer_overhead_s": c.prefill_overhead_s, "attention_mfu": c.attention_efficiency,
+    return {"mfu": c.prefill_mfu, "hbm_efficiency": c.decode_hbm_efficiency,
+            "decode_layer_overhead_s": c.layer_overhead_s, "prefill_layer_overhead_s": c.prefill_overhead_s, "attention_mfu": c.attention_efficiency,
             "kv_hbm_efficiency": c.kv_efficiency, "attention_floor_s": c.attention_fixed_s,
             "collective_latency_s": c.allreduce_latency_s, "collective_hop_latency_s": c.allreduce_hop_latency_s,
             "collective_efficiency": c.allreduce_efficiency}
 
 
-def fit_profiles(rows: pd.DataFrame, gpu: GPU | str, *, features: dict[str, np.ndarray] | None = None) -> dict[str, float]:
+def fit_profiles(rows: pd.DataFrame, gpu: GPU | str, *,
+                 features: dict[str, np.ndarray] | None = None) -> dict[str, float]:
     """The fitted fields the rows can identify, fitting them best (the sum of absolute relative errors,
     each regime weighted alike, efficiencies at most 1, fixed costs at least 0):
 
@@ -587,13 +592,15 @@ def fit_allreduce(rows: pd.DataFrame, gpu: GPU | str) -> dict[str, float]:
 
 
 def error_stats(predicted: np.ndarray, measured: np.ndarray) -> dict[str, float]:
-    """``n``, the median and 90th-percentile absolute relative error, and the median signed one
-    (predicted / measured - 1; positive: the model is slower)."""
+    """``n``, the median and 90th-percentile absolute relative error, the median signed one
+    (predicted / measured - 1; positive: the model is slower) and the largest absolute one."""
     err = np.asarray(predicted, dtype=float) / np.asarray(measured, dtype=float) - 1.0
     if not len(err):
-        return {"n": 0, "median_abs_error": math.nan, "p90_abs_error": math.nan, "median_error": math.nan}
+        return {"n": 0, "median_abs_error": math.nan, "p90_abs_error": math.nan, "median_error": math.nan,
+                "max_abs_error": math.nan}
     return {"n": int(len(err)), "median_abs_error": float(np.median(np.abs(err))),
-            "p90_abs_error": float(np.quantile(np.abs(err), 0.9)), "median_error": float(np.median(err))}
+            "p90_abs_error": float(np.quantile(np.abs(err), 0.9)), "median_error": float(np.median(err)),
+            "max_abs_error": float(np.max(np.abs(err)))}
 
 
 # ------------------------------------------------------------------ the shipped fits
@@ -694,6 +701,16 @@ _INT = re.compile(r"[0-9]{1,13}")
 _FLOAT = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]{1,3})?")
 
 
+def check_layer_tp(model, layer, tp: int) -> None:
+    """Refuse (:class:`ConfigError`) a TP the cost model cannot cost ``layer`` of ``model`` at, for a
+    prefill or a decode step: the TP a profile row of it can be read at."""
+    from .cost import CostModel
+
+    probe = CostModel(fitted_defaults=False)
+    probe.operator_parts_s(model, layer, prefill_tokens=1, tp=tp)
+    probe.operator_parts_s(model, layer, context_tokens=(1,), tp=tp)
+
+
 @dataclass(frozen=True)
 class ProfileCsv:
     """A profile ``depgraph profile`` wrote: its ``meta`` (``# key = value`` lines: the model, the GPU, the
@@ -744,9 +761,7 @@ def read_profile_csv(path: str | os.PathLike) -> ProfileCsv:
     except ConfigError as exc:
         raise ConfigError(f"{shown}: model: {exc} (the profile names the model it timed: a catalog name, or a "
                           "config.json path that must exist on this machine)") from None
-    from .cost import CostModel
-
-    probe, takes = CostModel(fitted_defaults=False), set()
+    takes: set[tuple[int, int]] = set()
     ops, ar = [], []
     for line, fields in records[1:]:
         if len(fields) != len(PROFILE_COLUMNS):
@@ -791,8 +806,7 @@ def read_profile_csv(path: str | os.PathLike) -> ProfileCsv:
             context = num("context_tokens", 0, PROFILE_MAX_PROMPT_TOKENS, integer=True)
         if (index, tp) not in takes:  # the TP the cost model reads the row at
             try:
-                probe.operator_parts_s(model, layer, prefill_tokens=1, tp=tp)
-                probe.operator_parts_s(model, layer, context_tokens=(1,), tp=tp)
+                check_layer_tp(model, layer, tp)
             except ConfigError as exc:
                 raise ConfigError(f"{shown}: line {line}: tp: {exc}") from None
             takes.add((index, tp))
@@ -806,12 +820,7 @@ def read_profile_csv(path: str | os.PathLike) -> ProfileCsv:
                         key=("model", meta["model"], index)))
     if not ops and not ar:
         raise ConfigError(f"{shown}: no rows after the header")
-    rows = pd.DataFrame(ops)
-    if len(rows):
-        rows["regime"] = pd.Categorical(rows["regime"], categories=REGIMES, ordered=True)
-        rows = rows.sort_values(["regime", "tp", "tokens", "context"], kind="mergesort")
-        rows["regime"] = rows["regime"].astype(str)
-        rows = rows.reset_index(drop=True)
+    rows = _in_regime_order(pd.DataFrame(ops))
     allreduce = pd.DataFrame(ar)
     if len(allreduce):
         allreduce = allreduce.sort_values(["ranks", "bytes"], kind="mergesort").reset_index(drop=True)
@@ -892,13 +901,16 @@ def _fit_all(rows: pd.DataFrame, features: dict[str, np.ndarray] | None, ar: pd.
     return values
 
 
-def _resample(frame: pd.DataFrame, by: str | None, rng: np.random.Generator) -> np.ndarray:
-    """Indices of ``frame`` drawn with replacement within each ``by`` group (all rows when ``by`` is None)."""
+def _groups(frame: pd.DataFrame, by: str) -> list[np.ndarray]:
+    """The row indices of each value of column ``by``, in the order the values first appear."""
+    return [np.flatnonzero((frame[by] == g).to_numpy()) for g in pd.unique(frame[by])] if len(frame) else []
+
+
+def _resample(frame: pd.DataFrame, by: str, rng: np.random.Generator) -> np.ndarray:
+    """Indices of ``frame`` drawn with replacement within each ``by`` group."""
     if not len(frame):
         return np.zeros(0, dtype=int)
-    groups = [np.arange(len(frame))] if by is None else \
-        [np.flatnonzero((frame[by] == g).to_numpy()) for g in pd.unique(frame[by])]
-    return np.concatenate([g[rng.integers(0, len(g), len(g))] for g in groups])
+    return np.concatenate([g[rng.integers(0, len(g), len(g))] for g in _groups(frame, by)])
 
 
 def fit_profile(path: str | os.PathLike, gpu: GPU | str, *, bootstrap: int = 200, seed: int = 0) -> ProfileFit:
@@ -1002,8 +1014,7 @@ def _held_out(rows: pd.DataFrame, features, ar: pd.DataFrame, gpu: GPU, base: di
 
     def halves(frame: pd.DataFrame, by: str) -> np.ndarray:
         half = np.zeros(len(frame), dtype=int)
-        for g in pd.unique(frame[by]) if len(frame) else ():
-            idx = np.flatnonzero((frame[by] == g).to_numpy())
+        for idx in _groups(frame, by):
             half[idx[1::2]] = 1
         return half
 
@@ -1039,7 +1050,7 @@ def compare_profile(path: str | os.PathLike, cost) -> tuple[pd.DataFrame, dict[s
     """Every point of a profile (:func:`read_profile`) against ``cost`` (a
     :class:`~depgraph.specs.cost.CostModel` on the profiled GPU, with whatever fit is in force): the points
     (``regime``, ``tp``, ``tokens``, ``context``, ``measured_s``, ``predicted_s``) and each regime's
-    :func:`error_stats` with its largest error (``max_abs_error``)."""
+    :func:`error_stats`."""
     rows, ar, _ = read_profile(path)
     frames = []
     if len(rows):
@@ -1055,7 +1066,5 @@ def compare_profile(path: str | os.PathLike, cost) -> tuple[pd.DataFrame, dict[s
     for regime in list(REGIMES) + ["all-reduce"]:
         pts = points[points["regime"] == regime]
         if len(pts):
-            s = error_stats(pts["predicted_s"].to_numpy(), pts["measured_s"].to_numpy())
-            s["max_abs_error"] = float(np.max(np.abs(pts["predicted_s"].to_numpy() / pts["measured_s"].to_numpy() - 1)))
-            stats[regime] = s
+            stats[regime] = error_stats(pts["predicted_s"].to_numpy(), pts["measured_s"].to_numpy())
     return points, stats

@@ -32,6 +32,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..specs.profile_fit import error_stats
+
 __all__ = ["TARGETS", "Regime", "validate", "operator_table", "allreduce_table", "serving_table", "memory_table",
            "plot_validation",
            "measured_root"]
@@ -101,15 +103,6 @@ class Regime:
                 **self.stats, "target": self.target, "verdict": self.verdict, "in_sample": self.in_sample}
 
 
-def _stats(predicted: np.ndarray, measured: np.ndarray) -> dict[str, float]:
-    from ..specs.profile_fit import error_stats
-
-    out = error_stats(predicted, measured)
-    err = np.asarray(predicted, dtype=float) / np.asarray(measured, dtype=float) - 1.0
-    out["max_abs_error"] = float(np.max(np.abs(err))) if len(err) else math.nan
-    return out
-
-
 def operator_table(gpu: str) -> list[Regime]:
     """The operator regimes of one profiled GPU at the cost model's defaults."""
     from ..specs.cost import CostModel
@@ -123,9 +116,9 @@ def operator_table(gpu: str) -> list[Regime]:
         pts = rows[rows.regime == regime]
         if pts.empty:
             continue
-        stats = _stats(pts.predicted_s.to_numpy(), pts.measured_s.to_numpy())
+        stats = error_stats(pts.predicted_s.to_numpy(), pts.measured_s.to_numpy())
         if pts.held_out_s.notna().all():
-            held = _stats(pts.held_out_s.to_numpy(), pts.measured_s.to_numpy())
+            held = error_stats(pts.held_out_s.to_numpy(), pts.measured_s.to_numpy())
             stats.update(held_out_median_abs_error=held["median_abs_error"], held_out_p90_abs_error=held["p90_abs_error"])
         out.append(Regime(regime, gpu, f"vidur/{compute}", stats, TARGETS[regime], True,
                           pts.drop(columns=["key"]).reset_index(drop=True)))
@@ -165,7 +158,7 @@ def allreduce_table(gpu: str) -> list[Regime]:
     pred = predict_allreduce(rows, CostModel(gpu=gpu))
     pts = pd.DataFrame({"ranks": rows.ranks.astype(int).to_numpy(), "bytes": rows.bytes.to_numpy(),
                         "measured_s": rows.t.to_numpy(), "predicted_s": pred})
-    return [Regime("all-reduce", gpu, f"vidur/{network}", _stats(pred, rows.t.to_numpy()), TARGETS["all-reduce"],
+    return [Regime("all-reduce", gpu, f"vidur/{network}", error_stats(pred, rows.t.to_numpy()), TARGETS["all-reduce"],
                    True, pts)]
 
 
@@ -200,7 +193,7 @@ def serving_table() -> list[Regime]:
         unit = "rps" if key == "throughput" else "s"
         pts = table[["file", "rate_rps", f"{key}_measured_{unit}", f"{key}_predicted_{unit}"]].rename(
             columns={f"{key}_measured_{unit}": f"measured_{unit}", f"{key}_predicted_{unit}": f"predicted_{unit}"})
-        out.append(Regime(regime, "a100-40g", dataset, _stats(pts[f"predicted_{unit}"].to_numpy(),
+        out.append(Regime(regime, "a100-40g", dataset, error_stats(pts[f"predicted_{unit}"].to_numpy(),
                                                              pts[f"measured_{unit}"].to_numpy()),
                           TARGETS[regime], False, pts))
     return out
@@ -229,7 +222,7 @@ def memory_table() -> list[Regime]:
                     "measured_bytes": float(r["kv_cache_gib"]) * GIB, "predicted_bytes": float(m.kv_cache_bytes)})
     table = pd.DataFrame(pts)
     return [Regime("memory KV cache", "h100-sxm", "vLLM start-up logs (measured/vllm-logs.csv)",
-                   _stats(table.predicted_bytes.to_numpy(), table.measured_bytes.to_numpy()),
+                   error_stats(table.predicted_bytes.to_numpy(), table.measured_bytes.to_numpy()),
                    TARGETS["memory KV cache"], True, table)]  # its activation terms were fitted to 10 of the rows
 
 
